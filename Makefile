@@ -1,0 +1,38 @@
+# Two entry points: `make run` (serve over HTTP on the embedded PostgreSQL) and `make test`.
+# Both create .venv and install everything on first use (torch first: the CPU wheel, pinned).
+PYTHON ?= python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: install run test lint bench-beir bench-scale bench-crawl
+
+$(STAMP): pyproject.toml
+	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "need $(PYTHON) (set PYTHON=...)"; exit 1; }
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet torch==2.13.0
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+run: install
+	$(BIN)/archivist serve --http
+
+test: install
+	$(BIN)/python -m pytest -q -p no:cacheprovider
+
+lint: install
+	$(BIN)/ruff check . && $(BIN)/ruff format --check .
+
+bench-beir: install
+	$(BIN)/python bench/beir.py --corpus ../shared/data/scifact/corpus.jsonl \
+		--queries ../shared/data/scifact/queries.jsonl --qrels ../shared/data/scifact/qrels/train.tsv \
+		--out bench/results-scifact.json
+
+bench-scale: install
+	$(BIN)/python bench/scale.py
+
+bench-crawl: install
+	$(BIN)/python bench/crawl.py

@@ -1,0 +1,106 @@
+"""Pydantic types shared by tools and services."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Generic, Literal, TypeVar
+from uuid import UUID
+
+from pydantic import BaseModel, Field
+
+T = TypeVar("T")
+
+SourceType = Literal["upload", "crawl", "api"]
+SearchType = Literal["vector", "hybrid", "rerank"]
+IngestStatus = Literal["created", "updated", "unchanged"]
+
+
+class Source(BaseModel):
+    id: UUID
+    title: str
+    description: str | None = None
+    url: str | None = None
+    source_type: SourceType
+    status: str
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    created_at: datetime
+    updated_at: datetime
+
+
+class SourceStats(BaseModel):
+    documents_count: int
+    chunks_count: int
+    last_updated: datetime | None
+
+
+class Document(BaseModel):
+    """A document without its content (list and create views)."""
+
+    id: UUID
+    source_id: UUID
+    title: str
+    url: str | None = None
+    document_type: str
+    content_hash: str
+    content_length: int
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    chunk_count: int
+    created_at: datetime
+    updated_at: datetime
+
+
+class ContentWindow(BaseModel):
+    """A slice of a document's content, for reading long documents piece by piece."""
+
+    offset: int
+    text: str
+    next_offset: int | None
+    total_length: int
+
+
+class ChunkView(BaseModel):
+    id: UUID
+    document_id: UUID
+    chunk_index: int
+    text: str
+    char_start: int
+    char_end: int
+    heading_path: list[str]
+
+
+class IngestResult(BaseModel):
+    document: Document
+    status: IngestStatus
+    chunks_created: int = 0
+
+
+class FileFailure(BaseModel):
+    path: str
+    error: str
+
+
+class Page(BaseModel, Generic[T]):
+    items: list[T]
+    total_count: int
+    page: int
+    per_page: int
+
+    @property
+    def has_more(self) -> bool:
+        return self.page * self.per_page < self.total_count
+
+
+class SearchHit(BaseModel):
+    chunk_id: UUID
+    document_id: UUID
+    document_title: str
+    source_id: UUID
+    url: str | None
+    text: str
+    score: float
+    similarity: float
+    match_type: str
+    chunk_index: int
+    char_start: int
+    char_end: int
+    heading_path: list[str] = Field(default_factory=list)

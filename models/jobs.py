@@ -1,0 +1,103 @@
+"""Pydantic types for crawl jobs: their parameters, counters and errors."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+from uuid import UUID
+
+from pydantic import BaseModel, Field
+
+JobStatus = Literal["queued", "running", "completed", "failed", "cancelled"]
+JobKind = Literal["crawl", "recrawl"]
+CrawlScope = Literal["same-host", "same-domain", "under-path"]
+
+JOB_STATUSES: tuple[str, ...] = ("queued", "running", "completed", "failed", "cancelled")
+ACTIVE_STATUSES: tuple[str, ...] = ("queued", "running")
+FINISHED_STATUSES: tuple[str, ...] = ("completed", "failed", "cancelled")
+
+
+class CrawlParams(BaseModel):
+    """What to crawl; stored with the job so a recrawl repeats it exactly."""
+
+    url: str
+    recursive: bool = False
+    max_depth: int = 2
+    max_pages: int = 20
+    include_patterns: list[str] = Field(default_factory=list)
+    exclude_patterns: list[str] = Field(default_factory=list)
+    scope: CrawlScope = "same-host"
+
+    @property
+    def depth_limit(self) -> int:
+        """The deepest level followed: 0 (the start page only) unless the crawl is recursive."""
+        return self.max_depth if self.recursive else 0
+
+
+class PageError(BaseModel):
+    """One page that could not be crawled."""
+
+    url: str
+    error: str
+    http_status: int | None = None
+
+
+class CrawlJob(BaseModel):
+    """A crawl job with its counters (computed from its URL frontier)."""
+
+    id: UUID
+    source_id: UUID
+    kind: JobKind
+    status: JobStatus
+    params: CrawlParams
+    pages_crawled: int = 0
+    pages_failed: int = 0
+    pages_pending: int = 0
+    pages_skipped: int = 0
+    skipped_by_reason: dict[str, int] = Field(default_factory=dict)
+    documents_created: int = 0
+    documents_updated: int = 0
+    documents_unchanged: int = 0
+    documents_deleted: int = 0
+    total_chunks: int = 0
+    chunks_embedded: int = 0
+    error: str | None = None
+    warnings: list[str] = Field(default_factory=list)
+    recent_errors: list[PageError] = Field(default_factory=list)
+    cancel_requested: bool = False
+    worker_id: str | None = None
+    attempts: int = 0
+    created_at: datetime
+    started_at: datetime | None = None
+    completed_at: datetime | None = None
+    heartbeat_at: datetime | None = None
+
+    @property
+    def finished(self) -> bool:
+        return self.status in FINISHED_STATUSES
+
+    def counters(self) -> dict[str, Any]:
+        """The page and document counts, as shown to agents and on the command line."""
+        return self.model_dump(
+            include={
+                "pages_crawled",
+                "pages_failed",
+                "pages_pending",
+                "pages_skipped",
+                "skipped_by_reason",
+                "documents_created",
+                "documents_updated",
+                "documents_unchanged",
+                "documents_deleted",
+                "total_chunks",
+                "chunks_embedded",
+            }
+        )
+
+
+class StartedJob(BaseModel):
+    """The answer to starting a crawl or recrawl."""
+
+    job: CrawlJob
+    source_created: bool = False
+    notes: list[str] = Field(default_factory=list)

@@ -1,0 +1,264 @@
+"""Archivist: the MCP server, its lifespan, and the `archivist` command line."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import os
+import shutil
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import CallToolResult
+from pydantic import ValidationError
+
+from services.app import Runtime
+from services.settings import Settings, get_settings
+from tools import crawl_website, manage_document, manage_source, search_knowledge_base
+from tools.common import failure
+
+logger = logging.getLogger("archivist")
+
+INSTRUCTIONS = (
+    "Archivist is a knowledge base. Find knowledge with search_knowledge_base; add and read documents "
+    "with manage_document; organise them in sources with manage_source; crawl websites into a source "
+    "in the background with crawl_website. Every tool returns JSON with success, and on failure "
+    "error, error_code, retryable and suggestion."
+)
+
+
+def validation_failure(tool: str, exc: ValidationError) -> CallToolResult:
+    problems = []
+    for err in exc.errors()[:5]:
+        field = ".".join(str(p) for p in err["loc"]) or "arguments"
+        problems.append(f"{field}: {err['msg']}")
+    return failure(
+        "INVALID_ARGUMENT",
+        f"Invalid arguments for {tool}: " + "; ".join(problems),
+        "Fix the named arguments (see the tool's input schema) and call again.",
+    )
+
+
+class ArchivistServer(MCPServer):
+    """MCPServer whose tool errors are always the JSON error contract, never SDK prose."""
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], context: Context | None = None) -> Any:
+        if self._tool_manager.get_tool(name) is None:
+            names = ", ".join(t.name for t in self._tool_manager.list_tools())
+            return failure("NOT_FOUND", f"Unknown tool: {name}", f"Use one of: {names}.")
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as exc:
+            if isinstance(exc.__cause__, ValidationError):
+                return validation_failure(name, exc.__cause__)
+            logger.exception("tool %s raised", name)
+            return failure(
+                "INTERNAL", f"{name} failed with an internal error.", "Retry once.", retryable=True
+            )
+
+
+async def run_in_process_worker(runtime: Runtime, stop: asyncio.Event) -> None:
+    """The server's own crawl worker; it waits for start-up and stops with the server."""
+    from services.worker import run_worker
+
+    try:
+        app = await runtime.get()
+    except Exception:
+        logger.warning("crawl worker not started: the knowledge base did not start")
+        return
+    await run_worker(app, stop)
+
+
+def build_server(
+    settings: Settings | None = None, *, run_worker: bool | None = None, runtime: Runtime | None = None
+) -> ArchivistServer:
+    settings = settings or get_settings()
+    runtime = runtime or Runtime(settings)
+    worker_enabled = settings.run_worker if run_worker is None else run_worker
+
+    @asynccontextmanager
+    async def lifespan(_: MCPServer) -> AsyncIterator[Runtime]:
+        runtime.start()  # models + database load in the background: the handshake does not wait
+        stop = asyncio.Event()
+        worker = asyncio.create_task(run_in_process_worker(runtime, stop)) if worker_enabled else None
+        try:
+            yield runtime
+        finally:
+            stop.set()
+            if worker is not None:
+                await asyncio.wait_for(asyncio.gather(worker, return_exceptions=True), 10)
+            await runtime.close()
+
+    mcp = ArchivistServer(name="archivist", instructions=INSTRUCTIONS, lifespan=lifespan, version="0.1.0")
+    for module in (search_knowledge_base, manage_document, manage_source, crawl_website):
+        module.register(mcp, runtime)
+    return mcp
+
+
+# ---------------------------------------------------------------- command line
+
+
+def configure_logging(level: str) -> None:
+    logging.basicConfig(
+        level=level.upper(), stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+
+
+def server_command() -> list[str]:
+    exe = shutil.which("archivist") or os.path.join(os.path.dirname(sys.executable), "archivist")
+    return [os.path.abspath(exe), "serve"]
+
+
+def client_env(settings: Settings) -> dict[str, str]:
+    env = {"ARCHIVIST_ALLOWED_PATHS": os.pathsep.join(str(p) for p in settings.allowed_paths)}
+    if settings.database_url:
+        env["DATABASE_URL"] = settings.database_url
+    else:
+        env["ARCHIVIST_DATA_DIR"] = str(settings.data_dir)
+    return env
+
+
+def print_client_config(client: str, settings: Settings) -> None:
+    command, *args = server_command()
+    entry = {"command": command, "args": args, "env": client_env(settings)}
+    if client == "claude-code":
+        entry = {"type": "stdio", **entry}
+    print(json.dumps({"mcpServers": {"archivist": entry}}, indent=2))
+
+
+def add_human_commands(sub: Any) -> None:
+    ingest = sub.add_parser("ingest", help="ingest files or directories into a source")
+    ingest.add_argument("paths", nargs="+")
+    ingest.add_argument("--source", required=True, help="source title (created if missing) or id")
+    ingest.add_argument("--ext", action="append", help="only these extensions (repeatable), e.g. --ext .md")
+    search = sub.add_parser("search", help="search the knowledge base")
+    search.add_argument("query")
+    search.add_argument("--type", default="hybrid", choices=["vector", "hybrid", "rerank"])
+    search.add_argument("--source", default=None, help="source id")
+    search.add_argument("-k", type=int, default=5)
+    sub.add_parser("sources", help="list sources with their document and chunk counts")
+    sub.add_parser("reembed", help="re-embed every chunk with the configured embedding model")
+
+
+async def open_archivist(settings: Settings) -> Any:
+    from services.app import Archivist
+
+    return await Archivist.open(settings)
+
+
+async def cli_ingest(app: Any, args: argparse.Namespace) -> None:
+    from pathlib import Path
+
+    from tqdm import tqdm
+
+    from services.paths import resolve_allowed_path
+
+    try:
+        source_id = (await app.sources.get(args.source)).id
+    except Exception:
+        source_id = (await app.sources.get_or_create(args.source))[0].id
+    bar = tqdm(desc="ingesting", unit="file", file=sys.stderr)
+
+    def progress(path: Path, result: Any, error: str | None) -> None:
+        bar.update(1)
+        if error:
+            bar.write(f"failed: {path}: {error}", file=sys.stderr)
+
+    for raw in args.paths:
+        path = resolve_allowed_path(raw, app.settings.allowed_paths)
+        if path.is_dir():
+            await app.documents.create_from_directory(source_id, path, args.ext, progress=progress)
+        else:
+            result = await app.documents.create_from_file(source_id, path)
+            progress(path, result, None)
+    bar.close()
+    stats = await app.sources.stats(source_id)
+    print(f"source {source_id}: {stats.documents_count} documents, {stats.chunks_count} chunks")
+
+
+async def cli_search(app: Any, args: argparse.Namespace) -> None:
+    outcome = await app.search.search(args.query, args.source, args.k, args.type)
+    for i, hit in enumerate(outcome.hits, 1):
+        snippet = " ".join(hit.text.split())[:200]
+        print(f"{i}. [{hit.score:.3f}] {hit.document_title} (chunk {hit.chunk_index})\n   {snippet}")
+    if not outcome.hits:
+        print("no results")
+
+
+async def cli_sources(app: Any, args: argparse.Namespace) -> None:
+    page_no = 1
+    while True:
+        page = await app.sources.list(page_no, 20)
+        for source in page.items:
+            stats = await app.sources.stats(source.id)
+            print(
+                f"{source.id}  {source.title}  [{source.source_type}]  "
+                f"{stats.documents_count} documents, {stats.chunks_count} chunks"
+            )
+        if not page.has_more:
+            break
+        page_no += 1
+
+
+async def run_human_command(args: argparse.Namespace, settings: Settings) -> None:
+    if args.command == "reembed":
+        from services.reembed import reembed_all
+
+        await reembed_all(settings)
+        return
+    commands = {"ingest": cli_ingest, "search": cli_search, "sources": cli_sources}
+    from services.errors import ServiceError
+
+    app = await open_archivist(settings)
+    try:
+        await commands[args.command](app, args)
+    except ServiceError as exc:
+        print(f"error: {exc.message}\n{exc.suggestion}", file=sys.stderr)
+        raise SystemExit(2) from None
+    finally:
+        await app.close()
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="archivist", description="Archivist knowledge base for AI agents")
+    sub = parser.add_subparsers(dest="command", required=True)
+    serve = sub.add_parser("serve", help="run the MCP server (stdio by default)")
+    serve.add_argument("--http", action="store_true", help="serve streamable HTTP at /mcp instead of stdio")
+    serve.add_argument("--host", default=None)
+    serve.add_argument("--port", type=int, default=None)
+    serve.add_argument("--no-worker", action="store_true", help="leave crawl jobs to `archivist worker`")
+    config = sub.add_parser("config", help="print an MCP client configuration entry")
+    config.add_argument("client", choices=["claude-code", "claude-desktop"])
+    add_human_commands(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = build_parser().parse_args(argv)
+    settings = get_settings()
+    configure_logging(settings.log_level)
+    if args.command == "serve":
+        server = build_server(settings, run_worker=False if args.no_worker else None)
+        if args.http:
+            server.run(
+                "streamable-http",
+                host=args.host or settings.http_host,
+                port=args.port or settings.http_port,
+                streamable_http_path="/mcp",
+            )
+        else:
+            server.run("stdio")
+    elif args.command == "config":
+        print_client_config(args.client, settings)
+    else:
+        asyncio.run(run_human_command(args, settings))
+
+
+if __name__ == "__main__":
+    main()

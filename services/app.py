@@ -1,0 +1,111 @@
+"""The service container: one place that builds the database, models and services."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from typing import Any
+
+from services.database import Database
+from services.documents import DocumentService
+from services.embeddings import create_embedder
+from services.embeddings.base import Embedder
+from services.errors import ServiceError, Unavailable
+from services.reranking import create_reranker
+from services.reranking.base import Reranker
+from services.search import SearchService
+from services.settings import Settings
+from services.sources import SourceService
+
+logger = logging.getLogger(__name__)
+
+
+class Archivist:
+    """Everything a tool, the CLI or a worker needs, wired once."""
+
+    def __init__(self, settings: Settings, db: Database, embedder: Embedder) -> None:
+        self.settings = settings
+        self.db = db
+        self.embedder = embedder
+        self._reranker: Reranker | None = None
+        self._reranker_lock = threading.Lock()
+        self.sources = SourceService(db)
+        self.documents = DocumentService(db, self.sources, embedder, settings)
+        self.search = SearchService(db, self.sources, embedder, settings, self.reranker)
+        self._jobs: Any = None
+
+    @classmethod
+    async def open(cls, settings: Settings, embedder: Embedder | None = None) -> Archivist:
+        """Load the embedder (in a thread) and connect + migrate the database concurrently."""
+        if embedder is None:
+            embedder = await asyncio.to_thread(create_embedder, settings)
+        db = Database(settings)
+        await db.start(embedder.name, embedder.dim)
+        return cls(settings, db, embedder)
+
+    @property
+    def jobs(self) -> Any:
+        """Crawl jobs (services.jobs.JobService), built on first use."""
+        if self._jobs is None:
+            from services.jobs import JobService
+
+            self._jobs = JobService(self)
+        return self._jobs
+
+    def reranker(self) -> Reranker:
+        with self._reranker_lock:
+            if self._reranker is None:
+                self._reranker = create_reranker(self.settings)
+            return self._reranker
+
+    async def close(self) -> None:
+        await self.db.close()
+
+
+class Runtime:
+    """Starts `Archivist` in the background so the MCP handshake never waits for models or the
+    database; tool calls wait for it (up to `wait_seconds`) via `get()`."""
+
+    def __init__(self, settings: Settings, wait_seconds: float = 120.0, embedder: Embedder | None = None) -> None:
+        self.settings = settings
+        self.wait_seconds = wait_seconds
+        self.embedder = embedder
+        self._task: asyncio.Task[Archivist] | None = None
+
+    def start(self) -> None:
+        if self._task is None:
+            opening = Archivist.open(self.settings, self.embedder)
+            self._task = asyncio.create_task(opening, name="archivist-start")
+
+    async def get(self) -> Archivist:
+        self.start()
+        assert self._task is not None
+        try:
+            return await asyncio.wait_for(asyncio.shield(self._task), self.wait_seconds)
+        except TimeoutError:
+            raise Unavailable(
+                "The knowledge base is still starting (loading models, opening the database).",
+                "Retry in a few seconds.",
+            ) from None
+        except ServiceError:
+            raise
+        except Exception as exc:
+            logger.exception("start-up failed")
+            raise Unavailable(
+                f"The knowledge base failed to start: {type(exc).__name__}: {str(exc)[:300]}",
+                "Check the server's log (stderr) and its DATABASE_URL / ARCHIVIST_* settings, then restart it.",
+                retryable=False,
+            ) from exc
+
+    async def close(self) -> None:
+        if self._task is None:
+            return
+        if not self._task.done():
+            self._task.cancel()
+            try:
+                await self._task
+            except (asyncio.CancelledError, Exception):
+                return
+        elif self._task.exception() is None:
+            await self._task.result().close()

@@ -1,0 +1,256 @@
+"""robots.txt, sitemaps and llms.txt: parsing, plus a small text fetcher for them.
+
+`RobotsPolicy` follows RFC 9309 as Google implements it: the most specific user-agent group wins
+(groups naming the same agent are merged), the longest matching rule wins, Allow wins a tie, `*` and
+a trailing `$` are supported in paths. urllib.robotparser is not used because it takes the first
+matching rule rather than the longest and knows no wildcards.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass, field
+from urllib.parse import unquote, urlsplit
+
+import httpx
+
+from services.crawl.safety import check_url_allowed
+from services.crawl.urls import normalize_url
+from services.errors import ServiceError
+
+logger = logging.getLogger(__name__)
+
+MAX_REDIRECTS = 5
+_REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
+_MARKDOWN_LINK = re.compile(r"\[[^\]]*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
+
+
+@dataclass
+class _Rule:
+    """One Allow/Disallow line, compiled to a regex over "path?query"."""
+
+    allow: bool
+    pattern: str
+    regex: re.Pattern[str] = field(init=False)
+
+    def __post_init__(self) -> None:
+        anchored = self.pattern.endswith("$")
+        body = re.sub(r"\*+", "*", unquote(self.pattern[:-1] if anchored else self.pattern))
+        regex = ".*".join(re.escape(piece) for piece in body.split("*"))
+        self.regex = re.compile(regex + ("$" if anchored else ""))
+
+    def matches(self, path: str) -> bool:
+        return self.regex.match(path) is not None
+
+
+@dataclass
+class _Group:
+    """A group of records sharing the same user-agent lines."""
+
+    agents: list[str] = field(default_factory=list)
+    rules: list[_Rule] = field(default_factory=list)
+    crawl_delay: float | None = None
+
+
+def _product_token(user_agent: str) -> str:
+    """The lower-cased product token of a user agent: ArchivistBot/0.1 (+https://...) -> archivistbot."""
+    return re.split(r"[/\s]", user_agent.strip(), maxsplit=1)[0].lower()
+
+
+def _parse_line(raw_line: str) -> tuple[str, str] | None:
+    """Split a line into (lower-cased key, value), dropping comments; None for blank or malformed lines."""
+    line = raw_line.split("#", 1)[0].strip()
+    if ":" not in line:
+        return None
+    key, value = line.split(":", 1)
+    return key.strip().lower(), value.strip()
+
+
+def _add_record(group: _Group, key: str, value: str) -> None:
+    """Apply one Allow/Disallow/Crawl-delay line to its group (other keys are ignored)."""
+    if key in ("allow", "disallow"):
+        if value:  # "Disallow:" with no path allows everything: no rule needed.
+            group.rules.append(_Rule(allow=key == "allow", pattern=value))
+    elif key == "crawl-delay":
+        try:
+            group.crawl_delay = max(0.0, float(value))
+        except ValueError:
+            logger.debug("ignoring bad Crawl-delay %r", value)
+
+
+def _parse_groups(text: str) -> tuple[list[_Group], list[str]]:
+    """Split robots.txt into user-agent groups and collect Sitemap lines.
+
+    Consecutive User-agent lines share one group; a User-agent line after a record starts a new one.
+    """
+    groups: list[_Group] = []
+    sitemaps: list[str] = []
+    current: _Group | None = None
+    group_has_records = False
+    for raw_line in text.splitlines():
+        parsed = _parse_line(raw_line)
+        if parsed is None:
+            continue
+        key, value = parsed
+        if key == "sitemap":
+            if value:
+                sitemaps.append(value)
+        elif key == "user-agent":
+            if current is None or group_has_records:
+                current = _Group()
+                groups.append(current)
+                group_has_records = False
+            current.agents.append(value.lower())
+        elif current is not None:
+            group_has_records = True
+            _add_record(current, key, value)
+    return groups, sitemaps
+
+
+def _select_groups(groups: list[_Group], user_agent: str) -> list[_Group]:
+    """Groups naming our product token (merged), else the `*` groups."""
+    token = _product_token(user_agent)
+    specific = [g for g in groups if any(a != "*" and _product_token(a) == token for a in g.agents)]
+    if specific:
+        return specific
+    return [g for g in groups if "*" in g.agents]
+
+
+class RobotsPolicy:
+    """What one site's robots.txt lets a given user agent do."""
+
+    def __init__(self, text: str, user_agent: str) -> None:
+        groups, self._sitemaps = _parse_groups(text.lstrip("\ufeff"))
+        selected = _select_groups(groups, user_agent)
+        self._rules = [rule for group in selected for rule in group.rules]
+        delays = [g.crawl_delay for g in selected if g.crawl_delay is not None]
+        self._crawl_delay = max(delays) if delays else None
+        self._disallow_all = False
+
+    @classmethod
+    def allow_all(cls) -> RobotsPolicy:
+        """The policy for a site without robots.txt (4xx)."""
+        return cls("", "*")
+
+    @classmethod
+    def disallow_all(cls) -> RobotsPolicy:
+        """The policy while robots.txt is unreachable (5xx, network error)."""
+        policy = cls("", "*")
+        policy._disallow_all = True
+        return policy
+
+    @classmethod
+    def from_response(cls, status: int, text: str, user_agent: str) -> RobotsPolicy:
+        """RFC 9309: 2xx -> parse, 4xx -> allow all, 5xx or no response (status 0) -> disallow all."""
+        if 200 <= status < 300:
+            return cls(text, user_agent)
+        if 400 <= status < 500:
+            return cls.allow_all()
+        return cls.disallow_all()
+
+    @property
+    def crawl_delay(self) -> float | None:
+        """Crawl-delay in seconds for our user agent, if the site sets one."""
+        return self._crawl_delay
+
+    @property
+    def sitemaps(self) -> list[str]:
+        """Sitemap URLs listed anywhere in the file."""
+        return list(self._sitemaps)
+
+    def can_fetch(self, url: str) -> bool:
+        """Whether our user agent may fetch `url` (robots.txt itself is always allowed)."""
+        if self._disallow_all:
+            return False
+        parts = urlsplit(url)
+        path = parts.path or "/"
+        if path == "/robots.txt":
+            return True
+        target = unquote(f"{path}?{parts.query}" if parts.query else path)
+        best: _Rule | None = None
+        for rule in self._rules:
+            if not rule.matches(target):
+                continue
+            if best is None or (len(rule.pattern), rule.allow) > (len(best.pattern), best.allow):
+                best = rule
+        return best is None or best.allow
+
+
+def _local_name(tag: str) -> str:
+    """Strip an XML namespace: "{http://www.sitemaps.org/...}loc" -> "loc"."""
+    return tag.rsplit("}", 1)[-1].lower()
+
+
+def parse_sitemap(xml_text: str) -> tuple[list[str], list[str]]:
+    """Return (page URLs, nested sitemap URLs) from a urlset or sitemapindex document.
+
+    Namespaces are ignored; invalid XML or an unknown root yields two empty lists.
+    """
+    try:
+        root = ET.fromstring(xml_text.lstrip("\ufeff \t\r\n"))
+    except ET.ParseError:
+        logger.debug("sitemap is not valid XML")
+        return [], []
+    kind = _local_name(root.tag)
+    if kind not in ("urlset", "sitemapindex"):
+        return [], []
+    locations: list[str] = []
+    for entry in root:
+        for child in entry:
+            if _local_name(child.tag) == "loc" and child.text and child.text.strip():
+                locations.append(child.text.strip())
+    return (locations, []) if kind == "urlset" else ([], locations)
+
+
+def parse_llms_txt(text: str, base_url: str) -> list[str]:
+    """Absolute, normalised, de-duplicated http(s) URLs of the markdown links in an llms.txt file."""
+    seen: dict[str, None] = {}
+    for match in _MARKDOWN_LINK.finditer(text):
+        url = normalize_url(match.group(1), base=base_url)
+        if url:
+            seen.setdefault(url, None)
+    return list(seen)
+
+
+async def _read_capped(response: httpx.Response, max_bytes: int) -> bytes:
+    """Read at most `max_bytes` of the body (the rest is dropped)."""
+    body = bytearray()
+    async for chunk in response.aiter_bytes():
+        body.extend(chunk)
+        if len(body) >= max_bytes:
+            logger.warning("truncated %s at %d bytes", response.url, max_bytes)
+            break
+    return bytes(body[:max_bytes])
+
+
+async def fetch_text(
+    url: str, *, user_agent: str, timeout: float, max_bytes: int, allow_private: bool | None = None
+) -> tuple[int, str]:
+    """GET a small text resource (robots.txt, sitemap.xml, llms.txt): (status, text), (0, "") on failure.
+
+    With `allow_private` None, redirects are not followed and the caller is trusted to have checked
+    the URL. With True/False, every URL (the first and each redirect hop, up to 5) goes through
+    `check_url_allowed` first and redirects are followed. Bodies longer than `max_bytes` are truncated.
+    """
+    headers = {"User-Agent": user_agent, "Accept": "text/plain, text/markdown, application/xml, */*;q=0.5"}
+    follow = allow_private is not None
+    current = url
+    try:
+        async with httpx.AsyncClient(timeout=timeout, follow_redirects=False, headers=headers) as client:
+            for _ in range(MAX_REDIRECTS + 1):
+                if follow:
+                    await check_url_allowed(current, bool(allow_private))
+                async with client.stream("GET", current) as response:
+                    location = response.headers.get("location")
+                    if follow and response.status_code in _REDIRECT_STATUSES and location:
+                        current = normalize_url(location, base=current) or ""
+                        continue
+                    body = await _read_capped(response, max_bytes)
+                    return response.status_code, body.decode(response.encoding or "utf-8", errors="replace")
+    except (httpx.HTTPError, ServiceError, OSError, ValueError) as exc:
+        logger.info("could not fetch %s: %s", url, exc)
+        return 0, ""
+    logger.info("too many redirects fetching %s", url)
+    return 0, ""

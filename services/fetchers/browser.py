@@ -1,0 +1,163 @@
+"""Browser fetcher: renders JavaScript pages with headless Chromium via crawl4ai's Playwright strategy.
+
+Untested here (no Chromium in the test environment); kept small and import-safe (crawl4ai and
+Playwright are imported only when a page is rendered).
+
+Each URL is first fetched by `Crawl4aiHttpFetcher`, which owns the rules that a browser cannot
+enforce well: SSRF checks on every redirect hop, conditional requests (304), 404/410, content type
+and size limits. Only a 2xx HTML page is then rendered by the browser, at its final URL; every
+request the page makes (scripts, XHR, frames) goes through a Playwright route that applies
+`check_url_allowed`, and the HTTP result is kept when rendering fails or yields nothing.
+
+crawl4ai launches a custom Chromium binary only in "managed browser" mode, which reads the
+executable from `<crawl4ai home>/.crawl4ai/chromium.path`; that file is written from
+`settings.crawl_browser_path`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import socket
+from typing import TYPE_CHECKING, Any
+
+from services.crawl.safety import check_url_allowed
+from services.errors import ServiceError
+from services.fetchers.base import Fetcher, FetchResult
+from services.fetchers.crawl4ai_http import HTML_TYPES, Crawl4aiHttpFetcher, unique_normalized
+
+if TYPE_CHECKING:
+    from services.settings import Settings
+
+logger = logging.getLogger(__name__)
+
+CHROMIUM_FLAGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-dev-shm-usage",
+    "--disable-background-networking",
+    "--disable-sync",
+    "--disable-extensions",
+    "--disable-default-apps",
+    "--disable-component-update",
+    "--metrics-recording-only",
+    "--no-first-run",
+    "--mute-audio",
+]
+_STATUS_IN_ERROR = re.compile(r"\bHTTP (\d{3})\b")
+
+
+def crawl_result_status(result: Any) -> int:
+    """Normalise a crawl4ai CrawlResult's status: its status_code, else "HTTP 404" in the error, else 0."""
+    status = getattr(result, "status_code", None)
+    if isinstance(status, int) and status > 0:
+        return status
+    match = _STATUS_IN_ERROR.search(getattr(result, "error_message", "") or "")
+    return int(match.group(1)) if match else 0
+
+
+def _free_port() -> int:
+    """An unused local TCP port for Chromium's DevTools endpoint."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class BrowserFetcher(Fetcher):
+    """HTTP fetch first, then a headless Chromium render of HTML pages."""
+
+    def __init__(self, settings: Settings) -> None:
+        self._settings = settings
+        self._http = Crawl4aiHttpFetcher(settings)
+        self._crawler: Any = None
+        self._start_lock = asyncio.Lock()
+
+    def _browser_config(self) -> Any:
+        from crawl4ai import BrowserConfig
+
+        home = self._http.paths.base
+        (home / ".crawl4ai").mkdir(parents=True, exist_ok=True)
+        (home / ".crawl4ai" / "chromium.path").write_text(self._settings.crawl_browser_path)
+        return BrowserConfig(
+            browser_type="chromium",
+            headless=True,
+            use_managed_browser=True,
+            debugging_port=_free_port(),
+            user_data_dir=str(home / "browser-profile"),
+            user_agent=self._settings.crawl_user_agent,
+            ignore_https_errors=False,
+            accept_downloads=False,
+            downloads_path=str(self._http.paths.downloads),
+            verbose=False,
+            extra_args=CHROMIUM_FLAGS,
+        )
+
+    async def _guard_requests(self, page: Any, context: Any = None, **_: Any) -> Any:
+        """crawl4ai hook: abort every page request to a host `check_url_allowed` refuses."""
+        allow_private = self._settings.crawl_allow_private
+
+        async def route_handler(route: Any) -> None:
+            url = route.request.url
+            if url.startswith(("http://", "https://")):
+                try:
+                    await check_url_allowed(url, allow_private)
+                except ServiceError as exc:
+                    logger.info("browser request blocked: %s", exc.message)
+                    await route.abort("blockedbyclient")
+                    return
+            await route.continue_()
+
+        await (context or page.context).route("**/*", route_handler)
+        return page
+
+    async def _crawler_instance(self) -> Any:
+        async with self._start_lock:
+            if self._crawler is None:
+                from crawl4ai import AsyncWebCrawler
+
+                crawler = AsyncWebCrawler(config=self._browser_config(), base_directory=str(self._http.paths.base))
+                crawler.crawler_strategy.set_hook("on_page_context_created", self._guard_requests)
+                await crawler.start()
+                self._crawler = crawler
+            return self._crawler
+
+    async def _render(self, url: str) -> Any:
+        from crawl4ai import CacheMode, CrawlerRunConfig
+
+        config = CrawlerRunConfig(
+            cache_mode=CacheMode.BYPASS,
+            page_timeout=int(self._settings.crawl_page_timeout * 1000),
+            verbose=False,
+        )
+        crawler = await self._crawler_instance()
+        return await crawler.arun(url, config=config)
+
+    async def fetch(self, url: str, *, etag: str | None = None, last_modified: str | None = None) -> FetchResult:
+        """HTTP result, with markdown/title/links replaced by the rendered page's when rendering works."""
+        result = await self._http.fetch(url, etag=etag, last_modified=last_modified)
+        if not result.ok or result.content_type not in HTML_TYPES:
+            return result
+        try:
+            rendered = await self._render(result.final_url)
+        except Exception as exc:  # a browser failure falls back to the HTTP result
+            logger.warning("browser render failed for %s: %s", result.final_url, exc)
+            return result
+        status = crawl_result_status(rendered)
+        markdown = getattr(rendered.markdown, "raw_markdown", "") if rendered.markdown else ""
+        if not (200 <= status < 300) or not markdown.strip():
+            logger.info("browser render of %s gave status %s; keeping HTTP result", result.final_url, status)
+            return result
+        links = rendered.links or {}
+        hrefs = [link.get("href", "") for kind in ("internal", "external") for link in links.get(kind, [])]
+        result.markdown = markdown.strip()
+        result.title = (rendered.metadata or {}).get("title") or result.title
+        result.links = unique_normalized(hrefs, result.final_url) or result.links
+        return result
+
+    async def close(self) -> None:
+        """Stop the browser and the HTTP client."""
+        if self._crawler is not None:
+            await self._crawler.close()
+            self._crawler = None
+        await self._http.close()

@@ -1,0 +1,419 @@
+"""Crawl jobs: queue, inspect, wait for, cancel and repeat crawls; the claim/heartbeat API for workers.
+
+A job is a row in `crawl_jobs`; its pages live in `crawl_frontier` (see services/crawler.py, which runs
+one job). Counters are computed from the frontier on every read, so they are exact even after a worker
+died mid-crawl and another one resumed the job.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+from uuid import UUID
+
+import asyncpg
+
+from models import Page
+from models.jobs import ACTIVE_STATUSES, JOB_STATUSES, CrawlJob, CrawlParams, PageError, StartedJob
+from services.crawl.safety import check_url_allowed
+from services.crawl.urls import normalize_url
+from services.errors import Conflict, InvalidArgument, NotFound
+from services.validation import check_page, parse_uuid
+
+if TYPE_CHECKING:
+    from services.app import Archivist
+
+logger = logging.getLogger(__name__)
+
+JOB_HINT = "Use crawl_website(action='list') to find job ids."
+SCOPES = ("same-host", "same-domain", "under-path")
+MAX_PATTERNS = 20
+MAX_PATTERN_LENGTH = 300
+RECENT_ERRORS = 10
+CANCEL_WAIT_SECONDS = 2.5
+# A job claimed this many times without finishing has crashed its workers repeatedly: give up on it.
+MAX_ATTEMPTS = 5
+
+JOB_COLUMNS = """
+    j.id, j.source_id, j.kind, j.status, j.params, j.error, j.warnings, j.cancel_requested,
+    j.worker_id, j.attempts, j.created_at, j.started_at, j.completed_at, j.heartbeat_at,
+    c.pages_crawled, c.pages_failed, c.pages_pending, c.pages_skipped, c.documents_created,
+    c.documents_updated, c.documents_unchanged, c.documents_deleted, c.total_chunks, c.chunks_embedded,
+    coalesce((SELECT jsonb_object_agg(s.reason, s.n) FROM (
+        SELECT coalesce(f.skip_reason, 'other') AS reason, count(*) AS n FROM crawl_frontier f
+        WHERE f.job_id = j.id AND f.state = 'skipped' GROUP BY 1) s), '{}'::jsonb) AS skipped_by_reason
+"""
+COUNTERS_JOIN = """
+    CROSS JOIN LATERAL (
+        SELECT count(*) FILTER (WHERE f.state = 'done') AS pages_crawled,
+               count(*) FILTER (WHERE f.state = 'failed') AS pages_failed,
+               count(*) FILTER (WHERE f.state IN ('pending', 'fetching') AND f.linked) AS pages_pending,
+               count(*) FILTER (WHERE f.state = 'skipped') AS pages_skipped,
+               count(*) FILTER (WHERE f.outcome = 'created') AS documents_created,
+               count(*) FILTER (WHERE f.outcome = 'updated') AS documents_updated,
+               count(*) FILTER (WHERE f.outcome = 'unchanged') AS documents_unchanged,
+               count(*) FILTER (WHERE f.outcome = 'deleted') AS documents_deleted,
+               coalesce(sum(f.chunks) FILTER (WHERE f.state = 'done'), 0) AS total_chunks,
+               coalesce(sum(f.chunks_embedded), 0) AS chunks_embedded
+        FROM crawl_frontier f WHERE f.job_id = j.id
+    ) c
+"""
+
+ProgressFn = Callable[[CrawlJob], Awaitable[None]]
+
+
+@dataclass(frozen=True)
+class Heartbeat:
+    """What a worker learns when it refreshes its job's heartbeat."""
+
+    owned: bool  # False: the job is no longer ours (finished elsewhere, or resumed by another worker)
+    cancel_requested: bool
+
+
+def default_source_title(url: str) -> str:
+    """The source title for a crawl started without one: the URL's host (and port, if any)."""
+    return urlsplit(url).netloc or url
+
+
+def _check_patterns(patterns: list[str] | None, name: str) -> list[str]:
+    if not patterns:
+        return []
+    if not isinstance(patterns, list) or not all(isinstance(p, str) for p in patterns):
+        raise InvalidArgument(f"{name} must be a list of strings.", f'Pass {name} like ["/docs/*", "blog"].')
+    cleaned = [p.strip() for p in patterns if p.strip()]
+    if len(cleaned) > MAX_PATTERNS:
+        raise InvalidArgument(f"{name} has {len(cleaned)} patterns (at most {MAX_PATTERNS}).", "Use fewer patterns.")
+    too_long = [p for p in cleaned if len(p) > MAX_PATTERN_LENGTH]
+    if too_long:
+        raise InvalidArgument(
+            f"A pattern in {name} is longer than {MAX_PATTERN_LENGTH} characters.", "Use shorter patterns."
+        )
+    return cleaned
+
+
+def check_start_url(url: str | None) -> str:
+    """The normalised http(s) start URL, or InvalidArgument."""
+    if not url or not url.strip():
+        raise InvalidArgument("url is required to start a crawl.", "Pass url='https://example.com/docs/'.")
+    scheme = urlsplit(url.strip()).scheme.lower()
+    normalized = normalize_url(url)
+    if scheme not in ("http", "https") or normalized is None:
+        raise InvalidArgument(
+            f"Invalid crawl URL: {url[:200]}", "Only absolute http:// and https:// URLs can be crawled."
+        )
+    return normalized
+
+
+def _to_job(row: asyncpg.Record, errors: list[PageError] | None = None) -> CrawlJob:
+    values: dict[str, Any] = dict(row)
+    values["warnings"] = values.get("warnings") or []
+    values["recent_errors"] = errors or []
+    return CrawlJob(**values)
+
+
+class JobService:
+    """Crawl jobs for tools, the CLI and workers; see the module docstring."""
+
+    def __init__(self, app: Archivist) -> None:
+        self.app = app
+        self.db = app.db
+        self.settings = app.settings
+        self._wakeup: asyncio.Event | None = None
+        # In-process cancel signals, so a runner in this process stops at once (others poll the flag).
+        self._cancel_events: dict[UUID, asyncio.Event] = {}
+
+    # ---------- queueing ----------
+
+    def build_params(
+        self,
+        url: str | None,
+        recursive: bool = False,
+        max_depth: int = 2,
+        max_pages: int = 20,
+        include_patterns: list[str] | None = None,
+        exclude_patterns: list[str] | None = None,
+        scope: str = "same-host",
+    ) -> tuple[CrawlParams, list[str]]:
+        """Validate crawl arguments; returns the parameters and notes about limits that were applied."""
+        start_url = check_start_url(url)
+        notes: list[str] = []
+        if max_pages < 1:
+            raise InvalidArgument(f"max_pages must be 1 or more (got {max_pages}).", "Use max_pages=20, for example.")
+        if max_pages > self.settings.crawl_max_pages:
+            notes.append(
+                f"max_pages {max_pages} was capped at {self.settings.crawl_max_pages} (ARCHIVIST_CRAWL_MAX_PAGES)."
+            )
+            max_pages = self.settings.crawl_max_pages
+        if max_depth < 0:
+            raise InvalidArgument(f"max_depth must be 0 or more (got {max_depth}).", "Use max_depth=2, for example.")
+        if max_depth > self.settings.crawl_max_depth:
+            notes.append(f"max_depth {max_depth} was capped at {self.settings.crawl_max_depth}.")
+            max_depth = self.settings.crawl_max_depth
+        if scope not in SCOPES:
+            raise InvalidArgument(f"Invalid scope '{scope}'.", f"Use one of: {', '.join(SCOPES)}.")
+        params = CrawlParams(
+            url=start_url,
+            recursive=bool(recursive),
+            max_depth=max_depth,
+            max_pages=max_pages,
+            include_patterns=_check_patterns(include_patterns, "include_patterns"),
+            exclude_patterns=_check_patterns(exclude_patterns, "exclude_patterns"),
+            scope=scope,  # type: ignore[arg-type]
+        )
+        return params, notes
+
+    async def start(
+        self,
+        url: str | None,
+        source_id: str | UUID | None = None,
+        title: str | None = None,
+        recursive: bool = False,
+        max_depth: int = 2,
+        max_pages: int = 20,
+        include_patterns: list[str] | None = None,
+        exclude_patterns: list[str] | None = None,
+        scope: str = "same-host",
+    ) -> StartedJob:
+        """Validate and queue a crawl; the source is found or created by title (default: the host)."""
+        params, notes = self.build_params(
+            url, recursive, max_depth, max_pages, include_patterns, exclude_patterns, scope
+        )
+        await check_url_allowed(params.url, self.settings.crawl_allow_private)
+        if source_id:
+            sid, created = (await self.app.sources.get(source_id)).id, False
+        else:
+            source_title = (title or "").strip() or default_source_title(params.url)
+            source, created = await self.app.sources.get_or_create(source_title, source_type="crawl", url=params.url)
+            sid = source.id
+        job = await self._insert(sid, "crawl", params)
+        return StartedJob(job=job, source_created=created, notes=notes)
+
+    async def recrawl(self, source_id: str | UUID | None = None, job_id: str | UUID | None = None) -> StartedJob:
+        """Queue a new crawl of a source with the settings of its last crawl (or of the given job)."""
+        if job_id:
+            previous = await self.get(job_id)
+            sid, raw_params = previous.source_id, previous.params.model_dump()
+        elif source_id:
+            sid = (await self.app.sources.get(source_id)).id
+            raw_params = await self.db.pool.fetchval(
+                "SELECT params FROM crawl_jobs WHERE source_id = $1 ORDER BY created_at DESC LIMIT 1", sid
+            )
+            if raw_params is None:
+                raise InvalidArgument(
+                    f"Source {sid} has never been crawled, so there is nothing to re-crawl.",
+                    "Start a crawl with crawl_website(action='start', url=..., source_id=...).",
+                )
+        else:
+            raise InvalidArgument(
+                "recrawl needs source_id or job_id.", "Pass the source_id of a crawled source, or a job_id."
+            )
+        await self._refuse_if_active(sid)
+        original = CrawlParams(**raw_params)
+        params, notes = self.build_params(
+            original.url,
+            original.recursive,
+            original.max_depth,
+            original.max_pages,
+            original.include_patterns,
+            original.exclude_patterns,
+            original.scope,
+        )
+        await check_url_allowed(params.url, self.settings.crawl_allow_private)
+        job = await self._insert(sid, "recrawl", params)
+        return StartedJob(job=job, notes=notes)
+
+    async def _refuse_if_active(self, source_id: UUID) -> None:
+        active = await self.db.pool.fetchrow(
+            "SELECT id, status FROM crawl_jobs WHERE source_id = $1 AND status = ANY($2::text[]) "
+            "ORDER BY created_at DESC LIMIT 1",
+            source_id,
+            list(ACTIVE_STATUSES),
+        )
+        if active is not None:
+            raise Conflict(
+                f"A crawl of this source is already {active['status']} (job {active['id']}).",
+                f"Watch it with crawl_website(action='status', job_id='{active['id']}'), or cancel it first.",
+            )
+
+    async def _insert(self, source_id: UUID, kind: str, params: CrawlParams) -> CrawlJob:
+        job_id = await self.db.pool.fetchval(
+            "INSERT INTO crawl_jobs (source_id, kind, params) VALUES ($1, $2, $3) RETURNING id",
+            source_id,
+            kind,
+            params.model_dump(),
+        )
+        logger.info("queued %s job %s for %s", kind, job_id, params.url)
+        self.wakeup.set()
+        return await self.get(job_id)
+
+    # ---------- reading ----------
+
+    async def get(self, job_id: str | UUID | None) -> CrawlJob:
+        """A job with its counters and most recent page errors."""
+        jid = parse_uuid(job_id, "job_id", JOB_HINT)
+        async with self.db.pool.acquire() as conn:
+            row = await conn.fetchrow(f"SELECT {JOB_COLUMNS} FROM crawl_jobs j {COUNTERS_JOIN} WHERE j.id = $1", jid)
+            if row is None:
+                raise NotFound(f"Crawl job not found: {jid}", JOB_HINT)
+            errors = await conn.fetch(
+                "SELECT url, error, http_status FROM crawl_frontier WHERE job_id = $1 AND state = 'failed' "
+                "ORDER BY fetched_at DESC NULLS LAST, seq DESC LIMIT $2",
+                jid,
+                RECENT_ERRORS,
+            )
+        return _to_job(
+            row, [PageError(url=e["url"], error=e["error"] or "failed", http_status=e["http_status"]) for e in errors]
+        )
+
+    async def list(
+        self, status: str | None = None, source_id: str | UUID | None = None, page: int = 1, per_page: int = 10
+    ) -> Page[CrawlJob]:
+        """Jobs, newest first, optionally only one status and/or one source."""
+        page, per_page = check_page(page, per_page)
+        if status is not None and status not in JOB_STATUSES:
+            raise InvalidArgument(f"Invalid status filter '{status}'.", f"Use one of: {', '.join(JOB_STATUSES)}.")
+        sid = (await self.app.sources.get(source_id)).id if source_id else None
+        where = "WHERE ($1::text IS NULL OR j.status = $1) AND ($2::uuid IS NULL OR j.source_id = $2)"
+        async with self.db.pool.acquire() as conn:
+            total = await conn.fetchval(f"SELECT count(*) FROM crawl_jobs j {where}", status, sid)
+            rows = await conn.fetch(
+                f"SELECT {JOB_COLUMNS} FROM crawl_jobs j {COUNTERS_JOIN} {where} "
+                "ORDER BY j.created_at DESC, j.id LIMIT $3 OFFSET $4",
+                status,
+                sid,
+                per_page,
+                (page - 1) * per_page,
+            )
+        return Page[CrawlJob](items=[_to_job(r) for r in rows], total_count=total, page=page, per_page=per_page)
+
+    async def wait(
+        self, job_id: str | UUID | None, timeout: float, on_progress: ProgressFn | None = None, interval: float = 0.5
+    ) -> CrawlJob:
+        """Poll a job until it finishes or `timeout` seconds pass; `on_progress` sees each snapshot."""
+        deadline = time.monotonic() + max(0.0, timeout)
+        job = await self.get(job_id)
+        while not job.finished and time.monotonic() < deadline:
+            if on_progress is not None:
+                await on_progress(job)
+            await asyncio.sleep(min(interval, max(0.0, deadline - time.monotonic())))
+            job = await self.get(job.id)
+        return job
+
+    # ---------- cancelling ----------
+
+    async def cancel(
+        self, job_id: str | UUID | None, wait_seconds: float = CANCEL_WAIT_SECONDS
+    ) -> tuple[CrawlJob, bool]:
+        """Cancel a job: a queued (or orphaned) job at once, a running one by its worker within ~2 s.
+
+        Returns the job and whether it was still active. Pages already ingested stay.
+        """
+        jid = parse_uuid(job_id, "job_id", JOB_HINT)
+        async with self.db.pool.acquire() as conn, conn.transaction():
+            row = await conn.fetchrow(
+                "UPDATE crawl_jobs SET cancel_requested = true, updated_at = now(), "
+                "status = CASE WHEN status = 'queued' OR heartbeat_at < now() - make_interval(secs => $2) "
+                "  THEN 'cancelled' ELSE status END, "
+                "completed_at = CASE WHEN status = 'queued' OR heartbeat_at < now() - make_interval(secs => $2) "
+                "  THEN now() ELSE completed_at END "
+                "WHERE id = $1 AND status IN ('queued', 'running') RETURNING status",
+                jid,
+                float(self.settings.job_stale_seconds),
+            )
+            if row is not None and row["status"] == "cancelled":
+                await conn.execute(
+                    "UPDATE crawl_frontier SET state = 'pending' WHERE job_id = $1 AND state = 'fetching'", jid
+                )
+        if row is None:
+            return await self.get(jid), False
+        event = self._cancel_events.get(jid)
+        if event is not None:
+            event.set()
+        logger.info("cancel requested for job %s", jid)
+        job = await self.get(jid)
+        deadline = time.monotonic() + wait_seconds
+        while not job.finished and time.monotonic() < deadline:
+            await asyncio.sleep(0.1)
+            job = await self.get(jid)
+        return job, True
+
+    def cancel_event(self, job_id: UUID) -> asyncio.Event:
+        """The in-process event set when this job is cancelled (the runner also polls the database)."""
+        return self._cancel_events.setdefault(job_id, asyncio.Event())
+
+    def forget_cancel_event(self, job_id: UUID) -> None:
+        self._cancel_events.pop(job_id, None)
+
+    # ---------- worker side ----------
+
+    @property
+    def wakeup(self) -> asyncio.Event:
+        """Set when a job is queued in this process, so the in-process worker need not wait for its poll."""
+        if self._wakeup is None:
+            self._wakeup = asyncio.Event()
+        return self._wakeup
+
+    async def claim(self, worker_id: str) -> CrawlJob | None:
+        """Take the oldest queued job, or a running one whose worker stopped heart-beating."""
+        job_id = await self.db.pool.fetchval(
+            "UPDATE crawl_jobs SET status = 'running', worker_id = $1, heartbeat_at = now(), "
+            "attempts = attempts + 1, started_at = coalesce(started_at, now()), updated_at = now() "
+            "WHERE id = (SELECT id FROM crawl_jobs WHERE status = 'queued' "
+            "  OR (status = 'running' AND heartbeat_at < now() - make_interval(secs => $2)) "
+            "  ORDER BY created_at FOR UPDATE SKIP LOCKED LIMIT 1) "
+            "RETURNING id",
+            worker_id,
+            float(self.settings.job_stale_seconds),
+        )
+        if job_id is None:
+            return None
+        job = await self.get(job_id)
+        if job.attempts > 1:
+            logger.warning("worker %s resumes job %s (attempt %d)", worker_id, job_id, job.attempts)
+        return job
+
+    async def heartbeat(self, job_id: UUID, worker_id: str) -> Heartbeat:
+        row = await self.db.pool.fetchrow(
+            "UPDATE crawl_jobs SET heartbeat_at = now() WHERE id = $1 AND worker_id = $2 AND status = 'running' "
+            "RETURNING cancel_requested",
+            job_id,
+            worker_id,
+        )
+        return Heartbeat(owned=row is not None, cancel_requested=bool(row and row["cancel_requested"]))
+
+    async def release(self, job_id: UUID, worker_id: str) -> None:
+        """Hand a running job back to the queue (worker shutting down): another worker resumes it."""
+        async with self.db.pool.acquire() as conn, conn.transaction():
+            released = await conn.fetchval(
+                "UPDATE crawl_jobs SET status = 'queued', worker_id = NULL, heartbeat_at = NULL, "
+                "attempts = greatest(attempts - 1, 0), updated_at = now() "
+                "WHERE id = $1 AND worker_id = $2 AND status = 'running' RETURNING id",
+                job_id,
+                worker_id,
+            )
+            if released is not None:
+                await conn.execute(
+                    "UPDATE crawl_frontier SET state = 'pending' WHERE job_id = $1 AND state = 'fetching'", job_id
+                )
+        logger.info("released job %s back to the queue", job_id)
+
+    async def finish(
+        self, job_id: UUID, worker_id: str, status: str, error: str | None = None, warnings: list[str] | None = None
+    ) -> bool:
+        """Record a job's final status; False if the job was no longer this worker's."""
+        finished = await self.db.pool.fetchval(
+            "UPDATE crawl_jobs SET status = $3, error = $4, warnings = $5, completed_at = now(), "
+            "heartbeat_at = now(), updated_at = now() "
+            "WHERE id = $1 AND worker_id = $2 AND status = 'running' RETURNING id",
+            job_id,
+            worker_id,
+            status,
+            error,
+            warnings or [],
+        )
+        return finished is not None

@@ -1,0 +1,102 @@
+"""Search: one strategy per `search_type`, behind `SearchService`."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from uuid import UUID
+
+from models import SearchHit
+from services.database import Database
+from services.embeddings import embed_query_async
+from services.embeddings.base import Embedder
+from services.errors import InvalidArgument
+from services.reranking.base import Reranker
+from services.search.base import SearchRequest, SearchStrategy
+from services.settings import Settings
+from services.sources import SourceService
+from services.validation import MAX_PER_PAGE
+
+SEARCH_TYPES = ("vector", "hybrid", "rerank")
+MAX_QUERY_CHARS = 2000
+
+
+@dataclass
+class SearchOutcome:
+    hits: list[SearchHit]
+    match_count: int  # what was used, after capping
+    capped: bool
+    filtered_by_threshold: int
+
+
+def check_search_args(query: str, match_count: int, search_type: str, threshold: float | None) -> None:
+    if not query or not query.strip():
+        raise InvalidArgument("query must not be empty.", "Pass a natural-language question or keywords.")
+    if len(query) > MAX_QUERY_CHARS:
+        raise InvalidArgument(
+            f"query is {len(query)} characters, over the {MAX_QUERY_CHARS} limit.", "Shorten the query."
+        )
+    if search_type not in SEARCH_TYPES:
+        raise InvalidArgument(f"Invalid search_type '{search_type}'.", "Use 'vector', 'hybrid' or 'rerank'.")
+    if match_count < 1:
+        raise InvalidArgument(f"match_count must be at least 1 (got {match_count}).", "Use match_count=10.")
+    if threshold is not None and not 0.0 <= threshold <= 1.0:
+        raise InvalidArgument(
+            f"similarity_threshold must be between 0 and 1 (got {threshold}).",
+            "Use e.g. 0.3; higher is stricter, omit it for no floor.",
+        )
+
+
+class SearchService:
+    """Builds strategies lazily (the reranker model loads on the first rerank search)."""
+
+    def __init__(
+        self,
+        db: Database,
+        sources: SourceService,
+        embedder: Embedder,
+        settings: Settings,
+        reranker_factory: Callable[[], Reranker],
+    ) -> None:
+        self.db = db
+        self.sources = sources
+        self.embedder = embedder
+        self.settings = settings
+        self._reranker_factory = reranker_factory
+        self._strategies: dict[str, SearchStrategy] = {}
+
+    def strategy(self, search_type: str) -> SearchStrategy:
+        if search_type not in self._strategies:
+            self._strategies[search_type] = self._build(search_type)
+        return self._strategies[search_type]
+
+    def _build(self, search_type: str) -> SearchStrategy:
+        from services.search.hybrid import HybridSearch
+
+        if search_type == "vector":
+            from services.search.vector import VectorSearch
+
+            return VectorSearch(self.db)
+        hybrid = HybridSearch(self.db, self.settings)
+        if search_type == "hybrid":
+            return hybrid
+        from services.search.rerank import RerankSearch
+
+        return RerankSearch(hybrid, self._reranker_factory(), self.settings)
+
+    async def search(
+        self,
+        query: str,
+        source_id: str | UUID | None = None,
+        match_count: int = 10,
+        search_type: str = "hybrid",
+        similarity_threshold: float | None = None,
+    ) -> SearchOutcome:
+        check_search_args(query, match_count, search_type, similarity_threshold)
+        sid = (await self.sources.get(source_id)).id if source_id else None
+        limit = min(match_count, MAX_PER_PAGE)
+        vector = await embed_query_async(self.embedder, query.strip())
+        strategy = self.strategy(search_type)
+        hits = await strategy.search(SearchRequest(query.strip(), vector, limit, sid))
+        kept = [h for h in hits if similarity_threshold is None or h.similarity >= similarity_threshold]
+        return SearchOutcome(kept, limit, match_count > limit, len(hits) - len(kept))

@@ -1,0 +1,42 @@
+"""Search strategy interface and the SQL they share."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+from uuid import UUID
+
+import numpy as np
+
+from models import SearchHit
+
+# Columns of a hit, given a relation `c` (chunks), `d` (documents) and the query vector as $1.
+HIT_COLUMNS = (
+    "c.id AS chunk_id, c.document_id, d.title AS document_title, c.source_id, d.url, c.text, "
+    "c.chunk_index, c.char_start, c.char_end, c.heading_path, 1 - (c.embedding <=> $1) AS similarity"
+)
+
+
+@dataclass
+class SearchRequest:
+    query: str
+    query_vector: np.ndarray
+    limit: int
+    source_id: UUID | None = None
+
+
+def to_hit(row: Mapping[str, Any], score: float, match_type: str) -> SearchHit:
+    values = dict(row)
+    values["similarity"] = max(0.0, min(1.0, float(values["similarity"])))
+    return SearchHit(**values, score=round(max(0.0, min(1.0, score)), 6), match_type=match_type)
+
+
+class SearchStrategy(ABC):
+    """Returns up to `request.limit` hits, best first, each with a 0–1 `score`."""
+
+    name: str
+
+    @abstractmethod
+    async def search(self, request: SearchRequest) -> list[SearchHit]: ...

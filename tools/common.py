@@ -1,0 +1,139 @@
+"""The JSON contract every tool follows: success payloads, errors, truncation, pagination."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Awaitable, Callable
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+from mcp.types import CallToolResult, TextContent
+
+from models import Document, Page, Source
+from services.errors import InvalidArgument, ServiceError
+
+logger = logging.getLogger(__name__)
+
+TEXT_LIMIT = 1000
+TITLE_LIMIT = 200
+METADATA_LIMIT = 1000
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, UUID):
+        return str(value)
+    return str(value)
+
+
+def to_json(payload: dict[str, Any]) -> str:
+    return json.dumps(payload, default=_json_default, ensure_ascii=False)
+
+
+def success(payload: dict[str, Any]) -> CallToolResult:
+    return CallToolResult(content=[TextContent(type="text", text=to_json({"success": True, **payload}))])
+
+
+def failure(code: str, error: str, suggestion: str, retryable: bool = False) -> CallToolResult:
+    body = {
+        "success": False,
+        "error": error,
+        "error_code": code,
+        "retryable": retryable,
+        "suggestion": suggestion or "Check the arguments against the tool description and try again.",
+    }
+    return CallToolResult(content=[TextContent(type="text", text=to_json(body))], is_error=True)
+
+
+def failure_from(exc: ServiceError) -> CallToolResult:
+    return failure(exc.code, exc.message, exc.suggestion, exc.retryable)
+
+
+async def run_tool(name: str, body: Callable[[], Awaitable[dict[str, Any]]]) -> CallToolResult:
+    """Run a tool body; service errors become the error contract, anything else INTERNAL (logged)."""
+    try:
+        return success(await body())
+    except ServiceError as exc:
+        logger.info("%s: %s %s", name, exc.code, exc.message)
+        return failure_from(exc)
+    except Exception:
+        logger.exception("%s failed", name)
+        return failure(
+            "INTERNAL",
+            f"{name} failed with an internal error.",
+            "Retry once; if it fails again, report it with the server's log.",
+            retryable=True,
+        )
+
+
+def cut(text: str | None, limit: int = TEXT_LIMIT) -> tuple[str | None, bool]:
+    """Cut text to `limit` characters; the flag says whether anything was removed."""
+    if text is None or len(text) <= limit:
+        return text, False
+    return text[: limit - 1] + "…", True
+
+
+def require_action(action: str | None, handlers: dict[str, Any]) -> Any:
+    if not action or action not in handlers:
+        raise InvalidArgument(
+            f"Unknown action: {action!r}." if action else "action is required.",
+            f"Use action= one of: {', '.join(handlers)}.",
+        )
+    return handlers[action]
+
+
+def page_fields(page: Page[Any], key: str, items: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        key: items,
+        "total_count": page.total_count,
+        "count": len(items),
+        "page": page.page,
+        "per_page": page.per_page,
+        "has_more": page.has_more,
+    }
+
+
+def metadata_view(metadata: dict[str, Any]) -> tuple[dict[str, Any] | str, bool]:
+    text = to_json(metadata)
+    if len(text) <= METADATA_LIMIT:
+        return metadata, False
+    return text[: METADATA_LIMIT - 1] + "…", True
+
+
+def source_view(source: Source) -> dict[str, Any]:
+    title, title_cut = cut(source.title, TITLE_LIMIT)
+    description, description_cut = cut(source.description)
+    metadata, metadata_cut = metadata_view(source.metadata)
+    return {
+        "id": source.id,
+        "title": title,
+        "description": description,
+        "url": source.url,
+        "source_type": source.source_type,
+        "status": source.status,
+        "metadata": metadata,
+        "created_at": source.created_at,
+        "updated_at": source.updated_at,
+        "truncated": title_cut or description_cut or metadata_cut,
+    }
+
+
+def document_view(document: Document) -> dict[str, Any]:
+    title, title_cut = cut(document.title, TITLE_LIMIT)
+    metadata, metadata_cut = metadata_view(document.metadata)
+    return {
+        "id": document.id,
+        "source_id": document.source_id,
+        "title": title,
+        "url": document.url,
+        "document_type": document.document_type,
+        "content_length": document.content_length,
+        "chunks_count": document.chunk_count,
+        "metadata": metadata,
+        "created_at": document.created_at,
+        "updated_at": document.updated_at,
+        "truncated": title_cut or metadata_cut,
+    }

@@ -1,0 +1,185 @@
+"""MCP tool: manage_document."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from mcp.server.mcpserver import MCPServer
+from mcp.types import CallToolResult, ToolAnnotations
+
+from models import IngestResult
+from services.app import Archivist, Runtime
+from services.errors import InvalidArgument
+from services.paths import resolve_allowed_path
+from services.validation import MAX_PER_PAGE, parse_uuid
+from tools.common import cut, document_view, page_fields, require_action, run_tool
+
+DOC_HINT = "Use manage_document(action='list', source_id=...) to find document ids."
+STATUS_MESSAGES = {
+    "created": "Document ingested with {n} chunks.",
+    "updated": "Document replaced with {n} chunks.",
+    "unchanged": "Same content already stored in this source; nothing re-embedded.",
+}
+
+
+def ingest_view(result: IngestResult) -> dict[str, Any]:
+    return {
+        "document": {**document_view(result.document), "chunks_created": result.chunks_created},
+        "status": result.status,
+        "message": STATUS_MESSAGES[result.status].format(n=result.chunks_created),
+    }
+
+
+async def create_from_directory(
+    app: Archivist, source_id: Any, directory: Path, args: dict
+) -> dict[str, Any]:
+    results, failures, skipped = await app.documents.create_from_directory(
+        source_id, directory, args["extensions"], args["metadata"]
+    )
+    counts = {status: sum(1 for _, r in results if r.status == status) for status in STATUS_MESSAGES}
+    return {
+        "directory": str(directory),
+        "files_ingested": len(results),
+        "files_failed": len(failures),
+        "files_skipped_over_limit": skipped,
+        **{f"documents_{k}": v for k, v in counts.items()},
+        "chunks_created": sum(r.chunks_created for _, r in results),
+        "documents": [
+            {"path": str(p), "id": r.document.id, "status": r.status, "chunks_created": r.chunks_created}
+            for p, r in results[:MAX_PER_PAGE]
+        ],
+        "failures": [f.model_dump() for f in failures[:MAX_PER_PAGE]],
+        "lists_cut": len(results) > MAX_PER_PAGE or len(failures) > MAX_PER_PAGE,
+        "message": f"Ingested {len(results)} files ({len(failures)} failed). "
+        "Use manage_document(action='list', source_id=...) to page through all documents.",
+    }
+
+
+async def create_document(app: Archivist, args: dict[str, Any]) -> dict[str, Any]:
+    given = [k for k in ("content", "file_path") if args[k]]
+    if len(given) > 1:
+        raise InvalidArgument("Pass either content or file_path, not both.", "Send one per call.")
+    if not given and not args["url"]:
+        raise InvalidArgument(
+            "create needs content, file_path (a file or a directory) or url.",
+            "Pass content='...' to store text, file_path='docs/' to ingest files, or url='https://...'.",
+        )
+    source_id, source_created = await app.documents.resolve_source(args["source_id"], args["title"])
+    extra = {"source_id": source_id, "source_created": source_created}
+    docs = app.documents
+    if args["content"]:
+        result = await docs.create_from_text(
+            source_id, args["content"], args["title"], args["url"], args["metadata"]
+        )
+    elif args["file_path"]:
+        path = resolve_allowed_path(args["file_path"], app.settings.allowed_paths)
+        if path.is_dir():
+            return {**await create_from_directory(app, source_id, path, args), **extra}
+        result = await docs.create_from_file(source_id, path, args["title"], args["url"], args["metadata"])
+    else:
+        result = await docs.create_from_url(source_id, args["url"], args["title"], args["metadata"])
+    return {**ingest_view(result), **extra}
+
+
+async def get_document(app: Archivist, args: dict[str, Any]) -> dict[str, Any]:
+    document = await app.documents.get(args["document_id"])
+    payload: dict[str, Any] = {"document": document_view(document)}
+    if args["chunk_index"] is not None:
+        chunk = await app.documents.get_chunk(document.id, args["chunk_index"])
+        text, text_cut = cut(chunk.text, 4000)
+        payload["chunk"] = {**chunk.model_dump(), "text": text, "truncated": text_cut}
+        return payload
+    window = await app.documents.read_window(document.id, args["offset"] or 0)
+    payload["content"] = window.model_dump()
+    if window.next_offset is not None:
+        payload["hint"] = f"More content: call again with offset={window.next_offset}."
+    links = await app.documents.links(document.id)
+    if links is not None:
+        payload["links"] = links
+    return payload
+
+
+async def list_documents(app: Archivist, args: dict[str, Any]) -> dict[str, Any]:
+    page = await app.documents.list(args["source_id"], args["page"], args["per_page"])
+    return page_fields(page, "documents", [document_view(d) for d in page.items])
+
+
+async def update_document(app: Archivist, args: dict[str, Any]) -> dict[str, Any]:
+    if args["file_path"]:
+        raise InvalidArgument(
+            "update takes content, not file_path.", "Read the file and pass content=..., or create it anew."
+        )
+    result = await app.documents.update(
+        args["document_id"], args["title"], args["url"], args["metadata"], args["content"]
+    )
+    view = ingest_view(result)
+    view["message"] = (
+        f"Document updated; re-chunked and re-embedded into {result.chunks_created} chunks."
+        if result.chunks_created
+        else "Document metadata updated."
+    )
+    return view
+
+
+async def delete_document(app: Archivist, args: dict[str, Any]) -> dict[str, Any]:
+    parse_uuid(args["document_id"], "document_id", DOC_HINT)
+    removed = await app.documents.delete(args["document_id"])
+    return {**removed, "message": f"Deleted the document and its {removed['chunks_deleted']} chunks."}
+
+
+ACTIONS = {
+    "create": create_document,
+    "get": get_document,
+    "list": list_documents,
+    "update": update_document,
+    "delete": delete_document,
+}
+
+
+def register(mcp: MCPServer, runtime: Runtime) -> None:
+    @mcp.tool(
+        annotations=ToolAnnotations(
+            title="Manage documents",
+            read_only_hint=False,
+            destructive_hint=True,
+            idempotent_hint=False,
+            open_world_hint=True,
+        ),
+        structured_output=False,
+    )
+    async def manage_document(
+        action: str,
+        document_id: str | None = None,
+        source_id: str | None = None,
+        content: str | None = None,
+        file_path: str | None = None,
+        title: str | None = None,
+        url: str | None = None,
+        metadata: dict[str, Any] | None = None,
+        page: int = 1,
+        per_page: int = 10,
+        offset: int | None = None,
+        chunk_index: int | None = None,
+        extensions: list[str] | None = None,
+    ) -> CallToolResult:
+        """Create, read, list, update and delete documents (chunked and embedded for search).
+
+        Actions:
+            create: one of content (text/markdown), file_path (a file: md, txt, code, json, yaml, toml,
+                html, pdf...; or a directory, ingested recursively, optional extensions filter like
+                [".md"]) or url (fetch one web page). Into source_id; without it, title names a source
+                that is found or created. Same content already in the source -> status "unchanged".
+            get: document_id; returns 1000 chars of content from offset (next_offset to continue),
+                or one chunk with chunk_index.
+            list: source_id (optional), page, per_page (max 20); total_count, has_more.
+            update: document_id + title, url, metadata (merged) and/or content (re-chunked and re-embedded).
+            delete: document_id; removes its chunks too.
+        """
+        args = dict(locals())
+
+        async def body() -> dict[str, Any]:
+            handler = require_action(action, ACTIONS)
+            return await handler(await runtime.get(), args)
+
+        return await run_tool("manage_document", body)
