@@ -58,9 +58,7 @@ class ArchivistServer(MCPServer):
             if isinstance(exc.__cause__, ValidationError):
                 return validation_failure(name, exc.__cause__)
             logger.exception("tool %s raised", name)
-            return failure(
-                "INTERNAL", f"{name} failed with an internal error.", "Retry once.", retryable=True
-            )
+            return failure("INTERNAL", f"{name} failed with an internal error.", "Retry once.", retryable=True)
 
 
 async def run_in_process_worker(runtime: Runtime, stop: asyncio.Event) -> None:
@@ -143,6 +141,22 @@ def add_human_commands(sub: Any) -> None:
     search.add_argument("--source", default=None, help="source id")
     search.add_argument("-k", type=int, default=5)
     sub.add_parser("sources", help="list sources with their document and chunk counts")
+    crawl = sub.add_parser("crawl", help="crawl a website into a source, with a live progress bar")
+    crawl.add_argument("url")
+    crawl.add_argument("--source", default=None, help="source id (default: a source named after the site)")
+    crawl.add_argument("--title", default=None, help="title of a new source")
+    crawl.add_argument("--max-pages", type=int, default=20)
+    crawl.add_argument("--max-depth", type=int, default=2)
+    crawl.add_argument("--single", action="store_true", help="only the given page (not recursive)")
+    crawl.add_argument("--include", action="append", default=None, help="URL pattern to keep (repeatable)")
+    crawl.add_argument("--exclude", action="append", default=None, help="URL pattern to skip (repeatable)")
+    crawl.add_argument("--scope", default="same-host", choices=["same-host", "same-domain", "under-path"])
+    crawl.add_argument("--no-worker", action="store_true", help="only queue the job and follow it")
+    jobs = sub.add_parser("jobs", help="list crawl jobs, newest first")
+    jobs.add_argument("--status", default=None, choices=["queued", "running", "completed", "failed", "cancelled"])
+    worker = sub.add_parser("worker", help="run a standalone crawl worker against the configured database")
+    worker.add_argument("--id", default=None, help="worker id (default: host:pid)")
+    worker.add_argument("--jobs", type=int, default=2, help="jobs run at once")
     sub.add_parser("reembed", help="re-embed every chunk with the configured embedding model")
 
 
@@ -206,13 +220,83 @@ async def cli_sources(app: Any, args: argparse.Namespace) -> None:
         page_no += 1
 
 
+async def cli_crawl(app: Any, args: argparse.Namespace) -> None:
+    import math
+
+    from tqdm import tqdm
+
+    from services.worker import run_worker
+
+    started = await app.jobs.start(
+        args.url,
+        source_id=args.source,
+        title=args.title,
+        recursive=not args.single,
+        max_depth=args.max_depth,
+        max_pages=args.max_pages,
+        include_patterns=args.include,
+        exclude_patterns=args.exclude,
+        scope=args.scope,
+    )
+    for note in started.notes:
+        print(note, file=sys.stderr)
+    stop = asyncio.Event()
+    worker = None if args.no_worker else asyncio.create_task(run_worker(app, stop))
+    bar = tqdm(total=started.job.params.max_pages, desc="crawling", unit="page", file=sys.stderr)
+
+    async def show(job: Any) -> None:
+        bar.n = job.pages_crawled
+        bar.set_postfix(failed=job.pages_failed, pending=job.pages_pending, refresh=False)
+        bar.refresh()
+
+    try:
+        job = await app.jobs.wait(started.job.id, math.inf, on_progress=show)
+    except (KeyboardInterrupt, asyncio.CancelledError):
+        job, _ = await app.jobs.cancel(started.job.id)
+    finally:
+        bar.close()
+        stop.set()
+        if worker is not None:
+            await asyncio.gather(worker, return_exceptions=True)
+    print(f"job {job.id}: {job.status}")
+    print(json.dumps(job.counters(), default=str, indent=2))
+    for message in [job.error, *job.warnings]:
+        if message:
+            print(message, file=sys.stderr)
+
+
+async def cli_jobs(app: Any, args: argparse.Namespace) -> None:
+    page_no = 1
+    while True:
+        page = await app.jobs.list(args.status, None, page_no, 20)
+        for job in page.items:
+            print(
+                f"{job.id}  {job.status:<9}  {job.pages_crawled:>4} pages  {job.created_at:%Y-%m-%d %H:%M}  "
+                f"{job.params.url}"
+            )
+        if not page.has_more:
+            break
+        page_no += 1
+
+
 async def run_human_command(args: argparse.Namespace, settings: Settings) -> None:
     if args.command == "reembed":
         from services.reembed import reembed_all
 
         await reembed_all(settings)
         return
-    commands = {"ingest": cli_ingest, "search": cli_search, "sources": cli_sources}
+    if args.command == "worker":
+        from services.worker import run_standalone_worker
+
+        await run_standalone_worker(settings, args.id, args.jobs)
+        return
+    commands = {
+        "ingest": cli_ingest,
+        "search": cli_search,
+        "sources": cli_sources,
+        "crawl": cli_crawl,
+        "jobs": cli_jobs,
+    }
     from services.errors import ServiceError
 
     app = await open_archivist(settings)

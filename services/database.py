@@ -186,6 +186,22 @@ class Database:
             init=functools.partial(_init_connection, ef_search=self.settings.hnsw_ef_search),
         )
 
+    async def fetch_page(
+        self, columns: str, from_where: str, order_by: str, params: list[Any], page: int, per_page: int
+    ) -> tuple[list[asyncpg.Record], int]:
+        """One page of `SELECT columns FROM from_where ORDER BY order_by`, and the total row count.
+        `params` fill $1..$n of `from_where`; page and per_page must already be validated."""
+        n = len(params)
+        async with self.pool.acquire() as conn:
+            total = await conn.fetchval(f"SELECT count(*) FROM {from_where}", *params)
+            rows = await conn.fetch(
+                f"SELECT {columns} FROM {from_where} ORDER BY {order_by} LIMIT ${n + 1} OFFSET ${n + 2}",
+                *params,
+                per_page,
+                (page - 1) * per_page,
+            )
+        return rows, total
+
     @property
     def fts_config(self) -> str:
         return self.config.fts_config if self.config else self.settings.fts_config

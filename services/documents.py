@@ -7,9 +7,9 @@ import json
 import logging
 import re
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlparse
 from uuid import UUID
 
 import asyncpg
@@ -39,6 +39,7 @@ DOCUMENT_COLUMNS = (
 WINDOW_SIZE = 1000
 MAX_METADATA_BYTES = 16_384
 MAX_DIRECTORY_FILES = 1000
+DIRECTORY_BATCH = 32
 
 ProgressFn = Callable[[Path, IngestResult | None, str | None], None]
 
@@ -93,12 +94,26 @@ def page_content(page: FetchResult) -> tuple[str | None, str, str]:
             f"Could not fetch {page.url}: {detail}",
             "Check the URL in a browser; only text pages and PDFs are ingested.",
         )
-    if page.raw is not None:
-        parsed = parse_bytes(page.raw, Path(urlparse(page.final_url or page.url).path or "page.pdf"))
+    if page.raw is not None:  # the fetcher hands over raw bytes only for PDFs
+        parsed = parse_bytes(page.raw, Path("page.pdf"))
         return parsed.title, parsed.content, parsed.document_type
     if not page.markdown.strip():
         raise InvalidArgument(f"{page.url} has no text content.", "Pages rendered by JavaScript need browser mode.")
-    return page.title, page.markdown, "html"
+    return page.title, page.markdown, PAGE_TYPES.get(page.content_type.split(";")[0].strip().lower(), "html")
+
+
+PAGE_TYPES = {"text/markdown": "markdown", "text/x-markdown": "markdown", "text/plain": "text"}
+
+
+@dataclass
+class NewDocument:
+    """One document to ingest."""
+
+    title: str
+    content: str
+    document_type: str
+    url: str | None = None
+    metadata: dict[str, Any] | None = None
 
 
 def _to_document(row: asyncpg.Record) -> Document:
@@ -185,14 +200,50 @@ class DocumentService:
         metadata: dict[str, Any] | None = None,
     ) -> IngestResult:
         """Store content as a document of the source: created, replaced (same URL, new content) or
-        reported unchanged (same content already there). Used by every ingestion path."""
-        if not content.strip():
-            raise InvalidArgument("The document has no text content.", "Provide non-empty content.")
-        digest = content_hash(content)
-        existing = await self.find_existing(source_id, url, digest)
-        if existing is not None and existing["content_hash"] == digest:
-            return IngestResult(document=await self.get(existing["id"]), status="unchanged")
-        chunks, vectors = await self.prepare_chunks(title, content, document_type)
+        reported unchanged (same content already there). Every ingestion path comes through here."""
+        item = NewDocument(title, content, document_type, url, metadata)
+        return (await self.ingest_many(source_id, [item]))[0]
+
+    async def ingest_many(self, source_id: UUID, items: list[NewDocument]) -> list[IngestResult]:
+        """Ingest several documents with one embedding call for all their new chunks (much faster
+        than one call per document); each document is still written in its own transaction."""
+        for item in items:
+            if not item.content.strip():
+                raise InvalidArgument("The document has no text content.", "Provide non-empty content.")
+        results: list[IngestResult | None] = [None] * len(items)
+        to_embed: list[tuple[int, str, list[Chunk]]] = []
+        batch_hashes: set[str] = set()
+        repeats: list[int] = []
+        for i, item in enumerate(items):
+            digest = content_hash(item.content)
+            existing = await self.find_existing(source_id, item.url, digest)
+            if existing is not None and existing["content_hash"] == digest:
+                results[i] = IngestResult(document=await self.get(existing["id"]), status="unchanged")
+            elif digest in batch_hashes:
+                repeats.append(i)  # same content twice in this batch: settled once the first is stored
+            else:
+                batch_hashes.add(digest)
+                chunker = get_chunker(self.settings, document_type=item.document_type)
+                to_embed.append((i, digest, chunker.chunk(item.content)))
+        texts = [embedding_text(items[i].title, c.heading_path, c.text) for i, _, chunks in to_embed for c in chunks]
+        vectors = list(await embed_documents_async(self.embedder, texts)) if texts else []
+        position = 0
+        for i, digest, chunks in to_embed:
+            doc_vectors = vectors[position : position + len(chunks)]
+            position += len(chunks)
+            results[i] = await self._store(source_id, items[i], digest, chunks, doc_vectors)
+        for i in repeats:
+            item = items[i]
+            results[i] = await self.ingest(
+                source_id, item.title, item.content, item.document_type, item.url, item.metadata
+            )
+        if to_embed:
+            await self.db.pool.execute("UPDATE sources SET updated_at = now() WHERE id = $1", source_id)
+        return [r for r in results if r is not None]
+
+    async def _store(
+        self, source_id: UUID, item: NewDocument, digest: str, chunks: list[Chunk], vectors: list[Any]
+    ) -> IngestResult:
         async with self.db.pool.acquire() as conn, conn.transaction():
             row = await conn.fetchrow(
                 "INSERT INTO documents (source_id, title, url, document_type, content, content_hash, "
@@ -201,20 +252,20 @@ class DocumentService:
                 "document_type = EXCLUDED.document_type, content = EXCLUDED.content, "
                 "content_hash = EXCLUDED.content_hash, metadata = documents.metadata || EXCLUDED.metadata, "
                 "chunk_count = EXCLUDED.chunk_count, updated_at = now() "
-                "RETURNING id, (xmax <> 0) AS replaced",
+                f"RETURNING {DOCUMENT_COLUMNS}, (xmax <> 0) AS replaced",
                 source_id,
-                title,
-                url,
-                document_type,
-                content,
+                item.title,
+                item.url,
+                item.document_type,
+                item.content,
                 digest,
-                check_metadata(metadata),
+                check_metadata(item.metadata),
                 len(chunks),
             )
-            await self._write_chunks(conn, row["id"], source_id, title, chunks, vectors)
-            await conn.execute("UPDATE sources SET updated_at = now() WHERE id = $1", source_id)
+            await self._write_chunks(conn, row["id"], source_id, item.title, chunks, vectors)
+        document = Document(**{k: v for k, v in dict(row).items() if k != "replaced"})
         status = "updated" if row["replaced"] else "created"
-        return IngestResult(document=await self.get(row["id"]), status=status, chunks_created=len(chunks))
+        return IngestResult(document=document, status=status, chunks_created=len(chunks))
 
     async def resolve_source(self, source_id: str | UUID | None, title: str | None) -> tuple[UUID, bool]:
         """The target source: the given id (must exist), else one found or created by title."""
@@ -239,6 +290,21 @@ class DocumentService:
         doc_title = (title or guess_title(content)).strip()[:500]
         return await self.ingest(source_id, doc_title, content, guess_text_type(content), url, metadata)
 
+    def read_file(
+        self, path: Path, title: str | None = None, url: str | None = None, metadata: dict[str, Any] | None = None
+    ) -> NewDocument:
+        """Check (allowed roots, size) and parse one file into a document to ingest."""
+        resolved = resolve_allowed_path(str(path), self.settings.allowed_paths)
+        if not resolved.is_file():
+            raise InvalidArgument(f"{path} is not a regular file.", "Pass a file or a directory path.")
+        size = check_file_size(resolved, self.settings.max_file_bytes)
+        parsed = parse_bytes(resolved.read_bytes(), resolved)
+        if not parsed.content.strip():
+            raise InvalidArgument(f"{resolved.name} has no text content.", "Skip empty files.")
+        meta = {"file_path": str(resolved), "file_size": size, **parsed.metadata, **check_metadata(metadata)}
+        doc_title = (title or parsed.title or resolved.name).strip()[:500]
+        return NewDocument(doc_title, parsed.content, parsed.document_type, url or resolved.as_uri(), meta)
+
     async def create_from_file(
         self,
         source_id: UUID,
@@ -247,15 +313,7 @@ class DocumentService:
         url: str | None = None,
         metadata: dict[str, Any] | None = None,
     ) -> IngestResult:
-        resolved = resolve_allowed_path(str(path), self.settings.allowed_paths)
-        if not resolved.is_file():
-            raise InvalidArgument(f"{path} is not a regular file.", "Pass a file or a directory path.")
-        size = check_file_size(resolved, self.settings.max_file_bytes)
-        parsed = parse_bytes(resolved.read_bytes(), resolved)
-        meta = {"file_path": str(resolved), "file_size": size, **parsed.metadata, **check_metadata(metadata)}
-        doc_title = (title or parsed.title or resolved.name).strip()[:500]
-        doc_url = url or resolved.as_uri()
-        return await self.ingest(source_id, doc_title, parsed.content, parsed.document_type, doc_url, meta)
+        return (await self.ingest_many(source_id, [self.read_file(path, title, url, metadata)]))[0]
 
     async def create_from_directory(
         self,
@@ -265,29 +323,46 @@ class DocumentService:
         metadata: dict[str, Any] | None = None,
         progress: ProgressFn | None = None,
     ) -> tuple[list[tuple[Path, IngestResult]], list[FileFailure], int]:
-        """Ingest every matching file under a directory; one file's failure never stops the rest.
-        Returns (results, failures, files_skipped_over_limit)."""
+        """Ingest every matching file under a directory, in batches; one file's failure never stops
+        the rest. Returns (results, failures, files_skipped_over_limit)."""
         wanted = self._extension_filter(extensions)
         results: list[tuple[Path, IngestResult]] = []
         failures: list[FileFailure] = []
+        batch: list[tuple[Path, NewDocument]] = []
         skipped = 0
+
+        def fail(path: Path, message: str) -> None:
+            failures.append(FileFailure(path=str(path), error=message))
+            if progress:
+                progress(path, None, message)
+
         for path in walk_files(directory, wanted):
-            if len(results) + len(failures) >= MAX_DIRECTORY_FILES:
+            if len(results) + len(failures) + len(batch) >= MAX_DIRECTORY_FILES:
                 skipped += 1
                 continue
             try:
-                result = await self.create_from_file(source_id, path, metadata=metadata)
-                results.append((path, result))
-                if progress:
-                    progress(path, result, None)
+                batch.append((path, self.read_file(path, metadata=metadata)))
             except ServiceError as exc:
-                failures.append(FileFailure(path=str(path), error=exc.message))
-                if progress:
-                    progress(path, None, exc.message)
+                fail(path, exc.message)
             except Exception as exc:  # a parser bug must not stop the directory
-                logger.exception("failed to ingest %s", path)
-                failures.append(FileFailure(path=str(path), error=f"unexpected error: {type(exc).__name__}"))
+                logger.exception("failed to read %s", path)
+                fail(path, f"unexpected error: {type(exc).__name__}")
+            if len(batch) >= DIRECTORY_BATCH:
+                results += await self._ingest_batch(source_id, batch, progress)
+                batch = []
+        if batch:
+            results += await self._ingest_batch(source_id, batch, progress)
         return results, failures, skipped
+
+    async def _ingest_batch(
+        self, source_id: UUID, batch: list[tuple[Path, NewDocument]], progress: ProgressFn | None
+    ) -> list[tuple[Path, IngestResult]]:
+        stored = await self.ingest_many(source_id, [item for _, item in batch])
+        done = [(path, result) for (path, _), result in zip(batch, stored, strict=True)]
+        for path, result in done:
+            if progress:
+                progress(path, result, None)
+        return done
 
     @staticmethod
     def _extension_filter(extensions: list[str] | None) -> set[str]:
@@ -356,15 +431,14 @@ class DocumentService:
         sid = None
         if source_id:
             sid = (await self.sources.get(source_id)).id
-        async with self.db.pool.acquire() as conn:
-            total = await conn.fetchval("SELECT count(*) FROM documents WHERE $1::uuid IS NULL OR source_id = $1", sid)
-            rows = await conn.fetch(
-                f"SELECT {DOCUMENT_COLUMNS} FROM documents WHERE $1::uuid IS NULL OR source_id = $1 "
-                f"ORDER BY created_at, id LIMIT $2 OFFSET $3",
-                sid,
-                per_page,
-                (page - 1) * per_page,
-            )
+        rows, total = await self.db.fetch_page(
+            DOCUMENT_COLUMNS,
+            "documents WHERE $1::uuid IS NULL OR source_id = $1",
+            "created_at, id",
+            [sid],
+            page,
+            per_page,
+        )
         return Page[Document](items=[_to_document(r) for r in rows], total_count=total, page=page, per_page=per_page)
 
     # ---------- changing ----------

@@ -20,6 +20,7 @@ import asyncpg
 
 from models import Page
 from models.jobs import ACTIVE_STATUSES, JOB_STATUSES, CrawlJob, CrawlParams, PageError, StartedJob
+from services.crawl.politeness import HostThrottle
 from services.crawl.safety import check_url_allowed
 from services.crawl.urls import normalize_url
 from services.errors import Conflict, InvalidArgument, NotFound
@@ -124,6 +125,7 @@ class JobService:
         self.db = app.db
         self.settings = app.settings
         self._wakeup: asyncio.Event | None = None
+        self._throttle: HostThrottle | None = None
         # In-process cancel signals, so a runner in this process stops at once (others poll the flag).
         self._cancel_events: dict[UUID, asyncio.Event] = {}
 
@@ -278,17 +280,19 @@ class JobService:
         if status is not None and status not in JOB_STATUSES:
             raise InvalidArgument(f"Invalid status filter '{status}'.", f"Use one of: {', '.join(JOB_STATUSES)}.")
         sid = (await self.app.sources.get(source_id)).id if source_id else None
-        where = "WHERE ($1::text IS NULL OR j.status = $1) AND ($2::uuid IS NULL OR j.source_id = $2)"
-        async with self.db.pool.acquire() as conn:
-            total = await conn.fetchval(f"SELECT count(*) FROM crawl_jobs j {where}", status, sid)
-            rows = await conn.fetch(
-                f"SELECT {JOB_COLUMNS} FROM crawl_jobs j {COUNTERS_JOIN} {where} "
-                "ORDER BY j.created_at DESC, j.id LIMIT $3 OFFSET $4",
-                status,
-                sid,
-                per_page,
-                (page - 1) * per_page,
-            )
+        ids, total = await self.db.fetch_page(
+            "j.id",
+            "crawl_jobs j WHERE ($1::text IS NULL OR j.status = $1) AND ($2::uuid IS NULL OR j.source_id = $2)",
+            "j.created_at DESC, j.id",
+            [status, sid],
+            page,
+            per_page,
+        )
+        rows = await self.db.pool.fetch(
+            f"SELECT {JOB_COLUMNS} FROM crawl_jobs j {COUNTERS_JOIN} WHERE j.id = ANY($1::uuid[]) "
+            "ORDER BY j.created_at DESC, j.id",
+            [r["id"] for r in ids],
+        )
         return Page[CrawlJob](items=[_to_job(r) for r in rows], total_count=total, page=page, per_page=per_page)
 
     async def wait(
@@ -350,6 +354,17 @@ class JobService:
         self._cancel_events.pop(job_id, None)
 
     # ---------- worker side ----------
+
+    @property
+    def throttle(self) -> HostThrottle:
+        """One throttle per process, so per-host limits hold across jobs crawling the same host."""
+        if self._throttle is None:
+            self._throttle = HostThrottle(
+                self.settings.crawl_per_host_concurrency,
+                self.settings.crawl_delay_seconds,
+                self.settings.crawl_concurrency,
+            )
+        return self._throttle
 
     @property
     def wakeup(self) -> asyncio.Event:

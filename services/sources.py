@@ -83,13 +83,7 @@ class SourceService:
 
     async def list(self, page: int = 1, per_page: int = 10) -> Page[Source]:
         page, per_page = check_page(page, per_page)
-        async with self.db.pool.acquire() as conn:
-            total = await conn.fetchval("SELECT count(*) FROM sources")
-            rows = await conn.fetch(
-                f"SELECT {SOURCE_COLUMNS} FROM sources ORDER BY created_at DESC, id LIMIT $1 OFFSET $2",
-                per_page,
-                (page - 1) * per_page,
-            )
+        rows, total = await self.db.fetch_page(SOURCE_COLUMNS, "sources", "created_at DESC, id", [], page, per_page)
         return Page[Source](items=[_to_source(r) for r in rows], total_count=total, page=page, per_page=per_page)
 
     async def update(

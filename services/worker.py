@@ -1,10 +1,121 @@
-"""Crawl job worker (being written)."""
+"""Crawl job worker: claims jobs from Postgres and runs them until told to stop.
+
+Any number of workers (the server's in-process one, `archivist worker` processes on other machines)
+can share one DATABASE_URL: jobs are claimed with FOR UPDATE SKIP LOCKED, and a job whose worker stops
+heart-beating for `job_stale_seconds` is claimed again and resumes from its frontier. On stop, a worker
+hands its running jobs back to the queue so another worker picks them up at once.
+"""
 
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+import logging
+import os
+import signal
+import socket
+import uuid
+from typing import TYPE_CHECKING
+
+import asyncpg
+
+from models.jobs import CrawlJob
+from services.crawler import run_job, wait_any
+from services.errors import ServiceError
+from services.jobs import MAX_ATTEMPTS
+
+if TYPE_CHECKING:
+    from services.app import Archivist
+    from services.settings import Settings
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_CONCURRENT_JOBS = 2
+STOP_GRACE_SECONDS = 8.0
 
 
-async def run_worker(app: Any, stop: asyncio.Event, worker_id: str | None = None) -> None:
-    await stop.wait()
+def default_worker_id() -> str:
+    """host:pid:random, unique across machines and restarts."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+
+
+async def run_worker(
+    app: Archivist,
+    stop: asyncio.Event,
+    worker_id: str | None = None,
+    *,
+    concurrent_jobs: int = DEFAULT_CONCURRENT_JOBS,
+) -> None:
+    """Claim and run crawl jobs (up to `concurrent_jobs` at once) until `stop` is set.
+
+    Polls every `settings.job_poll_seconds`, or sooner when a job is queued in this process. On stop,
+    running jobs are handed back to the queue (within a few seconds).
+    """
+    worker_id = worker_id or default_worker_id()
+    logger.info("crawl worker %s started", worker_id)
+    running: set[asyncio.Task[None]] = set()
+    try:
+        while not stop.is_set():
+            app.jobs.wakeup.clear()
+            await claim_jobs(app, worker_id, stop, running, concurrent_jobs)
+            await wait_any((stop, app.jobs.wakeup), app.settings.job_poll_seconds)
+            running = {task for task in running if not task.done()}
+    finally:
+        await finish_running(running)
+        logger.info("crawl worker %s stopped", worker_id)
+
+
+async def claim_jobs(
+    app: Archivist, worker_id: str, stop: asyncio.Event, running: set[asyncio.Task[None]], limit: int
+) -> None:
+    """Claim jobs while there are free slots; a database hiccup is logged and retried at the next poll."""
+    while len([t for t in running if not t.done()]) < limit and not stop.is_set():
+        try:
+            job = await app.jobs.claim(worker_id)
+        except (asyncpg.PostgresError, OSError, ServiceError) as exc:
+            logger.warning("worker %s could not claim a job: %s", worker_id, exc)
+            return
+        if job is None:
+            return
+        task = asyncio.create_task(run_claimed(app, job, worker_id, stop), name=f"crawl-job-{job.id}")
+        running.add(task)
+
+
+async def run_claimed(app: Archivist, job: CrawlJob, worker_id: str, stop: asyncio.Event) -> None:
+    """Run a claimed job, unless it has already killed too many workers."""
+    if job.attempts > MAX_ATTEMPTS:
+        error = f"Gave up after {job.attempts - 1} attempts: the workers running this job kept stopping."
+        logger.error("job %s: %s", job.id, error)
+        await app.jobs.finish(job.id, worker_id, "failed", error)
+        return
+    logger.info("worker %s runs job %s (%s %s)", worker_id, job.id, job.kind, job.params.url)
+    await run_job(app, job, worker_id, stop)
+
+
+async def finish_running(running: set[asyncio.Task[None]]) -> None:
+    """Give running jobs time to hand themselves back; cancel whatever is still going after that."""
+    pending = {task for task in running if not task.done()}
+    if not pending:
+        return
+    done, still = await asyncio.wait(pending, timeout=STOP_GRACE_SECONDS)
+    for task in still:
+        task.cancel()
+    await asyncio.gather(*done, *still, return_exceptions=True)
+
+
+async def run_standalone_worker(
+    settings: Settings, worker_id: str | None = None, concurrent_jobs: int = DEFAULT_CONCURRENT_JOBS
+) -> None:
+    """`archivist worker`: open the knowledge base and run a worker until SIGINT/SIGTERM."""
+    from services.app import Archivist
+
+    app = await Archivist.open(settings)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, stop.set)
+    try:
+        await run_worker(app, stop, worker_id, concurrent_jobs=concurrent_jobs)
+    finally:
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(signum)
+        await app.close()

@@ -25,9 +25,7 @@ async def corpus(app: Archivist) -> dict[str, Any]:
 
 
 async def test_migrations_are_recorded_and_idempotent(app: Archivist, settings: Any) -> None:
-    versions = [
-        r["version"] for r in await app.db.pool.fetch("SELECT version FROM schema_migrations ORDER BY 1")
-    ]
+    versions = [r["version"] for r in await app.db.pool.fetch("SELECT version FROM schema_migrations ORDER BY 1")]
     assert versions[0] == "001_core"
     second = Database(settings)
     await second.start(app.embedder.name, app.embedder.dim)  # applies nothing new, no error
@@ -66,14 +64,10 @@ async def test_ingest_chunks_cover_content_and_offsets_match(app: Archivist, cor
 
 
 async def test_same_content_is_reported_unchanged(app: Archivist, corpus: dict) -> None:
-    again = await app.documents.create_from_text(
-        corpus["source_id"], DOCUMENTS["Roman aqueducts"], title="Copy"
-    )
+    again = await app.documents.create_from_text(corpus["source_id"], DOCUMENTS["Roman aqueducts"], title="Copy")
     assert again.status == "unchanged"
     assert again.document.id == corpus["ids"]["Roman aqueducts"]
-    count = await app.db.pool.fetchval(
-        "SELECT count(*) FROM documents WHERE source_id = $1", corpus["source_id"]
-    )
+    count = await app.db.pool.fetchval("SELECT count(*) FROM documents WHERE source_id = $1", corpus["source_id"])
     assert count == len(DOCUMENTS)
 
 
@@ -101,9 +95,7 @@ async def test_keyword_leg_finds_rare_exact_term(app: Archivist, corpus: dict) -
 async def test_source_filter_still_returns_k(app: Archivist, corpus: dict) -> None:
     other = await app.sources.create("Noise")
     for i in range(30):
-        await app.documents.create_from_text(
-            other.id, f"Noise document number {i} about baking bread and flour."
-        )
+        await app.documents.create_from_text(other.id, f"Noise document number {i} about baking bread and flour.")
     outcome = await app.search.search("flour", corpus["source_id"], 5, "vector")
     assert len(outcome.hits) == len(DOCUMENTS)  # all five corpus documents, none from Noise
     assert {h.source_id for h in outcome.hits} == {corpus["source_id"]}
@@ -114,9 +106,7 @@ async def test_source_filter_still_returns_k(app: Archivist, corpus: dict) -> No
 async def test_threshold_and_capping(app: Archivist, corpus: dict) -> None:
     loose = await app.search.search("honeybee dance", corpus["source_id"], 50, "hybrid")
     assert loose.capped and loose.match_count == 20
-    strict = await app.search.search(
-        "honeybee dance", corpus["source_id"], 10, "hybrid", similarity_threshold=0.4
-    )
+    strict = await app.search.search("honeybee dance", corpus["source_id"], 10, "hybrid", similarity_threshold=0.4)
     assert strict.hits and all(h.similarity >= 0.4 for h in strict.hits)
     assert len(strict.hits) < len(loose.hits)
     with pytest.raises(InvalidArgument):
@@ -145,25 +135,19 @@ async def test_update_content_replaces_search_results(app: Archivist) -> None:
 async def test_update_is_atomic_for_readers(app: Archivist) -> None:
     """Concurrent readers see the old or the new chunks, never none."""
     source = await app.sources.create("Atomic")
-    doc = await app.documents.create_from_text(
-        source.id, "Version one of the text about lighthouses.", title="L"
-    )
+    doc = await app.documents.create_from_text(source.id, "Version one of the text about lighthouses.", title="L")
     seen_empty = False
 
     async def reader() -> None:
         nonlocal seen_empty
         for _ in range(60):
-            n = await app.db.pool.fetchval(
-                "SELECT count(*) FROM chunks WHERE document_id = $1", doc.document.id
-            )
+            n = await app.db.pool.fetchval("SELECT count(*) FROM chunks WHERE document_id = $1", doc.document.id)
             seen_empty = seen_empty or n == 0
             await asyncio.sleep(0)
 
     async def writer() -> None:
         for i in range(5):
-            await app.documents.update(
-                doc.document.id, content=f"Version {i + 2} of the text about lighthouses."
-            )
+            await app.documents.update(doc.document.id, content=f"Version {i + 2} of the text about lighthouses.")
 
     await asyncio.gather(reader(), writer())
     assert not seen_empty
@@ -171,9 +155,7 @@ async def test_update_is_atomic_for_readers(app: Archivist) -> None:
 
 async def test_update_metadata_merges_and_url_conflict(app: Archivist) -> None:
     source = await app.sources.create("Meta")
-    a = await app.documents.create_from_text(
-        source.id, "alpha text", url="https://a.example/1", metadata={"x": 1}
-    )
+    a = await app.documents.create_from_text(source.id, "alpha text", url="https://a.example/1", metadata={"x": 1})
     b = await app.documents.create_from_text(source.id, "beta text", url="https://a.example/2")
     merged = await app.documents.update(a.document.id, metadata={"y": 2})
     assert merged.document.metadata == {"x": 1, "y": 2} and merged.chunks_created == 0
@@ -215,9 +197,7 @@ async def test_files_and_directories(app: Archivist, files_dir: Path) -> None:
     assert [p.name for p, _ in only_md] == ["a.md"] and only_md[0][1].status == "unchanged"
 
 
-async def test_paths_outside_allowed_roots_are_refused(
-    app: Archivist, files_dir: Path, tmp_path: Path
-) -> None:
+async def test_paths_outside_allowed_roots_are_refused(app: Archivist, files_dir: Path, tmp_path: Path) -> None:
     source = await app.sources.create("Guarded")
     outside = tmp_path / "secret.txt"
     outside.write_text("top secret")
@@ -270,7 +250,5 @@ async def test_list_pagination(app: Archivist) -> None:
 async def test_stats(app: Archivist, corpus: dict) -> None:
     stats = await app.sources.stats(corpus["source_id"])
     assert stats.documents_count == len(DOCUMENTS)
-    chunks = await app.db.pool.fetchval(
-        "SELECT count(*) FROM chunks WHERE source_id = $1", corpus["source_id"]
-    )
+    chunks = await app.db.pool.fetchval("SELECT count(*) FROM chunks WHERE source_id = $1", corpus["source_id"])
     assert stats.chunks_count == chunks and stats.last_updated is not None

@@ -143,3 +143,52 @@ async def test_http_end_to_end(database_url: str, files_dir: Path) -> None:
     finally:
         proc.terminate()
         proc.wait(timeout=15)
+
+
+def run_cli(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([ARCHIVIST, *args], env=env, capture_output=True, text=True, timeout=120)
+
+
+def test_config_prints_working_client_entries(database_url: str, files_dir: Path) -> None:
+    import json
+
+    env = server_env(database_url, files_dir)
+    for client in ("claude-code", "claude-desktop"):
+        done = run_cli(["config", client], env)
+        assert done.returncode == 0, done.stderr
+        entry = json.loads(done.stdout)["mcpServers"]["archivist"]
+        assert Path(entry["command"]).is_absolute() and os.access(entry["command"], os.X_OK)
+        assert entry["args"] == ["serve"]
+        assert entry["env"]["DATABASE_URL"] == database_url
+        assert entry["env"]["ARCHIVIST_ALLOWED_PATHS"] == str(files_dir)
+    assert json.loads(run_cli(["config", "claude-code"], env).stdout)["mcpServers"]["archivist"]["type"] == "stdio"
+
+
+def test_cli_ingest_search_sources(database_url: str, files_dir: Path) -> None:
+    env = server_env(database_url, files_dir)
+    notes = files_dir / "cli-notes"
+    notes.mkdir()
+    (notes / "owls.md").write_text("# Owls\n\nOwls hunt at night using silent flight and keen hearing.")
+    (notes / "ferns.txt").write_text("Ferns reproduce with spores instead of seeds.")
+    ingested = run_cli(["ingest", str(notes), "--source", "CLI notes"], env)
+    assert ingested.returncode == 0, ingested.stderr
+    assert "2 documents" in ingested.stdout
+    found = run_cli(["search", "nocturnal birds hunting", "--type", "vector", "-k", "1"], env)
+    assert found.returncode == 0, found.stderr
+    assert "Owls" in found.stdout.splitlines()[0]
+    listed = run_cli(["sources"], env)
+    assert "CLI notes" in listed.stdout and "2 documents" in listed.stdout
+    refused = run_cli(["ingest", "/etc/hostname", "--source", "CLI notes"], env)
+    assert refused.returncode != 0 and "not allowed" in refused.stderr
+
+
+def test_cli_crawl_and_jobs(database_url: str, files_dir: Path) -> None:
+    from tests.fixture_site import FixtureSite
+
+    env = {**server_env(database_url, files_dir), "ARCHIVIST_CRAWL_DELAY_SECONDS": "0"}
+    with FixtureSite() as site:
+        crawled = run_cli(["crawl", site.url + "/", "--max-pages", "3", "--title", "CLI crawl"], env)
+        assert crawled.returncode == 0, crawled.stderr
+        assert "completed" in crawled.stdout and '"pages_crawled": 3' in crawled.stdout
+    jobs = run_cli(["jobs"], env)
+    assert "completed" in jobs.stdout and site.url in jobs.stdout

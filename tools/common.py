@@ -85,6 +85,18 @@ def require_action(action: str | None, handlers: dict[str, Any]) -> Any:
     return handlers[action]
 
 
+async def dispatch(
+    tool: str, runtime: Any, actions: dict[str, Any], action: str | None, args: dict[str, Any]
+) -> CallToolResult:
+    """Run the handler for `action` with the started services and the tool's arguments."""
+
+    async def body() -> dict[str, Any]:
+        handler = require_action(action, actions)
+        return await handler(await runtime.get(), args)
+
+    return await run_tool(tool, body)
+
+
 def page_fields(page: Page[Any], key: str, items: list[dict[str, Any]]) -> dict[str, Any]:
     return {
         key: items,

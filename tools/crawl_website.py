@@ -1,11 +1,230 @@
-"""MCP tool: crawl_website (being written: see services/jobs.py)."""
+"""MCP tool: crawl_website (background crawl jobs: start, status, list, cancel, recrawl)."""
 
 from __future__ import annotations
 
-from mcp.server.mcpserver import MCPServer
+import logging
+from typing import Any
 
-from services.app import Runtime
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.types import CallToolResult, ToolAnnotations
+
+from models.jobs import CrawlJob, StartedJob
+from services.app import Archivist, Runtime
+from services.errors import InvalidArgument
+from tools.common import cut, dispatch, page_fields
+
+logger = logging.getLogger(__name__)
+
+MAX_WAIT_SECONDS = 30.0
+SHOWN_ERRORS = 5
+ERROR_TEXT_LIMIT = 300
+WARNING_LIMIT = 300
+
+
+def check_wait(wait_seconds: float | None, notes: list[str]) -> float:
+    """wait_seconds in [0, 30]; larger values are capped (with a note)."""
+    wait = float(wait_seconds or 0)
+    if wait < 0:
+        raise InvalidArgument(f"wait_seconds must be 0 or more (got {wait_seconds}).", "Use wait_seconds=0 to 30.")
+    if wait > MAX_WAIT_SECONDS:
+        notes.append(f"wait_seconds {wait_seconds} was capped at {MAX_WAIT_SECONDS:.0f}.")
+        wait = MAX_WAIT_SECONDS
+    return wait
+
+
+def job_view(job: CrawlJob, with_errors: bool = True) -> dict[str, Any]:
+    """A job as agents see it: status, counters, timestamps, last errors (each cut)."""
+    url, url_cut = cut(job.params.url, ERROR_TEXT_LIMIT)
+    error, error_cut = cut(job.error, ERROR_TEXT_LIMIT)
+    view: dict[str, Any] = {
+        "id": job.id,
+        "source_id": job.source_id,
+        "kind": job.kind,
+        "status": job.status,
+        "url": url,
+        "params": job.params.model_dump(exclude={"url"}),
+        **job.counters(),
+        "created_at": job.created_at,
+        "started_at": job.started_at,
+        "completed_at": job.completed_at,
+        "error": error,
+        "warnings": [cut(w, WARNING_LIMIT)[0] for w in job.warnings[:SHOWN_ERRORS]],
+        "truncated": url_cut or error_cut or len(job.warnings) > SHOWN_ERRORS,
+    }
+    if job.cancel_requested and not job.finished:
+        view["cancel_requested"] = True
+    if with_errors:
+        view["recent_errors"] = [
+            {
+                "url": cut(e.url, ERROR_TEXT_LIMIT)[0],
+                "error": cut(e.error, ERROR_TEXT_LIMIT)[0],
+                "http_status": e.http_status,
+            }
+            for e in job.recent_errors[:SHOWN_ERRORS]
+        ]
+    return view
+
+
+def job_message(job: CrawlJob) -> str:
+    """One sentence on where the job stands and what to call next."""
+    counts = (
+        f"{job.pages_crawled} pages crawled ({job.documents_created} new, {job.documents_updated} updated, "
+        f"{job.documents_unchanged} unchanged, {job.documents_deleted} deleted), {job.pages_failed} failed, "
+        f"{job.pages_skipped} skipped"
+    )
+    if job.status in ("queued", "running"):
+        return (
+            f"Crawl {job.status}: {counts}, {job.pages_pending} pending. Follow it with "
+            f"crawl_website(action='status', job_id='{job.id}', wait_seconds=30)."
+        )
+    if job.status == "completed":
+        return (
+            f"Crawl completed: {counts}. Search it with search_knowledge_base(query=..., source_id='{job.source_id}')."
+        )
+    if job.status == "cancelled":
+        return f"Crawl cancelled: {counts}. Pages crawled before the cancel stay in the source."
+    return (
+        f"Crawl failed: {job.error or 'see recent_errors'}. Fix the cause, then "
+        f"crawl_website(action='recrawl', job_id='{job.id}')."
+    )
+
+
+def job_payload(job: CrawlJob, notes: list[str]) -> dict[str, Any]:
+    payload: dict[str, Any] = {"job": job_view(job), "message": job_message(job)}
+    if notes:
+        payload["notes"] = notes
+    return payload
+
+
+class ProgressReporter:
+    """Sends MCP progress notifications (only when the client asked, and only when progress grew)."""
+
+    def __init__(self, ctx: Context | None) -> None:
+        self.ctx = ctx
+        self.last: float = -1.0
+
+    async def __call__(self, job: CrawlJob) -> None:
+        if self.ctx is None:
+            return
+        done = float(job.pages_crawled + job.pages_failed + job.pages_skipped)
+        if done <= self.last:
+            return
+        self.last = done
+        try:
+            await self.ctx.report_progress(done, done + job.pages_pending, job_message(job))
+        except Exception:  # progress is best effort: never fail the call over it
+            logger.debug("progress notification failed", exc_info=True)
+
+
+async def maybe_wait(app: Archivist, job: CrawlJob, wait: float, ctx: Context | None) -> CrawlJob:
+    if wait <= 0 or job.finished:
+        return job
+    return await app.jobs.wait(job.id, wait, ProgressReporter(ctx))
+
+
+async def started_payload(app: Archivist, started: StartedJob, args: dict[str, Any]) -> dict[str, Any]:
+    notes = list(started.notes)
+    wait = check_wait(args["wait_seconds"], notes)
+    job = await maybe_wait(app, started.job, wait, args["ctx"])
+    return {**job_payload(job, notes), "source_id": job.source_id, "source_created": started.source_created}
+
+
+async def start_crawl(app: Archivist, args: dict[str, Any]) -> dict[str, Any]:
+    check_wait(args["wait_seconds"], [])  # reject a bad wait before queueing anything
+    started = await app.jobs.start(
+        args["url"],
+        args["source_id"],
+        args["title"],
+        args["recursive"],
+        args["max_depth"],
+        args["max_pages"],
+        args["include_patterns"],
+        args["exclude_patterns"],
+        args["scope"],
+    )
+    return await started_payload(app, started, args)
+
+
+async def job_status(app: Archivist, args: dict[str, Any]) -> dict[str, Any]:
+    notes: list[str] = []
+    wait = check_wait(args["wait_seconds"], notes)
+    job = await maybe_wait(app, await app.jobs.get(args["job_id"]), wait, args["ctx"])
+    return job_payload(job, notes)
+
+
+async def list_jobs(app: Archivist, args: dict[str, Any]) -> dict[str, Any]:
+    page = await app.jobs.list(args["status"], args["source_id"], args["page"], args["per_page"])
+    return page_fields(page, "jobs", [job_view(j, with_errors=False) for j in page.items])
+
+
+async def cancel_job(app: Archivist, args: dict[str, Any]) -> dict[str, Any]:
+    job, was_active = await app.jobs.cancel(args["job_id"])
+    payload = job_payload(job, [])
+    if not was_active:
+        payload["message"] = f"The job had already finished ({job.status}); nothing to cancel."
+    elif not job.finished:
+        payload["message"] = "Cancel requested; the job's worker stops it within seconds. " + job_message(job)
+    return payload
+
+
+async def recrawl(app: Archivist, args: dict[str, Any]) -> dict[str, Any]:
+    check_wait(args["wait_seconds"], [])
+    started = await app.jobs.recrawl(args["source_id"], args["job_id"])
+    return await started_payload(app, started, args)
+
+
+ACTIONS = {
+    "start": start_crawl,
+    "status": job_status,
+    "list": list_jobs,
+    "cancel": cancel_job,
+    "recrawl": recrawl,
+}
 
 
 def register(mcp: MCPServer, runtime: Runtime) -> None:
-    """Registers nothing until the crawl job service lands."""
+    @mcp.tool(
+        annotations=ToolAnnotations(
+            title="Crawl website",
+            read_only_hint=False,
+            destructive_hint=True,
+            idempotent_hint=False,
+            open_world_hint=True,
+        ),
+        structured_output=False,
+    )
+    async def crawl_website(
+        ctx: Context,
+        action: str = "start",
+        url: str | None = None,
+        job_id: str | None = None,
+        source_id: str | None = None,
+        title: str | None = None,
+        recursive: bool = False,
+        max_depth: int = 2,
+        max_pages: int = 20,
+        include_patterns: list[str] | None = None,
+        exclude_patterns: list[str] | None = None,
+        scope: str = "same-host",
+        wait_seconds: float = 0,
+        status: str | None = None,
+        page: int = 1,
+        per_page: int = 10,
+    ) -> CallToolResult:
+        """Crawl websites into a source as background jobs: start, watch, cancel, re-run.
+
+        Actions:
+            start: url (http/https). Returns the queued job at once. Pages go into source_id, or a
+                source found or created by title (default: the host). recursive=False: the one page;
+                True: follow links to max_depth (max 5), plus sitemap.xml and llms.txt. max_pages counts
+                stored pages (server cap, default 100). scope: same-host, same-domain or under-path.
+                include/exclude_patterns: path globs ("/docs/*") or URL substrings. Obeys robots.txt.
+            status: job_id. status (queued/running/completed/failed/cancelled), pages crawled/failed/
+                pending/skipped, documents created/updated/unchanged/deleted, chunks, recent errors.
+                wait_seconds (max 30; also for start, recrawl) waits for the end, sending progress.
+            list: newest first; status, source_id filters; page, per_page (max 20).
+            cancel: job_id; stops within 2 s, stored pages stay.
+            recrawl: source_id or job_id; same settings; unchanged pages are not re-embedded, changed
+                ones replaced, pages gone from the site deleted.
+        """
+        return await dispatch("crawl_website", runtime, ACTIONS, action, dict(locals()))

@@ -13,7 +13,7 @@ from services.app import Archivist, Runtime
 from services.errors import InvalidArgument
 from services.paths import resolve_allowed_path
 from services.validation import MAX_PER_PAGE, parse_uuid
-from tools.common import cut, document_view, page_fields, require_action, run_tool
+from tools.common import cut, dispatch, document_view, page_fields
 
 DOC_HINT = "Use manage_document(action='list', source_id=...) to find document ids."
 STATUS_MESSAGES = {
@@ -31,9 +31,7 @@ def ingest_view(result: IngestResult) -> dict[str, Any]:
     }
 
 
-async def create_from_directory(
-    app: Archivist, source_id: Any, directory: Path, args: dict
-) -> dict[str, Any]:
+async def create_from_directory(app: Archivist, source_id: Any, directory: Path, args: dict) -> dict[str, Any]:
     results, failures, skipped = await app.documents.create_from_directory(
         source_id, directory, args["extensions"], args["metadata"]
     )
@@ -69,9 +67,7 @@ async def create_document(app: Archivist, args: dict[str, Any]) -> dict[str, Any
     extra = {"source_id": source_id, "source_created": source_created}
     docs = app.documents
     if args["content"]:
-        result = await docs.create_from_text(
-            source_id, args["content"], args["title"], args["url"], args["metadata"]
-        )
+        result = await docs.create_from_text(source_id, args["content"], args["title"], args["url"], args["metadata"])
     elif args["file_path"]:
         path = resolve_allowed_path(args["file_path"], app.settings.allowed_paths)
         if path.is_dir():
@@ -176,10 +172,4 @@ def register(mcp: MCPServer, runtime: Runtime) -> None:
             update: document_id + title, url, metadata (merged) and/or content (re-chunked and re-embedded).
             delete: document_id; removes its chunks too.
         """
-        args = dict(locals())
-
-        async def body() -> dict[str, Any]:
-            handler = require_action(action, ACTIONS)
-            return await handler(await runtime.get(), args)
-
-        return await run_tool("manage_document", body)
+        return await dispatch("manage_document", runtime, ACTIONS, action, dict(locals()))

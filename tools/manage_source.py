@@ -8,7 +8,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp.types import CallToolResult, ToolAnnotations
 
 from services.app import Archivist, Runtime
-from tools.common import page_fields, require_action, run_tool, source_view
+from tools.common import dispatch, page_fields, source_view
 
 
 async def create_source(app: Archivist, args: dict[str, Any]) -> dict[str, Any]:
@@ -90,10 +90,4 @@ def register(mcp: MCPServer, runtime: Runtime) -> None:
             update: source_id + any of title, description, url, source_type, metadata (merged).
             delete: source_id; deletes its documents and chunks too (reports counts).
         """
-        args = dict(locals())
-
-        async def body() -> dict[str, Any]:
-            handler = require_action(action, ACTIONS)
-            return await handler(await runtime.get(), args)
-
-        return await run_tool("manage_source", body)
+        return await dispatch("manage_source", runtime, ACTIONS, action, dict(locals()))
