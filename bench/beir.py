@@ -345,15 +345,38 @@ class QueryVectors:
     embed_ms: dict[str, float]
 
 
-def embed_queries(embedder: Embedder, queries: dict[str, str]) -> QueryVectors:
-    """Embed each query once, timing each call (part of server-side latency)."""
+def embed_queries(embedder: Embedder, queries: dict[str, str], cache_file: Path | None = None) -> QueryVectors:
+    """Embed each query once, timing each call (part of server-side latency). With `cache_file`,
+    vectors and timings of an earlier run with the same model are reused when present and saved
+    otherwise (query-time sweeps then do not re-embed; their latency reuses the recorded timings)."""
+    cached = load_query_vectors(cache_file) if cache_file else QueryVectors({}, {})
+    if all(q in cached.vectors for q in queries):
+        return QueryVectors({q: cached.vectors[q] for q in queries}, {q: cached.embed_ms[q] for q in queries})
     vectors, times = {}, {}
     embedder.embed_query("warm-up")
     for qid, text in queries.items():
         start = time.perf_counter()
         vectors[qid] = embedder.embed_query(text.strip())
         times[qid] = (time.perf_counter() - start) * 1000
+    if cache_file:
+        ids = list(vectors)
+        np.savez(
+            cache_file,
+            ids=np.array(ids),
+            vectors=np.stack([vectors[q] for q in ids]),
+            ms=np.array([times[q] for q in ids]),
+        )
     return QueryVectors(vectors, times)
+
+
+def load_query_vectors(path: Path) -> QueryVectors:
+    if not path.is_file():
+        return QueryVectors({}, {})
+    with np.load(path, allow_pickle=False) as data:
+        ids = data["ids"].tolist()
+        return QueryVectors(
+            dict(zip(ids, data["vectors"], strict=True)), dict(zip(ids, data["ms"].tolist(), strict=True))
+        )
 
 
 def doc_ranking(hits: Sequence[Any]) -> list[str]:
@@ -523,8 +546,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--reuse-vectors",
         action="store_true",
-        help="serve passage vectors saved by an earlier ingestion with the same model and chunking "
-        "(for a new keyword config); ingestion then times database work only",
+        help="serve passage and query vectors saved by an earlier run with the same model and chunking "
+        "(for a new keyword config, or query-time sweeps); ingestion then times database work only and "
+        "query-embedding latency is the one recorded when the vectors were made",
     )
     return parser.parse_args(argv)
 
@@ -558,7 +582,8 @@ async def benchmark(args: argparse.Namespace) -> dict[str, Any]:
         ingest.vectors_from_disk = from_disk
         if not ingest.reused:
             embedder.save(vectors_file)
-        qv = embed_queries(embedder.inner, queries)
+        query_file = args.cache_dir / f"queries-{slug(embedder.name)}-{file_digest(args.queries)[:12]}.npz"
+        qv = embed_queries(embedder.inner, queries, query_file if args.reuse_vectors else None)
         factory = StrategyFactory(app)
         results: dict[str, dict[str, Any]] = {}
         variant_settings: dict[str, dict[str, Any]] = {}

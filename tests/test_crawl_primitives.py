@@ -434,7 +434,10 @@ async def test_throttle_with_fetcher_against_site(site: FixtureSite, tmp_path: P
     assert statuses == [200, 200, 200]
     times = sorted(record.time for record in site.request_log)
     assert len(times) == 3
-    assert min(b - a for a, b in zip(times, times[1:], strict=False)) >= 0.25  # 0.3 s minus network jitter
+    # arrival times jitter under load (the exact spacing of starts is tested above): check the span,
+    # and give each gap slack
+    assert times[-1] - times[0] >= 0.55
+    assert min(b - a for a, b in zip(times, times[1:], strict=False)) >= 0.15
 
 
 # --------------------------------------------------------------------------- fetcher
