@@ -1,6 +1,6 @@
 """Search latency at 10k / 100k (/ 1M) chunks, and a check that the HNSW and GIN indexes are used.
 
-    .venv/bin/python bench/scale.py --corpus ../shared/data/scifact/corpus.jsonl \\
+    .venv/bin/python bench/scale.py \\
         --queries ../shared/data/scifact/queries.jsonl --sizes 10000,100000 --out bench/.cache/scale.json
 
 The synthetic corpus is real text with real-looking vectors, built without embedding it for hours:
@@ -42,9 +42,10 @@ if str(ROOT) not in sys.path:
 from bench.beir import CACHE_DIR, machine_info, read_queries, settings_summary, slug  # noqa: E402
 from bench.metrics import percentile  # noqa: E402
 from services.app import Archivist  # noqa: E402
+from services.documents import CHUNK_COLUMNS  # noqa: E402
 from services.embeddings import create_embedder  # noqa: E402
 from services.search.base import SearchRequest, SearchStrategy  # noqa: E402
-from services.search.hybrid import HybridSearch, keyword_query  # noqa: E402
+from services.search.hybrid import HybridSearch  # noqa: E402
 from services.search.rerank import RerankSearch  # noqa: E402
 from services.search.vector import VECTOR_SQL, VectorSearch  # noqa: E402
 from services.settings import Settings  # noqa: E402
@@ -127,21 +128,7 @@ async def load_chunks(app: Archivist, size: int, pairs: Sequence, vectors: np.nd
                 )
                 for j, p in enumerate(picks.tolist())
             ]
-            await conn.copy_records_to_table(
-                "chunks",
-                records=records,
-                columns=[
-                    "document_id",
-                    "source_id",
-                    "chunk_index",
-                    "text",
-                    "char_start",
-                    "char_end",
-                    "heading_path",
-                    "context",
-                    "embedding",
-                ],
-            )
+            await conn.copy_records_to_table("chunks", records=records, columns=CHUNK_COLUMNS)
             logger.info("copied %d/%d chunks (%.0fs)", offset + n, size, time.perf_counter() - start)
         await conn.execute("SET maintenance_work_mem = '1GB'")
         await conn.execute("SET max_parallel_maintenance_workers = 1")
@@ -180,7 +167,8 @@ async def check_indexes(app: Archivist, query: str, vector: np.ndarray, source_i
     """Whether the vector and hybrid queries use the HNSW and GIN indexes (with and without a source filter)."""
     hybrid = HybridSearch(app.db, app.settings)
     s = app.settings
-    hybrid_params = (vector, source_id, s.hybrid_candidates, keyword_query(query), 1.0, 1.0, float(s.rrf_k), 10)
+    keywords = await hybrid.keyword_query(query)
+    hybrid_params = (vector, source_id, s.hybrid_candidates, keywords, 1.0, 1.0, float(s.rrf_k), 10)
     vec = await explain_indexes(app, VECTOR_SQL, vector, source_id, 10)
     hyb = await explain_indexes(app, hybrid._sql(), *hybrid_params)
     return {
@@ -189,6 +177,19 @@ async def check_indexes(app: Archivist, query: str, vector: np.ndarray, source_i
         "hybrid_uses_gin": GIN_INDEX in hyb,
         "vector_plan_indexes": sorted(vec),
         "hybrid_plan_indexes": sorted(hyb),
+    }
+
+
+async def keyword_matches(app: Archivist, queries: Sequence[str]) -> dict[str, float]:
+    """How many chunks the keyword leg must rank (every chunk matching any informative query term)."""
+    hybrid = HybridSearch(app.db, app.settings)
+    sql = "SELECT count(*) FROM chunks WHERE tsv @@ $1::tsquery"
+    counts = [await app.db.pool.fetchval(sql, await hybrid.keyword_query(q)) for q in queries]
+    total = await chunk_count(app)
+    return {
+        "matches_p50": percentile(counts, 50),
+        "matches_p95": percentile(counts, 95),
+        "share_p50": round(percentile(counts, 50) / max(total, 1), 3),
     }
 
 
@@ -236,6 +237,7 @@ async def measure_size(
         result: dict[str, Any] = {"chunks": size, "query_embed_p50_ms": round(percentile(embed_ms, 50), 1)}
         result["indexes"] = await check_indexes(app, queries[0], qvecs[0], None)
         result["indexes_with_source_filter"] = await check_indexes(app, queries[0], qvecs[0], source_id)
+        result["keyword_leg"] = await keyword_matches(app, queries[:50])
         for name in args.strategies:
             n = args.rerank_queries if name == "rerank" else len(queries)
             strategy = build_strategy(app, name)
@@ -321,6 +323,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     for size in report["sizes"]:
         print(f"\n{size['chunks']} chunks  (query embedding p50 {size['query_embed_p50_ms']} ms)")
         print(f"  indexes: {size['indexes']}")
+        print(f"  keyword leg: {size['keyword_leg']}")
         for name, r in size.items():
             if isinstance(r, dict) and "p50_ms" in r:
                 print(

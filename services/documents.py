@@ -36,6 +36,18 @@ DOCUMENT_COLUMNS = (
     "id, source_id, title, url, document_type, content_hash, length(content) AS content_length, "
     "metadata, chunk_count, created_at, updated_at"
 )
+# Column order of the records written to `chunks` with COPY.
+CHUNK_COLUMNS = [
+    "document_id",
+    "source_id",
+    "chunk_index",
+    "text",
+    "char_start",
+    "char_end",
+    "heading_path",
+    "context",
+    "embedding",
+]
 WINDOW_SIZE = 1000
 MAX_METADATA_BYTES = 16_384
 MAX_DIRECTORY_FILES = 1000
@@ -160,21 +172,7 @@ class DocumentService:
             )
             for i, (c, vec) in enumerate(zip(chunks, vectors, strict=True))
         ]
-        await conn.copy_records_to_table(
-            "chunks",
-            records=records,
-            columns=[
-                "document_id",
-                "source_id",
-                "chunk_index",
-                "text",
-                "char_start",
-                "char_end",
-                "heading_path",
-                "context",
-                "embedding",
-            ],
-        )
+        await conn.copy_records_to_table("chunks", records=records, columns=CHUNK_COLUMNS)
 
     async def find_existing(self, source_id: UUID, url: str | None, digest: str) -> asyncpg.Record | None:
         """The document this content would replace or duplicate: same URL, else same content hash."""

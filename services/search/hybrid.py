@@ -1,23 +1,26 @@
 """Hybrid retrieval: reciprocal-rank fusion of HNSW vector top-N and full-text top-N, in one SQL query.
 
 The keyword leg ORs the query's terms (an AND of every term matches almost nothing for natural
-questions) through `websearch_to_tsquery`, and ranks with `ts_rank(..., 1)`: the length
-normalisation is what makes it competitive with BM25 for fusion.
+questions) and ranks with `ts_rank(..., 1)`: the length normalisation is what makes it competitive
+with BM25 for fusion. Terms that ANALYZE's statistics show in more than
+`keyword_max_term_frequency` of all chunks are left out: they carry almost no information (a
+tiny IDF), yet an OR with them matches a large share of the corpus, and ranking every match is
+what made the keyword leg slow at scale.
 """
 
 from __future__ import annotations
 
-import re
+import time
 
 from models import SearchHit
 from services.database import Database
 from services.search.base import HIT_COLUMNS, SearchRequest, SearchStrategy, to_hit
 from services.settings import Settings
 
-# $1 query vector, $2 source filter, $3 depth per leg, $4 tsquery text, $5 vector weight,
+# $1 query vector, $2 source filter, $3 depth per leg, $4 tsquery (literal lexemes), $5 vector weight,
 # $6 keyword weight, $7 rrf k, $8 final limit
 HYBRID_SQL = """
-WITH q AS (SELECT websearch_to_tsquery('{fts_config}'::regconfig, $4) AS tsq),
+WITH q AS (SELECT $4::tsquery AS tsq),
 vec AS (
     SELECT id, row_number() OVER (ORDER BY dist, id) AS rnk FROM (
         SELECT id, embedding <=> $1 AS dist FROM chunks
@@ -43,13 +46,50 @@ FROM fused JOIN chunks c ON c.id = fused.id JOIN documents d ON d.id = c.documen
 ORDER BY fused.rrf DESC, c.id
 """
 
-OPERATOR_WORDS = {"or", "and", "not"}
+QUERY_LEXEMES_SQL = "SELECT tsvector_to_array(to_tsvector('{fts_config}'::regconfig, $1))"
+TERM_STATS_SQL = """
+SELECT most_common_elems::text::text[] AS elems, most_common_elem_freqs AS freqs FROM pg_stats
+WHERE schemaname = current_schema() AND tablename = 'chunks' AND attname = 'tsv'
+"""
+STATS_TTL_SECONDS = 300.0
+MIN_TERMS = 2
 
 
-def keyword_query(text: str) -> str:
-    """The query's words joined with OR, in websearch_to_tsquery syntax."""
-    words = [w for w in re.findall(r"\w+", text.lower()) if w not in OPERATOR_WORDS]
-    return " or ".join(words)
+def quote_lexeme(lexeme: str) -> str:
+    """A lexeme as a quoted tsquery operand, taken literally (no re-stemming)."""
+    return "'" + lexeme.replace("\\", "\\\\").replace("'", "''") + "'"
+
+
+def informative_terms(lexemes: list[str], frequencies: dict[str, float], max_frequency: float) -> list[str]:
+    """Lexemes rarer than `max_frequency` (share of chunks containing them); when every term is
+    common, the `MIN_TERMS` rarest, so the keyword leg still has something to match."""
+    kept = [lex for lex in lexemes if frequencies.get(lex, 0.0) <= max_frequency]
+    if kept or not lexemes:
+        return kept
+    return sorted(lexemes, key=lambda lex: frequencies.get(lex, 0.0))[:MIN_TERMS]
+
+
+def or_query(lexemes: list[str]) -> str | None:
+    return " | ".join(quote_lexeme(lex) for lex in lexemes) or None
+
+
+class TermStatistics:
+    """Share of chunks containing each common lexeme, read from PostgreSQL's own statistics on
+    `chunks.tsv` (kept by ANALYZE / autovacuum) and cached for a few minutes."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+        self._frequencies: dict[str, float] = {}
+        self._loaded_at = float("-inf")
+
+    async def frequencies(self) -> dict[str, float]:
+        if time.monotonic() - self._loaded_at > STATS_TTL_SECONDS:
+            row = await self.db.pool.fetchrow(TERM_STATS_SQL)
+            elems = (row and row["elems"]) or []
+            freqs = (row and row["freqs"]) or []
+            self._frequencies = dict(zip(elems, freqs, strict=False))  # freqs carries 3 trailing summary values
+            self._loaded_at = time.monotonic()
+        return self._frequencies
 
 
 def match_type(vrank: int | None, krank: int | None) -> str:
@@ -66,9 +106,16 @@ class HybridSearch(SearchStrategy):
     def __init__(self, db: Database, settings: Settings) -> None:
         self.db = db
         self.settings = settings
+        self.term_stats = TermStatistics(db)
 
     def _sql(self) -> str:
         return HYBRID_SQL.format(fts_config=self.db.fts_config, hit_columns=HIT_COLUMNS)
+
+    async def keyword_query(self, text: str) -> str | None:
+        """The query's informative lexemes ORed, as tsquery text (None when there are none)."""
+        lexemes = await self.db.pool.fetchval(QUERY_LEXEMES_SQL.format(fts_config=self.db.fts_config), text)
+        frequencies = await self.term_stats.frequencies()
+        return or_query(informative_terms(lexemes or [], frequencies, self.settings.keyword_max_term_frequency))
 
     async def fused_rows(self, request: SearchRequest, limit: int) -> list:
         s = self.settings
@@ -78,7 +125,7 @@ class HybridSearch(SearchStrategy):
             request.query_vector,
             request.source_id,
             depth,
-            keyword_query(request.query),
+            await self.keyword_query(request.query),
             float(s.hybrid_vector_weight),
             float(s.hybrid_keyword_weight),
             float(s.rrf_k),
