@@ -32,7 +32,8 @@ bench-beir: install
 		--out bench/results-scifact.json
 
 bench-scale: install
-	$(BIN)/python bench/scale.py
+	$(BIN)/python bench/scale.py --queries ../shared/data/scifact/queries.jsonl --with-source-filter \
+		--out bench/results-scale.json
 
 bench-crawl: install
-	$(BIN)/python bench/crawl.py
+	$(BIN)/python bench/crawl.py --pages 500

@@ -59,7 +59,7 @@ class Settings(BaseSettings):
     #: How the cross-encoder score is combined with the hybrid ranking: "replace", "rrf" or "linear".
     rerank_fusion: Literal["replace", "rrf", "linear"] = "linear"
     #: Weight of the cross-encoder in that fusion (0-1; the hybrid score gets the rest).
-    rerank_weight: float = 0.7
+    rerank_weight: float = 0.5
     #: k of the rank fusion when rerank_fusion = "rrf".
     rerank_rrf_k: int = 60
 
