@@ -243,6 +243,9 @@ class DocumentService:
         self, source_id: UUID, item: NewDocument, digest: str, chunks: list[Chunk], vectors: list[Any]
     ) -> IngestResult:
         async with self.db.pool.acquire() as conn, conn.transaction():
+            duplicate = await self._locked_duplicate(conn, source_id, item.url, digest)
+            if duplicate is not None:
+                return IngestResult(document=duplicate, status="unchanged")
             row = await conn.fetchrow(
                 "INSERT INTO documents (source_id, title, url, document_type, content, content_hash, "
                 "metadata, chunk_count) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) "
@@ -264,6 +267,22 @@ class DocumentService:
         document = Document(**{k: v for k, v in dict(row).items() if k != "replaced"})
         status = "updated" if row["replaced"] else "created"
         return IngestResult(document=document, status=status, chunks_created=len(chunks))
+
+    async def _locked_duplicate(
+        self, conn: asyncpg.Connection, source_id: UUID, url: str | None, digest: str
+    ) -> Document | None:
+        """Inside the writing transaction: serialise writers of the same content in a source, then
+        return the document already holding it when this would be a new document (no row at `url`).
+        Without the lock, two pages with the same content ingested at once would both be stored."""
+        await conn.execute("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", f"{source_id}:{digest}")
+        row = await conn.fetchrow(
+            f"SELECT {DOCUMENT_COLUMNS} FROM documents WHERE source_id = $1 AND content_hash = $2 "
+            "AND NOT EXISTS (SELECT 1 FROM documents WHERE source_id = $1 AND url = $3) LIMIT 1",
+            source_id,
+            digest,
+            url,
+        )
+        return _to_document(row) if row else None
 
     async def resolve_source(self, source_id: str | UUID | None, title: str | None) -> tuple[UUID, bool]:
         """The target source: the given id (must exist), else one found or created by title."""

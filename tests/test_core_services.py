@@ -252,3 +252,15 @@ async def test_stats(app: Archivist, corpus: dict) -> None:
     assert stats.documents_count == len(DOCUMENTS)
     chunks = await app.db.pool.fetchval("SELECT count(*) FROM chunks WHERE source_id = $1", corpus["source_id"])
     assert stats.chunks_count == chunks and stats.last_updated is not None
+
+
+async def test_same_content_ingested_concurrently_is_stored_once(app: Archivist) -> None:
+    source = await app.sources.create("Concurrent duplicates")
+    text = "Identical content arriving from two URLs at the same moment."
+    results = await asyncio.gather(
+        *(app.documents.create_from_text(source.id, text, url=f"https://mirror{i}.example/page") for i in range(4))
+    )
+    assert sorted(r.status for r in results) == ["created", "unchanged", "unchanged", "unchanged"]
+    assert len({r.document.id for r in results}) == 1
+    count = await app.db.pool.fetchval("SELECT count(*) FROM documents WHERE source_id = $1", source.id)
+    assert count == 1

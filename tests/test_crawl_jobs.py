@@ -206,7 +206,8 @@ async def test_robots_crawl_delay_is_enforced(crawl_app: Archivist, site: Fixtur
 async def test_markdown_text_and_pdf_pages_are_ingested(crawl_app: Archivist, site: FixtureSite) -> None:
     manual = make_pdf(["Calibrating the telescope mirror takes a steady hand."], "Telescope Manual")
     site.set_page("/formats/manual.pdf", manual, "application/pdf")
-    site.set_page("/formats/download", manual.replace(b"Telescope", b"Microscope"), "application/pdf")
+    microscope = make_pdf(["Focusing the microscope objective needs fine adjustment."], "Microscope Manual")
+    site.set_page("/formats/download", microscope, "application/pdf")
     site.set_page("/formats/notes.md", "# Field Notes\n\nHerons wait motionless in the shallows.\n", "text/markdown")
     site.set_page("/formats/plain.txt", "Plain text about tidal bores on the Severn.", "text/plain")
     site.set_page("/formats/data.bin", bytes(range(256)), "application/octet-stream")
