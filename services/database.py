@@ -187,15 +187,25 @@ class Database:
         )
 
     async def fetch_page(
-        self, columns: str, from_where: str, order_by: str, params: list[Any], page: int, per_page: int
+        self,
+        columns: str,
+        from_where: str,
+        order_by: str,
+        params: list[Any],
+        page: int,
+        per_page: int,
+        join: str = "",
     ) -> tuple[list[asyncpg.Record], int]:
         """One page of `SELECT columns FROM from_where ORDER BY order_by`, and the total row count.
-        `params` fill $1..$n of `from_where`; page and per_page must already be validated."""
+        `from_where` is "table [alias] [WHERE ...]" with $1..$n from `params`; `join` (for the page's
+        columns only, never counted) goes between the table and its WHERE. page/per_page are validated."""
+        table, _, where = from_where.partition(" WHERE ")
+        where = f"WHERE {where}" if where else ""
         n = len(params)
         async with self.pool.acquire() as conn:
-            total = await conn.fetchval(f"SELECT count(*) FROM {from_where}", *params)
+            total = await conn.fetchval(f"SELECT count(*) FROM {table} {where}", *params)
             rows = await conn.fetch(
-                f"SELECT {columns} FROM {from_where} ORDER BY {order_by} LIMIT ${n + 1} OFFSET ${n + 2}",
+                f"SELECT {columns} FROM {table} {join} {where} ORDER BY {order_by} LIMIT ${n + 1} OFFSET ${n + 2}",
                 *params,
                 per_page,
                 (page - 1) * per_page,

@@ -174,19 +174,20 @@ class DocumentService:
         ]
         await conn.copy_records_to_table("chunks", records=records, columns=CHUNK_COLUMNS)
 
-    async def find_existing(self, source_id: UUID, url: str | None, digest: str) -> asyncpg.Record | None:
+    async def find_existing(self, source_id: UUID, url: str | None, digest: str) -> Document | None:
         """The document this content would replace or duplicate: same URL, else same content hash."""
         if url:
             row = await self.db.pool.fetchrow(
-                "SELECT id, content_hash FROM documents WHERE source_id = $1 AND url = $2", source_id, url
+                f"SELECT {DOCUMENT_COLUMNS} FROM documents WHERE source_id = $1 AND url = $2", source_id, url
             )
             if row is not None:
-                return row
-        return await self.db.pool.fetchrow(
-            "SELECT id, content_hash FROM documents WHERE source_id = $1 AND content_hash = $2 LIMIT 1",
+                return _to_document(row)
+        row = await self.db.pool.fetchrow(
+            f"SELECT {DOCUMENT_COLUMNS} FROM documents WHERE source_id = $1 AND content_hash = $2 LIMIT 1",
             source_id,
             digest,
         )
+        return _to_document(row) if row else None
 
     async def ingest(
         self,
@@ -215,8 +216,8 @@ class DocumentService:
         for i, item in enumerate(items):
             digest = content_hash(item.content)
             existing = await self.find_existing(source_id, item.url, digest)
-            if existing is not None and existing["content_hash"] == digest:
-                results[i] = IngestResult(document=await self.get(existing["id"]), status="unchanged")
+            if existing is not None and existing.content_hash == digest:
+                results[i] = IngestResult(document=existing, status="unchanged")
             elif digest in batch_hashes:
                 repeats.append(i)  # same content twice in this batch: settled once the first is stored
             else:
@@ -264,9 +265,8 @@ class DocumentService:
                 len(chunks),
             )
             await self._write_chunks(conn, row["id"], source_id, item.title, chunks, vectors)
-        document = Document(**{k: v for k, v in dict(row).items() if k != "replaced"})
         status = "updated" if row["replaced"] else "created"
-        return IngestResult(document=document, status=status, chunks_created=len(chunks))
+        return IngestResult(document=_to_document(row), status=status, chunks_created=len(chunks))
 
     async def _locked_duplicate(
         self, conn: asyncpg.Connection, source_id: UUID, url: str | None, digest: str

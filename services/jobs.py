@@ -280,18 +280,14 @@ class JobService:
         if status is not None and status not in JOB_STATUSES:
             raise InvalidArgument(f"Invalid status filter '{status}'.", f"Use one of: {', '.join(JOB_STATUSES)}.")
         sid = (await self.app.sources.get(source_id)).id if source_id else None
-        ids, total = await self.db.fetch_page(
-            "j.id",
+        rows, total = await self.db.fetch_page(
+            JOB_COLUMNS,
             "crawl_jobs j WHERE ($1::text IS NULL OR j.status = $1) AND ($2::uuid IS NULL OR j.source_id = $2)",
             "j.created_at DESC, j.id",
             [status, sid],
             page,
             per_page,
-        )
-        rows = await self.db.pool.fetch(
-            f"SELECT {JOB_COLUMNS} FROM crawl_jobs j {COUNTERS_JOIN} WHERE j.id = ANY($1::uuid[]) "
-            "ORDER BY j.created_at DESC, j.id",
-            [r["id"] for r in ids],
+            join=COUNTERS_JOIN,
         )
         return Page[CrawlJob](items=[_to_job(r) for r in rows], total_count=total, page=page, per_page=per_page)
 

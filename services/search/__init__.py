@@ -71,17 +71,19 @@ class SearchService:
         return self._strategies[search_type]
 
     def _build(self, search_type: str) -> SearchStrategy:
-        from services.search.hybrid import HybridSearch
-
         if search_type == "vector":
             from services.search.vector import VectorSearch
 
             return VectorSearch(self.db)
-        hybrid = HybridSearch(self.db, self.settings)
         if search_type == "hybrid":
-            return hybrid
+            from services.search.hybrid import HybridSearch
+
+            return HybridSearch(self.db, self.settings)
+        from services.search.hybrid import HybridSearch
         from services.search.rerank import RerankSearch
 
+        hybrid = self.strategy("hybrid")  # one first stage (and one term-statistics cache) for both
+        assert isinstance(hybrid, HybridSearch)
         return RerankSearch(hybrid, self._reranker_factory(), self.settings)
 
     async def search(
