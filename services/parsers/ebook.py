@@ -8,6 +8,7 @@ from __future__ import annotations
 import io
 import logging
 import re
+import warnings
 from pathlib import Path
 
 from services.parsers.base import DocumentParser, ParsedDocument
@@ -21,10 +22,12 @@ _BLANK_RUN_RE = re.compile(r"\n[ \t]*\n(?:[ \t]*\n)+")
 
 def chapter_markdown(xhtml: bytes) -> str:
     """One XHTML chapter as markdown (scripts, styles and navigation dropped)."""
-    from bs4 import BeautifulSoup
+    from bs4 import BeautifulSoup, XMLParsedAsHTMLWarning
     from markdownify import MarkdownConverter
 
-    soup = BeautifulSoup(xhtml, "lxml")
+    with warnings.catch_warnings():  # XHTML read by the lenient HTML parser on purpose
+        warnings.simplefilter("ignore", XMLParsedAsHTMLWarning)
+        soup = BeautifulSoup(xhtml, "lxml")
     for tag in soup(_DROP_TAGS):
         tag.decompose()
     body = soup.body or soup

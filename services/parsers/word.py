@@ -16,6 +16,7 @@ from services.parsers.base import DocumentParser, ParsedDocument
 from services.parsers.markup import heading, join_blocks, list_item, markdown_table, no_text, one_line, unreadable
 
 _HEADING_STYLE_RE = re.compile(r"^heading\s*(\d)$", re.IGNORECASE)
+_LIST_ITEM_RE = re.compile(r"^ *(?:-|1\.) ")
 
 
 def _style_name(paragraph: Paragraph) -> str:
@@ -96,10 +97,18 @@ class DocxParser(DocumentParser):
             raise unreadable(name, "Word (.docx)", exc) from exc
         paragraphs = [item for item in items if isinstance(item, Paragraph)]
         title_offset = 1 if any(_style_name(p).lower() == "title" for p in paragraphs) else 0
-        blocks = [
-            _paragraph_markdown(item, title_offset) if isinstance(item, Paragraph) else _table_markdown(item)
-            for item in items
-        ]
+        blocks: list[str] = []
+        previous_was_item = False
+        for item in items:
+            block = _paragraph_markdown(item, title_offset) if isinstance(item, Paragraph) else _table_markdown(item)
+            if not block:
+                continue
+            is_item = isinstance(item, Paragraph) and _LIST_ITEM_RE.match(block) is not None
+            if is_item and previous_was_item:
+                blocks[-1] += "\n" + block  # one list, not one paragraph per item
+            else:
+                blocks.append(block)
+            previous_was_item = is_item
         content = join_blocks(blocks)
         if not content:
             raise no_text(name)
