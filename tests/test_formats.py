@@ -31,8 +31,8 @@ def make_docx() -> bytes:
     document.add_paragraph("Mulch in late autumn", style="List Bullet")
     document.add_heading("Pests", 1)
     table = document.add_table(rows=3, cols=2)
-    for row, values in zip(table.rows, [("Pest", "Remedy"), ("Aphids", "Ladybirds"), ("Slugs", "Copper tape")]):
-        for cell, value in zip(row.cells, values):
+    for row, values in zip(table.rows, [("Pest", "Remedy"), ("Aphids", "Ladybirds"), ("Slugs", "Copper tape")], strict=True):
+        for cell, value in zip(row.cells, values, strict=True):
             cell.text = value
     out = io.BytesIO()
     document.save(out)
@@ -46,7 +46,7 @@ def make_pptx() -> bytes:
     deck = Presentation()
     titles = ["Quarterly review", "Harbour logistics", "Next steps"]
     bodies = ["Revenue grew in every region.", "Container cranes idle for barnacle inspection.", "Hire two pilots."]
-    for title, body in zip(titles, bodies):
+    for title, body in zip(titles, bodies, strict=True):
         slide = deck.slides.add_slide(deck.slide_layouts[1])
         slide.shapes.title.text = title
         slide.placeholders[1].text_frame.text = body
