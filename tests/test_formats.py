@@ -31,7 +31,8 @@ def make_docx() -> bytes:
     document.add_paragraph("Mulch in late autumn", style="List Bullet")
     document.add_heading("Pests", 1)
     table = document.add_table(rows=3, cols=2)
-    for row, values in zip(table.rows, [("Pest", "Remedy"), ("Aphids", "Ladybirds"), ("Slugs", "Copper tape")], strict=True):
+    rows = [("Pest", "Remedy"), ("Aphids", "Ladybirds"), ("Slugs", "Copper tape")]
+    for row, values in zip(table.rows, rows, strict=True):
         for cell, value in zip(row.cells, values, strict=True):
             cell.text = value
     out = io.BytesIO()
