@@ -4,16 +4,21 @@ search hits and chunk reads show `page_number` (int, or "first-last" when a chun
 from __future__ import annotations
 
 import re
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+import pytest_asyncio
+from mcp import Client
 
-from services.app import Archivist
+from server import build_server
+from services.app import Archivist, Runtime
 from services.chunking.base import Chunk
 from services.chunking.pages import assign_pages, format_page_number, page_starts
 from services.settings import Settings
 from tests.conftest import make_settings
+from tests.mcp_helpers import client_in_own_task, ok
 from tools.manage_document import get_document
 from tools.search_knowledge_base import hit_view
 
@@ -147,3 +152,25 @@ async def test_rechunking_on_title_change_keeps_pages(app: Archivist, documents:
     assert result.chunks_created == len(before)
     after = [(r["char_start"], r["page_start"], r["page_end"]) for r in await chunk_rows(app, document_id)]
     assert after == before
+
+
+@pytest_asyncio.fixture(scope="module")
+async def client(settings: Settings, embedder: Any) -> AsyncIterator[Client]:
+    server = build_server(settings, runtime=Runtime(settings, embedder=embedder), run_worker=False)
+    async with client_in_own_task(server) as c:
+        yield c
+
+
+async def test_page_number_through_the_mcp_tools(client: Client, files_dir: Path) -> None:
+    (files_dir / "mcp-notes.pdf").write_bytes(make_pdf())
+    created = await ok(
+        client, "manage_document", action="create", title="MCP paged", file_path=str(files_dir / "mcp-notes.pdf")
+    )
+    source_id = created["source_id"]
+    found = await ok(client, "search_knowledge_base", query="medieval bookbinding", source_id=source_id)
+    top = found["results"][0]
+    assert top["page_number"] == 4 and "page_start" not in top
+    chunk = await ok(
+        client, "manage_document", action="get", document_id=top["document_id"], chunk_index=top["chunk_index"]
+    )
+    assert chunk["chunk"]["page_number"] == 4
