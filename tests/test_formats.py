@@ -35,6 +35,7 @@ def make_docx() -> bytes:
     for row, values in zip(table.rows, rows, strict=True):
         for cell, value in zip(row.cells, values, strict=True):
             cell.text = value
+    document.add_paragraph("# tags in body text are not headings")
     out = io.BytesIO()
     document.save(out)
     return out.getvalue()
@@ -174,6 +175,7 @@ def test_docx_headings_lists_and_tables() -> None:
     assert "### Raised beds" in content and "## Pests" in content
     assert "- Water the beds at dawn\n- Mulch in late autumn" in content
     assert "| Pest | Remedy |\n|---|---|\n| Aphids | Ladybirds |\n| Slugs | Copper tape |" in content
+    assert content.endswith("\n\n\\# tags in body text are not headings")
 
 
 def test_pptx_slides_are_sections_separated_by_page_breaks() -> None:

@@ -20,6 +20,12 @@ def one_line(text: str) -> str:
     return _SPACE_RE.sub(" ", text).strip()
 
 
+def paragraph(text: str) -> str:
+    """One line of body text; a leading `#` or code fence is escaped so it is not read as markup."""
+    text = one_line(text)
+    return "\\" + text if text.startswith(("#", "```", "~~~")) else text
+
+
 def heading(level: int, text: str) -> str:
     """An ATX heading (`## Text`), level clamped to 1..6; empty text gives ""."""
     text = one_line(text)

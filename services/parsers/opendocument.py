@@ -7,7 +7,16 @@ from pathlib import Path
 from typing import Any
 
 from services.parsers.base import DocumentParser, ParsedDocument
-from services.parsers.markup import heading, join_blocks, list_item, markdown_table, no_text, one_line, unreadable
+from services.parsers.markup import (
+    heading,
+    join_blocks,
+    list_item,
+    markdown_table,
+    no_text,
+    one_line,
+    paragraph,
+    unreadable,
+)
 
 #: Containers whose children are walked as body blocks.
 _CONTAINERS = frozenset({"section", "index-body", "text-content", "change-tracked-text"})
@@ -65,7 +74,7 @@ def _blocks(element: Any) -> list[str]:
             level = _attribute(child, "outline-level")
             blocks.append(heading(int(level) if level and level.isdigit() else 1, _text(child)))
         elif name == "p":
-            blocks.append(_text(child))
+            blocks.append(paragraph(_text(child)))
         elif name == "list":
             blocks.append("\n".join(_list_blocks(child, 0)))
         elif name == "table":

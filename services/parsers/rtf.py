@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 
 from services.parsers.base import DocumentParser, ParsedDocument
-from services.parsers.markup import heading, join_blocks, no_text, one_line, unreadable
+from services.parsers.markup import heading, join_blocks, no_text, one_line, paragraph, unreadable
 from services.parsers.text import decode_text
 
 #: Stylesheet entries `{\s2 ... heading 1;}` (style number, then its name).
@@ -60,7 +60,7 @@ def rtf_markdown(rtf: str) -> str:
         marks = _MARK_RE.findall(line)
         line = one_line(_MARK_RE.sub("", line))
         if line:
-            blocks.append(heading(int(marks[0]), line) if marks else line)
+            blocks.append(heading(int(marks[0]), line) if marks else paragraph(line))
     return join_blocks(blocks)
 
 

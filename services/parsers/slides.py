@@ -15,6 +15,7 @@ from pptx.enum.shapes import MSO_SHAPE_TYPE, PP_PLACEHOLDER
 
 from services.parsers.base import PAGE_BREAK, DocumentParser, ParsedDocument
 from services.parsers.markup import heading, join_blocks, list_item, markdown_table, no_text, one_line, unreadable
+from services.parsers.markup import paragraph as escape_markup
 
 _TITLE_PLACEHOLDERS = frozenset({PP_PLACEHOLDER.TITLE, PP_PLACEHOLDER.CENTER_TITLE, PP_PLACEHOLDER.VERTICAL_TITLE})
 
@@ -44,7 +45,7 @@ def _text_frame_markdown(shape: Any) -> str:
     for paragraph in shape.text_frame.paragraphs:
         text = one_line(paragraph.text)
         if text:
-            lines.append(list_item(text, paragraph.level) if paragraph.level else text)
+            lines.append(list_item(text, paragraph.level) if paragraph.level else escape_markup(text))
     return "\n".join(lines)
 
 

@@ -14,6 +14,7 @@ from docx.text.paragraph import Paragraph
 
 from services.parsers.base import DocumentParser, ParsedDocument
 from services.parsers.markup import heading, join_blocks, list_item, markdown_table, no_text, one_line, unreadable
+from services.parsers.markup import paragraph as escape_markup
 
 _HEADING_STYLE_RE = re.compile(r"^heading\s*(\d)$", re.IGNORECASE)
 _LIST_ITEM_RE = re.compile(r"^ *(?:-|1\.) ")
@@ -69,7 +70,7 @@ def _paragraph_markdown(paragraph: Paragraph, title_offset: int) -> str:
     depth = _list_depth(paragraph)
     if depth is not None:
         return list_item(text, depth, ordered="number" in _style_name(paragraph).lower())
-    return text
+    return escape_markup(text)
 
 
 def _table_markdown(table: Table) -> str:
