@@ -160,6 +160,64 @@ public class Account {
 """
 
 
+CSHARP = """using System;
+
+namespace Bank
+{
+    /// <summary>An account.</summary>
+    public class Account
+    {
+        private long balance;
+
+        /// <summary>Deposit money, rejecting negative amounts.</summary>
+        public void Deposit(long amount)
+        {
+            if (amount < 0) throw new ArgumentException("negative");
+            balance += amount;
+        }
+
+        public long Balance() { return balance; }
+    }
+}
+"""
+
+RUBY = """require "json"
+
+# A greeter for the front desk.
+class Greeter
+  # Say hello to a named visitor, politely and with enthusiasm.
+  def greet(name)
+    "Hello, #{name}! Welcome to the front desk of the building."
+  end
+
+  def self.default
+    new
+  end
+end
+
+def helper
+  42
+end
+"""
+
+PHP = """<?php
+use App\\Models\\User;
+
+/** Format a price in euros. */
+function format_price($cents) {
+    return number_format($cents / 100, 2) . " EUR";
+}
+
+class Cart {
+    private $items = [];
+
+    /** Add an item to the cart, merging quantities of equal items. */
+    public function add($item, $quantity) {
+        $this->items[$item] = ($this->items[$item] ?? 0) + $quantity;
+    }
+}
+"""
+
 SAMPLES: dict[str, tuple[str, str]] = {
     "sample.py": ("python", PYTHON),
     "sample.ts": ("typescript", TYPESCRIPT),
@@ -167,6 +225,9 @@ SAMPLES: dict[str, tuple[str, str]] = {
     "sample.go": ("go", GO),
     "sample.rs": ("rust", RUST),
     "Sample.java": ("java", JAVA),
+    "Account.cs": ("csharp", CSHARP),
+    "greeter.rb": ("ruby", RUBY),
+    "cart.php": ("php", PHP),
 }
 
 #: (heading path below the file name, first line, last line) of every chunk, in order.
@@ -212,7 +273,35 @@ EXPECTED: dict[str, list[tuple[list[str], str, str]]] = {
         (["Account", "deposit"], "/** Deposit money into the account, rejecting negative amounts. */", "    }"),
         (["Account", "balance"], "// Current balance in cents, as stored by the ledger service.", "}"),
     ],
+    "Account.cs": [
+        ([], "using System;", "using System;"),
+        (["Bank"], "namespace Bank", "{"),
+        (["Bank", "Account"], "/// <summary>An account.</summary>", "        private long balance;"),
+        (
+            ["Bank", "Account", "Deposit"],
+            "/// <summary>Deposit money, rejecting negative amounts.</summary>",
+            "        }",
+        ),
+        (["Bank", "Account", "Balance"], "public long Balance() { return balance; }", "}"),
+    ],
+    "greeter.rb": [
+        ([], 'require "json"', 'require "json"'),
+        (["Greeter"], "# A greeter for the front desk.", "class Greeter"),
+        (["Greeter", "greet"], "# Say hello to a named visitor, politely and with enthusiasm.", "  end"),
+        (["Greeter", "default"], "def self.default", "end"),
+        (["helper"], "def helper", "end"),
+    ],
+    "cart.php": [
+        ([], "<?php", "use App\\Models\\User;"),
+        (["format_price"], "/** Format a price in euros. */", "}"),
+        (["Cart"], "class Cart {", "    private $items = [];"),
+        (["Cart", "add"], "/** Add an item to the cart, merging quantities of equal items. */", "}"),
+    ],
 }
+
+
+#: Samples whose classes only split into members below the default test size of 200.
+SMALLER_CHUNKS = {"greeter.rb": 150, "cart.php": 150}
 
 
 def assert_invariants(content: str, chunks: list[Chunk], limit: int) -> None:
@@ -232,8 +321,10 @@ def assert_invariants(content: str, chunks: list[Chunk], limit: int) -> None:
 @pytest.mark.parametrize("file_name", list(SAMPLES))
 def test_chunks_follow_definitions(file_name: str) -> None:
     language, content = SAMPLES[file_name]
-    chunks = CodeChunker(200, 30, language, file_name).chunk(content)
-    assert_invariants(content, chunks, 300)
+    size = SMALLER_CHUNKS.get(file_name, 200)
+    chunks = CodeChunker(size, 30, language, file_name).chunk(content)
+    assert_invariants(content, chunks, int(size * 1.5))
+    assert len(chunks) == len(EXPECTED[file_name])
     lines = [(c.text.split("\n")[0].strip(), c.text.split("\n")[-1]) for c in chunks]
     expected = EXPECTED[file_name]
     assert [c.heading_path for c in chunks] == [[file_name, *path] for path, _, _ in expected]
@@ -244,7 +335,7 @@ def test_factory_picks_the_code_chunker_by_language() -> None:
     settings = Settings(chunk_size=400, chunk_overlap=40)
     chunker = get_chunker(settings, document_type="code", metadata={"language": "go", "file_path": "/x/main.go"})
     assert isinstance(chunker, CodeChunker) and chunker.prefix == ["main.go"]
-    for metadata in ({"language": "ruby"}, {}, None):
+    for metadata in ({"language": "sql"}, {}, None):
         fallback = get_chunker(settings, document_type="code", metadata=metadata)
         assert isinstance(fallback, MarkdownChunker) and fallback.mode == "code"
 

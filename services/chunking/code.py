@@ -106,6 +106,37 @@ LANGUAGES: dict[str, _Language] = {
         ),
         attached=frozenset({"line_comment", "block_comment"}),
     ),
+    "csharp": _Language(
+        "csharp",
+        frozenset(
+            {
+                "class_declaration",
+                "struct_declaration",
+                "interface_declaration",
+                "enum_declaration",
+                "record_declaration",
+                "namespace_declaration",
+                "method_declaration",
+                "constructor_declaration",
+                "delegate_declaration",
+            }
+        ),
+    ),
+    "ruby": _Language("ruby", frozenset({"class", "module", "method", "singleton_method", "singleton_class"})),
+    "php": _Language(
+        "php",
+        frozenset(
+            {
+                "function_definition",
+                "class_declaration",
+                "interface_declaration",
+                "trait_declaration",
+                "enum_declaration",
+                "method_declaration",
+                "namespace_definition",
+            }
+        ),
+    ),
     "c": _Language("c", _C_DEFINITIONS),
     "cpp": _Language("cpp", _C_DEFINITIONS | frozenset({"template_declaration"})),
 }
@@ -185,6 +216,8 @@ class CodeChunker(Chunker):
 
     def _definition(self, node: Any) -> Any | None:
         """The definition a top-level node is or wraps, else None."""
+        if not node.is_named:  # a keyword token such as Ruby's `class`
+            return None
         if node.type in self.language.definitions:
             return node
         if node.type in self.language.wrappers:
@@ -306,7 +339,10 @@ class CodeChunker(Chunker):
             body = node
         if body.type in ("block", "statement_block") and node.type not in ("class_definition", "internal_module"):
             return []  # a function body: its statements are cut as text
-        children = body.children
+        children = list(body.children)
+        if body is not node:  # comments between the header and the body belong to the first member
+            children += [child for child in node.children if child.type in self.language.attached]
+            children.sort(key=lambda child: child.start_byte)
         return children if any(self._definition(child) is not None for child in children) else []
 
     def _text_chunks(
