@@ -125,6 +125,8 @@ async def load_chunks(app: Archivist, size: int, pairs: Sequence, vectors: np.nd
                     [],
                     pairs[p][0],
                     noisy[j],
+                    None,  # page_start
+                    None,  # page_end
                 )
                 for j, p in enumerate(picks.tolist())
             ]

@@ -66,6 +66,8 @@ class ChunkView(BaseModel):
     char_start: int
     char_end: int
     heading_path: list[str]
+    page_start: int | None = None  # paged documents (PDF, PPTX) only
+    page_end: int | None = None
 
 
 class IngestResult(BaseModel):
@@ -104,3 +106,5 @@ class SearchHit(BaseModel):
     char_start: int
     char_end: int
     heading_path: list[str] = Field(default_factory=list)
+    page_start: int | None = None  # paged documents (PDF, PPTX) only
+    page_end: int | None = None

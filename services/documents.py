@@ -47,6 +47,8 @@ CHUNK_COLUMNS = [
     "heading_path",
     "context",
     "embedding",
+    "page_start",
+    "page_end",
 ]
 WINDOW_SIZE = 1000
 MAX_METADATA_BYTES = 16_384
@@ -141,9 +143,11 @@ class DocumentService:
 
     # ---------- ingestion ----------
 
-    async def prepare_chunks(self, title: str, content: str, document_type: str) -> tuple[list[Chunk], list[Any]]:
+    async def prepare_chunks(
+        self, title: str, content: str, document_type: str, metadata: dict[str, Any] | None = None
+    ) -> tuple[list[Chunk], list[Any]]:
         """Chunk (by the document's kind) and embed, outside any transaction: embedding is the slow part."""
-        chunks = get_chunker(self.settings, document_type=document_type).chunk(content)
+        chunks = get_chunker(self.settings, document_type=document_type, metadata=metadata).chunk(content)
         texts = [embedding_text(title, c.heading_path, c.text) for c in chunks]
         vectors = await embed_documents_async(self.embedder, texts) if texts else []
         return chunks, list(vectors)
@@ -169,6 +173,8 @@ class DocumentService:
                 c.heading_path,
                 chunk_context(title, c.heading_path),
                 vec,
+                c.page_start,
+                c.page_end,
             )
             for i, (c, vec) in enumerate(zip(chunks, vectors, strict=True))
         ]
@@ -222,7 +228,7 @@ class DocumentService:
                 repeats.append(i)  # same content twice in this batch: settled once the first is stored
             else:
                 batch_hashes.add(digest)
-                chunker = get_chunker(self.settings, document_type=item.document_type)
+                chunker = get_chunker(self.settings, document_type=item.document_type, metadata=item.metadata)
                 to_embed.append((i, digest, chunker.chunk(item.content)))
         texts = [embedding_text(items[i].title, c.heading_path, c.text) for i, _, chunks in to_embed for c in chunks]
         vectors = list(await embed_documents_async(self.embedder, texts)) if texts else []
@@ -428,7 +434,8 @@ class DocumentService:
 
     async def get_chunk(self, document_id: UUID, chunk_index: int) -> ChunkView:
         row = await self.db.pool.fetchrow(
-            "SELECT id, document_id, chunk_index, text, char_start, char_end, heading_path FROM chunks "
+            "SELECT id, document_id, chunk_index, text, char_start, char_end, heading_path, page_start, page_end "
+            "FROM chunks "
             "WHERE document_id = $1 AND chunk_index = $2",
             document_id,
             chunk_index,
@@ -484,7 +491,7 @@ class DocumentService:
         if reindex:
             text = content if content is not None else await self._content(current.id)
             doc_type = self._updated_type(current.document_type, content)
-            chunks, vectors = await self.prepare_chunks(new_title, text, doc_type)
+            chunks, vectors = await self.prepare_chunks(new_title, text, doc_type, current.metadata)
         async with self.db.pool.acquire() as conn, conn.transaction():
             locked = await conn.fetchval("SELECT id FROM documents WHERE id = $1 FOR UPDATE", current.id)
             if locked is None:

@@ -116,7 +116,6 @@ def test_source_code_is_kept_verbatim_with_language(tmp_path: Path) -> None:
         ("notes.txt", "text", {}),
         ("README", "text", {}),
         (".gitignore", "text", {}),
-        ("data.csv", "text", {"format": "csv"}),
         ("index.rst", "rst", {}),
     ],
 )
@@ -258,7 +257,7 @@ def test_html_declared_charset_is_honoured(tmp_path: Path) -> None:
 def test_pdf_text_is_extracted_per_page(tmp_path: Path) -> None:
     path = write(tmp_path, "manual.pdf", make_pdf(["Hello Archivist page one", "Second page text"], "User Manual"))
     document = parse_file(path)
-    assert document.content == "Hello Archivist page one\n\nSecond page text"
+    assert document.content == "Hello Archivist page one\n\f\nSecond page text"
     assert (document.title, document.document_type, document.metadata) == ("User Manual", "pdf", {"pages": 2})
 
 

@@ -149,3 +149,12 @@ def document_view(document: Document) -> dict[str, Any]:
         "updated_at": document.updated_at,
         "truncated": title_cut or metadata_cut,
     }
+
+
+def page_number_field(page_start: int | None, page_end: int | None) -> dict[str, int | str]:
+    """`{"page_number": 3}` or `{"page_number": "3-4"}` (a chunk spanning pages) for chunks of paged
+    documents (PDF pages, PPTX slides); `{}` for everything else."""
+    from services.chunking.pages import format_page_number
+
+    page_number = format_page_number(page_start, page_end)
+    return {} if page_number is None else {"page_number": page_number}

@@ -13,7 +13,7 @@ from services.app import Archivist, Runtime
 from services.errors import InvalidArgument
 from services.paths import resolve_allowed_path
 from services.validation import MAX_PER_PAGE, parse_uuid
-from tools.common import cut, dispatch, document_view, page_fields
+from tools.common import cut, dispatch, document_view, page_fields, page_number_field
 
 DOC_HINT = "Use manage_document(action='list', source_id=...) to find document ids."
 STATUS_MESSAGES = {
@@ -84,7 +84,13 @@ async def get_document(app: Archivist, args: dict[str, Any]) -> dict[str, Any]:
     if args["chunk_index"] is not None:
         chunk = await app.documents.get_chunk(document.id, args["chunk_index"])
         text, text_cut = cut(chunk.text, 4000)
-        payload["chunk"] = {**chunk.model_dump(), "text": text, "truncated": text_cut}
+        pages = page_number_field(chunk.page_start, chunk.page_end)
+        payload["chunk"] = {
+            **chunk.model_dump(exclude={"page_start", "page_end"}),
+            "text": text,
+            "truncated": text_cut,
+            **pages,
+        }
         return payload
     window = await app.documents.read_window(document.id, args["offset"] or 0)
     payload["content"] = window.model_dump()
@@ -163,9 +169,10 @@ def register(mcp: MCPServer, runtime: Runtime) -> None:
 
         Actions:
             create: one of content (text/markdown), file_path (a file: md, txt, code, json, yaml, toml,
-                html, pdf...; or a directory, ingested recursively, optional extensions filter like
-                [".md"]) or url (fetch one web page). Into source_id; without it, title names a source
-                that is found or created. Same content already in the source -> status "unchanged".
+                html, pdf, docx, pptx, xlsx, csv, epub, odt, rtf...; or a directory, ingested recursively,
+                optional extensions filter like [".md"]) or url (fetch one web page). Into source_id;
+                without it, title names a source that is found or created. Same content already in the
+                source -> status "unchanged".
             get: document_id; returns 1000 chars of content from offset (next_offset to continue),
                 or one chunk with chunk_index.
             list: source_id (optional), page, per_page (max 20); total_count, has_more.

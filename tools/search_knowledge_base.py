@@ -10,7 +10,7 @@ from mcp.types import CallToolResult, ToolAnnotations
 from models import SearchHit
 from services.app import Runtime
 from services.search import SearchOutcome
-from tools.common import TITLE_LIMIT, cut, run_tool
+from tools.common import TITLE_LIMIT, cut, page_number_field, run_tool
 
 READ_HINT = "Read a cut result in full with manage_document(action='get', document_id=..., chunk_index=...)."
 
@@ -33,6 +33,7 @@ def hit_view(hit: SearchHit) -> dict[str, Any]:
         "char_start": hit.char_start,
         "char_end": hit.char_end,
         "heading_path": hit.heading_path,
+        **page_number_field(hit.page_start, hit.page_end),
     }
 
 
@@ -80,7 +81,8 @@ def register(mcp: MCPServer, runtime: Runtime) -> None:
                 of query and chunk, same meaning for every search_type); higher is stricter.
 
         Each result has text (cut at 1000 chars, `truncated` flag), score (0-1, the strategy's
-        ranking score), similarity, document/chunk ids, url, chunk_index and char offsets.
+        ranking score), similarity, document/chunk ids, url, chunk_index and char offsets;
+        chunks of PDFs/slide decks also have page_number (3, or "3-4" when a chunk spans pages).
         """
 
         async def body() -> dict[str, Any]:

@@ -12,6 +12,9 @@ class Chunk:
     char_start: int
     char_end: int
     heading_path: list[str] = field(default_factory=list)
+    #: First and last page (PDF) or slide (PPTX) the chunk's text is on, 1-based; None when unpaged.
+    page_start: int | None = None
+    page_end: int | None = None
 
 
 class Chunker(ABC):

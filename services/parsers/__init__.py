@@ -24,10 +24,17 @@ _REGISTRY: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("services.parsers.structured", "StructuredParser", (".json", ".yaml", ".yml", ".toml")),
     ("services.parsers.html", "HtmlParser", (".html", ".htm", ".xhtml")),
     ("services.parsers.pdf", "PdfParser", (".pdf",)),
+    ("services.parsers.word", "DocxParser", (".docx",)),
+    ("services.parsers.slides", "PptxParser", (".pptx",)),
+    ("services.parsers.spreadsheet", "XlsxParser", (".xlsx", ".xlsm")),
+    ("services.parsers.spreadsheet", "CsvParser", (".csv", ".tsv")),
+    ("services.parsers.ebook", "EpubParser", (".epub",)),
+    ("services.parsers.opendocument", "OdtParser", (".odt",)),
+    ("services.parsers.rtf", "RtfParser", (".rtf",)),
 )
 
 #: Extensions whose content is legitimately binary (skip the NUL-byte check).
-_BINARY_EXTENSIONS: frozenset[str] = frozenset({".pdf"})
+_BINARY_EXTENSIONS: frozenset[str] = frozenset({".pdf", ".docx", ".pptx", ".xlsx", ".xlsm", ".epub", ".odt"})
 
 _BY_EXTENSION: dict[str, tuple[str, str]] = {
     extension: (module, class_name) for module, class_name, extensions in _REGISTRY for extension in extensions
@@ -78,7 +85,7 @@ def parse_bytes(data: bytes, path: Path) -> ParsedDocument:
     if path.suffix.lower() not in _BINARY_EXTENSIONS and looks_binary(data):
         raise InvalidArgument(
             f"{path.name} looks like a binary file (NUL bytes in its first 8 KB), not text",
-            suggestion="Only text files, HTML and PDF can be added; convert the file to one of these first.",
+            suggestion="Only text, HTML, PDF and office/e-book files can be added; convert the file first.",
         )
     document = parser.parse(data, path)
     logger.debug("parsed %s as %s: %d chars", path.name, document.document_type, len(document.content))

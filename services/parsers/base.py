@@ -7,12 +7,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+#: Separates the pages (PDF) or slides (PPTX) of a paged document's content: a line holding only a
+#: form feed. Page N starts after the (N-1)th form feed, so page numbers can always be recovered
+#: from the stored content (see services/chunking/pages.py); the line is blank, so the chunker
+#: treats it as a paragraph break.
+PAGE_BREAK = "\n\f\n"
+
 
 @dataclass
 class ParsedDocument:
     content: str
     title: str | None
-    document_type: str  # "markdown", "text", "code", "html", "pdf", "json", "yaml", "toml", "rst"
+    # "markdown", "text", "code", "html", "pdf", "json", "yaml", "toml", "rst",
+    # "docx", "pptx", "xlsx", "csv", "epub", "odt", "rtf"
+    document_type: str
     metadata: dict[str, Any] = field(default_factory=dict)
 
 

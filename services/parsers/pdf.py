@@ -9,7 +9,7 @@ from pathlib import Path
 from pypdf import PdfReader
 
 from services.errors import InvalidArgument
-from services.parsers.base import DocumentParser, ParsedDocument
+from services.parsers.base import PAGE_BREAK, DocumentParser, ParsedDocument
 
 logger = logging.getLogger(__name__)
 
@@ -43,16 +43,15 @@ def _try_empty_password(reader: PdfReader) -> bool:
 
 
 def _page_texts(reader: PdfReader, name: str) -> list[str]:
-    """The stripped text of every page that has any; unreadable pages are skipped with a warning."""
+    """The stripped text of every page, in order; a blank or unreadable page gives "" (with a warning)."""
     texts: list[str] = []
     for number, page in enumerate(reader.pages, start=1):
         try:
             text = page.extract_text() or ""
         except Exception as exc:  # one broken page should not lose the whole document
             logger.warning("%s: could not extract text from page %d: %s", name, number, exc)
-            continue
-        if text.strip():
-            texts.append(text.strip())
+            text = ""
+        texts.append(text.replace("\f", " ").strip())
     return texts
 
 
@@ -81,7 +80,7 @@ def _page_count(reader: PdfReader, name: str) -> int:
 
 
 class PdfParser(DocumentParser):
-    """PDF files: the text of each page, pages separated by a blank line."""
+    """PDF files: the text of each page, pages separated by PAGE_BREAK (so chunks know their pages)."""
 
     extensions = PDF_EXTENSIONS
 
@@ -91,13 +90,13 @@ class PdfParser(DocumentParser):
         reader = _open_reader(data, name)
         pages = _page_count(reader, name)
         texts = _page_texts(reader, name)
-        if not texts:
+        if not any(texts):
             raise InvalidArgument(
                 f"{name} has no extractable text ({pages} page(s)); it is probably scanned images",
                 suggestion="Run OCR on the PDF first (e.g. `ocrmypdf in.pdf out.pdf`) and add the result.",
             )
         return ParsedDocument(
-            content="\n\n".join(texts),
+            content=PAGE_BREAK.join(texts),
             title=_metadata_title(reader),
             document_type="pdf",
             metadata={"pages": pages},

@@ -87,9 +87,8 @@ CODE_FILENAMES: dict[str, str] = {
     "jenkinsfile": "groovy",
 }
 
-TEXT_EXTENSIONS: tuple[str, ...] = (
-    MARKDOWN_EXTENSIONS + RST_EXTENSIONS + PLAIN_EXTENSIONS + CSV_EXTENSIONS + tuple(CODE_LANGUAGES)
-)
+#: CSV/TSV are parsed into markdown tables by services.parsers.spreadsheet, not here.
+TEXT_EXTENSIONS: tuple[str, ...] = MARKDOWN_EXTENSIONS + RST_EXTENSIONS + PLAIN_EXTENSIONS + tuple(CODE_LANGUAGES)
 
 _UNICODE_BOMS: tuple[tuple[bytes, str], ...] = (
     (codecs.BOM_UTF32_LE, "utf-32"),

@@ -15,7 +15,8 @@ from models import SearchHit
 # Columns of a hit, given a relation `c` (chunks), `d` (documents) and the query vector as $1.
 HIT_COLUMNS = (
     "c.id AS chunk_id, c.document_id, d.title AS document_title, c.source_id, d.url, c.text, "
-    "c.chunk_index, c.char_start, c.char_end, c.heading_path, 1 - (c.embedding <=> $1) AS similarity"
+    "c.chunk_index, c.char_start, c.char_end, c.heading_path, 1 - (c.embedding <=> $1) AS similarity, "
+    "c.page_start, c.page_end"
 )
 
 
