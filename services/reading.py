@@ -99,10 +99,15 @@ class ReadingService:
         return text
 
     async def window(
-        self, document_id: UUID, offset: int | str | None, max_chars: int | None, outline_page: int = 1
+        self,
+        document_id: UUID,
+        offset: int | str | None,
+        max_chars: int | None,
+        outline_page: int = 1,
+        by_section: bool = True,
     ) -> dict[str, Any]:
         """A window of the content (`offset` a number or a heading) plus one page of the outline.
-        A window starting at a heading stops at the end of that heading's section when it fits."""
+        With `by_section`, a window starting at a heading stops at the end of that heading's section."""
         size, note = check_max_chars(max_chars)
         content = await self.content(document_id)
         headings = parse_outline(content)
@@ -115,7 +120,7 @@ class ReadingService:
             )
         end = min(start + size, total)
         opening = next((h for h in headings if h.offset == start), None)
-        if opening is not None:
+        if opening is not None and by_section:
             end = min(end, section_end(headings, opening, total))
         window: dict[str, Any] = {
             "offset": start,
@@ -168,7 +173,7 @@ class ReadingService:
             offset,
             limit + 1,
         )
-        items = [{"kind": "source" if r["kind"] == 0 else "document", **dict(r)} for r in rows[:limit]]
+        items = [{**dict(r), "kind": "source" if r["kind"] == 0 else "document"} for r in rows[:limit]]
         return items, len(rows) > limit
 
 

@@ -53,7 +53,7 @@ def register(mcp: MCPServer, runtime: Runtime) -> None:
         try:
             app = await runtime.get()
             document = await app.documents.get(document_id)
-            window = (await ReadingService(app.db).window(document.id, offset, MAX_WINDOW))["content"]
+            window = (await ReadingService(app.db).window(document.id, offset, MAX_WINDOW, by_section=False))["content"]
         except ServiceError as exc:
             raise service_error(exc) from None
         following = window["next_offset"]

@@ -149,12 +149,12 @@ async def fill_text(db: Database, spans: list[Span]) -> None:
 
 
 def citation(span: Span) -> dict[str, Any]:
-    first = span.hits[0]
+    best = span.best
     return {
-        "document_id": str(first.document_id),
-        "document_title": first.document_title[:200],
-        "url": first.url,
-        "heading_path": first.heading_path,
+        "document_id": str(best.document_id),
+        "document_title": best.document_title[:200],
+        "url": best.url,
+        "heading_path": best.heading_path,
         "char_start": span.char_start,
         "char_end": span.char_end,
         "chunk_ids": [str(h.chunk_id) for h in sorted(span.hits, key=lambda h: h.chunk_index)],
