@@ -207,9 +207,7 @@ async def test_near_duplicates_are_dropped(client: Client) -> None:
     assert packed["count"] == 1
 
 
-async def test_answer_with_sampling_client_and_without(
-    settings: Any, embedder: Any, long_doc: dict[str, Any]
-) -> None:
+async def test_answer_with_sampling_client_and_without(settings: Any, embedder: Any, long_doc: dict[str, Any]) -> None:
     def server() -> Any:  # one server per connection: the in-process lifespan ends with its client
         return build_server(settings, runtime=Runtime(settings, embedder=embedder), run_worker=False)
 
