@@ -230,6 +230,11 @@ async def test_answer_with_sampling_client_and_without(settings: Any, embedder: 
     assert citation["heading_path"] == ["Deserts"] and citation["document_id"] == long_doc["document"]["id"]
     assert answered["tokens_used"] <= 800
 
+    async with client_in_own_task(server(), sampling_callback=sampling_callback, mode="legacy") as legacy:
+        legacy_answer = await ok(legacy, "search_knowledge_base", **arguments)  # sampling/createMessage mid-call
+    assert len(asked) == 2 and legacy_answer["answer"] == answered["answer"]
+    assert legacy_answer["citations"] == answered["citations"]
+
     async with client_in_own_task(server()) as plain:
         context_only = await ok(plain, "search_knowledge_base", **arguments)
     assert context_only["answer"] is None and "answer from the passages" in context_only["note"]
