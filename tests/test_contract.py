@@ -7,8 +7,10 @@ import re
 from collections.abc import AsyncIterator
 from typing import Any
 
+import pytest
 import pytest_asyncio
 from mcp import Client
+from mcp.shared.exceptions import MCPError
 from mcp.types import CreateMessageRequestParams, CreateMessageResult, TextContent
 from tokenizers import Tokenizer
 
@@ -157,6 +159,9 @@ async def test_resources_list_read_and_links_resolve(client: Client, long_doc: d
     assert first.text == LONG_DOC[:4000] and first.meta["next_offset"] == 4000
     following = await client.read_resource(first.meta["next_uri"])
     assert following.contents[0].text == LONG_DOC[4000:8000]
+    for missing in ("archivist://documents/00000000-0000-0000-0000-000000000000", "archivist://sources/nope"):
+        with pytest.raises(MCPError):
+            await client.read_resource(missing)
     source = await client.read_resource(f"archivist://sources/{long_doc['source_id']}")
     assert '"documents_count": 1' in source.contents[0].text
 

@@ -18,7 +18,7 @@ from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError
 from mcp.types import ListResourcesResult, Resource
 
 from services.app import Runtime
-from services.errors import NotFound, ServiceError
+from services.errors import InvalidArgument, NotFound, ServiceError
 from services.reading import MAX_WINDOW, ReadingService
 from services.validation import MAX_PER_PAGE
 from tools.common import document_uri, source_uri, source_view, to_json
@@ -28,7 +28,7 @@ LAST_WINDOW: ContextVar[dict[str, Any] | None] = ContextVar("archivist_last_wind
 
 
 def service_error(exc: ServiceError) -> ResourceError:
-    kind = ResourceNotFoundError if isinstance(exc, NotFound) else ResourceError
+    kind = ResourceNotFoundError if isinstance(exc, NotFound | InvalidArgument) else ResourceError
     return kind(f"{exc.message} {exc.suggestion}".strip())
 
 
