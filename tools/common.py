@@ -72,7 +72,8 @@ def resource_links(body: dict[str, Any]) -> list[ResourceLink]:
     links: dict[str, ResourceLink] = {}
     for item in items:
         uri = item.get("uri")
-        title = item.get("title") or item.get("document_title") or "document"
+        cited = item.get("citation") if isinstance(item.get("citation"), dict) else {}
+        title = item.get("title") or item.get("document_title") or cited.get("document_title") or "document"
         if isinstance(uri, str) and uri not in links and len(links) < MAX_LINKS:
             links[uri] = ResourceLink(type="resource_link", uri=uri, name=str(title)[:TITLE_LIMIT])
     return list(links.values())
