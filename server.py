@@ -15,12 +15,12 @@ from typing import Any
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp.types import CallToolResult
+from mcp.types import CallToolResult, InputRequiredResult
 from pydantic import ValidationError
 
 from services.app import Runtime
 from services.settings import Settings, get_settings
-from tools import crawl_website, manage_document, manage_source, search_knowledge_base
+from tools import crawl_website, manage_document, manage_source, resources, search_knowledge_base
 from tools.common import failure
 
 logger = logging.getLogger("archivist")
@@ -47,6 +47,17 @@ def validation_failure(tool: str, exc: ValidationError) -> CallToolResult:
 
 class ArchivistServer(MCPServer):
     """MCPServer whose tool errors are always the JSON error contract, never SDK prose."""
+
+    resource_pager: Any = None  # set by tools.resources.register: resources/list, 20 per page
+
+    async def _handle_list_resources(self, ctx: Any, params: Any) -> Any:
+        if self.resource_pager is None:
+            return await super()._handle_list_resources(ctx, params)
+        return await self.resource_pager(params.cursor if params else None)
+
+    async def read_resource(self, uri: Any, context: Context | None = None) -> Any:
+        result = await super().read_resource(uri, context)
+        return result if isinstance(result, InputRequiredResult) else resources.with_window_meta(result)
 
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Context | None = None) -> Any:
         if self._tool_manager.get_tool(name) is None:
@@ -94,7 +105,7 @@ def build_server(
             await runtime.close()
 
     mcp = ArchivistServer(name="archivist", instructions=INSTRUCTIONS, lifespan=lifespan, version="0.1.0")
-    for module in (search_knowledge_base, manage_document, manage_source, crawl_website):
+    for module in (search_knowledge_base, manage_document, manage_source, crawl_website, resources):
         module.register(mcp, runtime)
     return mcp
 

@@ -137,3 +137,14 @@ class SourceService:
             "documents_deleted": counts["documents"],
             "chunks_deleted": counts["chunks"],
         }
+
+    async def counts(self, source_ids: list[UUID]) -> dict[UUID, dict[str, int]]:
+        """documents_count and chunks_count of several sources in one query (sources without any omitted)."""
+        rows = await self.db.pool.fetch(
+            "SELECT source_id, count(*) AS documents_count, coalesce(sum(chunk_count), 0) AS chunks_count "
+            "FROM documents WHERE source_id = ANY($1::uuid[]) GROUP BY source_id",
+            source_ids,
+        )
+        return {
+            r["source_id"]: {"documents_count": r["documents_count"], "chunks_count": r["chunks_count"]} for r in rows
+        }

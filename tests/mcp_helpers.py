@@ -8,7 +8,17 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
+import jsonschema
 from mcp import Client
+
+_schemas: dict[int, dict[str, Any]] = {}
+
+
+async def output_schema(client: Client, tool: str) -> dict[str, Any] | None:
+    """The tool's declared outputSchema (tools/list read once per client)."""
+    if id(client) not in _schemas:
+        _schemas[id(client)] = {t.name: t.output_schema for t in (await client.list_tools()).tools}
+    return _schemas[id(client)].get(tool)
 
 
 @asynccontextmanager
@@ -37,11 +47,19 @@ async def client_in_own_task(target: Any, **options: Any) -> AsyncIterator[Clien
 
 
 async def call(client: Client, tool: str, **arguments: Any) -> dict[str, Any]:
-    """Call a tool; check the text is one JSON object agreeing with the protocol-level error flag."""
+    """Call a tool; check the text is one JSON object agreeing with the protocol-level error flag,
+    equal to structuredContent and valid against the tool's outputSchema (errors included); any
+    further content blocks are resource links."""
     result = await client.call_tool(tool, arguments)
-    assert len(result.content) == 1, result.content
+    assert result.content and result.content[0].type == "text", result.content
+    assert all(block.type == "resource_link" for block in result.content[1:]), result.content
     payload = json.loads(result.content[0].text)
     assert isinstance(payload, dict)
+    assert result.structured_content == payload
+    schema = await output_schema(client, tool)
+    if tool != "no_such_tool":
+        assert schema is not None, f"{tool} declares no outputSchema"
+        jsonschema.validate(payload, schema)
     assert payload["success"] is (not result.is_error), payload
     if not payload["success"]:
         assert payload["error"] and payload["suggestion"] and payload["error_code"], payload

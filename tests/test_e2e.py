@@ -15,6 +15,7 @@ from typing import Any
 import httpx
 import pytest
 from mcp import Client, StdioServerParameters
+from mcp.types import CreateMessageRequestParams, CreateMessageResult, TextContent
 
 from tests.corpus import DOCUMENTS, QUERIES
 from tests.mcp_helpers import err, ok
@@ -68,6 +69,17 @@ async def test_stdio_end_to_end(database_url: str, files_dir: Path) -> None:
         assert lava["results"][0]["document_title"] == "Volcanoes"
         penguins = await ok(client, "search_knowledge_base", query="penguins in winter", source_id=sid)
         assert "Penguins" in penguins["results"][0]["text"]
+
+        packed = await ok(client, "search_knowledge_base", query="molten rock", source_id=sid, max_tokens=120)
+        assert 0 < packed["tokens_used"] <= 120 and packed["passages"][0]["citation"]["document_title"] == "Volcanoes"
+        unanswered = await ok(client, "search_knowledge_base", query="molten rock", source_id=sid, answer=True)
+        assert unanswered["answer"] is None and unanswered["passages"] and unanswered["note"]
+        listed_resources = await client.list_resources()
+        assert 0 < len(listed_resources.resources) <= 20
+        volcano = await client.read_resource(lava["results"][0]["uri"])
+        assert "Magma rises" in volcano.contents[0].text
+        spec_page = await ok(client, "manage_document", action="list", per_page=1000)
+        assert spec_page["per_page"] <= 20
 
         long_doc = await ok(
             client, "manage_document", action="create", source_id=sid, title="Long", content="Rivers meander. " * 200
@@ -127,7 +139,7 @@ async def test_http_end_to_end(database_url: str, files_dir: Path) -> None:
     )
     try:
         await wait_for_port(port, proc)
-        async with Client(f"http://127.0.0.1:{port}/mcp") as client:
+        async with Client(f"http://127.0.0.1:{port}/mcp", sampling_callback=answer_from_first_passage) as client:
             listed = await client.list_tools()
             assert "search_knowledge_base" in {t.name for t in listed.tools}
             created = await ok(
@@ -140,9 +152,25 @@ async def test_http_end_to_end(database_url: str, files_dir: Path) -> None:
             assert found["results"][0]["document_title"] == "HTTP source"  # title names source and document
             assert "Pont du Gard" in found["results"][0]["text"]
             await err(client, "manage_document", "NOT_FOUND", action="get", document_id=created["source_id"])
+            answered = await ok(
+                client, "search_knowledge_base", query="Pont du Gard", source_id=created["source_id"], answer=True
+            )
+            assert answered["answer"] == "From the passages: see [1]."
+            assert answered["citations"][0]["document_id"] == created["document"]["id"]
+            by_chunk = await ok(client, "manage_document", action="get", chunk_id=found["results"][0]["chunk_id"])
+            assert by_chunk["document"]["id"] == created["document"]["id"]
+            read = await client.read_resource(f"archivist://documents/{created['document']['id']}")
+            assert "Pont du Gard" in read.contents[0].text
     finally:
         proc.terminate()
         proc.wait(timeout=15)
+
+
+async def answer_from_first_passage(context: Any, params: CreateMessageRequestParams) -> CreateMessageResult:
+    assert "[1]" in params.messages[0].content.text
+    return CreateMessageResult(
+        role="assistant", content=TextContent(type="text", text="From the passages: see [1]."), model="test"
+    )
 
 
 def run_cli(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:

@@ -119,9 +119,9 @@ async def test_search_hits_and_chunk_reads_show_page_number(app: Archivist, docu
     assert single and all(v["page_number"] == 2 for v in single)
     rows = await chunk_rows(app, documents["ids"]["notes.pdf"])
     spanning = next(row for row in rows if row["page_start"] < row["page_end"])
-    payload = await get_document(
-        app, {"document_id": str(documents["ids"]["notes.pdf"]), "chunk_index": spanning["chunk_index"]}
-    )
+    args = dict.fromkeys(["chunk_id", "url", "source_id", "offset", "max_chars"], None)
+    args.update(document_id=str(documents["ids"]["notes.pdf"]), chunk_index=spanning["chunk_index"], page=1)
+    payload = await get_document(app, args)
     assert payload["chunk"]["page_number"] == f"{spanning['page_start']}-{spanning['page_end']}"
     assert "page_start" not in payload["chunk"]
 

@@ -9,16 +9,18 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
-from mcp.types import CallToolResult, TextContent
+from mcp.types import CallToolResult, ResourceLink, TextContent
 
 from models import Document, Page, Source
 from services.errors import InvalidArgument, ServiceError
+from services.validation import MAX_PER_PAGE
 
 logger = logging.getLogger(__name__)
 
 TEXT_LIMIT = 1000
 TITLE_LIMIT = 200
 METADATA_LIMIT = 1000
+MAX_LINKS = 20
 
 
 def _json_default(value: Any) -> Any:
@@ -33,8 +35,15 @@ def to_json(payload: dict[str, Any]) -> str:
     return json.dumps(payload, default=_json_default, ensure_ascii=False)
 
 
+def tool_result(body: dict[str, Any], is_error: bool = False) -> CallToolResult:
+    """The one place a tool reply is built: JSON text, structuredContent equal to it, resource links."""
+    text = to_json(body)
+    content: list[Any] = [TextContent(type="text", text=text), *resource_links(body)]
+    return CallToolResult(content=content, structured_content=json.loads(text), is_error=is_error)
+
+
 def success(payload: dict[str, Any]) -> CallToolResult:
-    return CallToolResult(content=[TextContent(type="text", text=to_json({"success": True, **payload}))])
+    return tool_result({"success": True, **payload})
 
 
 def failure(code: str, error: str, suggestion: str, retryable: bool = False) -> CallToolResult:
@@ -45,7 +54,29 @@ def failure(code: str, error: str, suggestion: str, retryable: bool = False) -> 
         "retryable": retryable,
         "suggestion": suggestion or "Check the arguments against the tool description and try again.",
     }
-    return CallToolResult(content=[TextContent(type="text", text=to_json(body))], is_error=True)
+    return tool_result(body, is_error=True)
+
+
+def document_uri(document_id: Any) -> str:
+    return f"archivist://documents/{document_id}"
+
+
+def source_uri(source_id: Any) -> str:
+    return f"archivist://sources/{source_id}"
+
+
+def resource_links(body: dict[str, Any]) -> list[ResourceLink]:
+    """Links to the documents a reply names (search results, passages, a created document)."""
+    items = [body["document"]] if isinstance(body.get("document"), dict) else []
+    items += [i for key in ("results", "passages") for i in body.get(key) or [] if isinstance(i, dict)]
+    links: dict[str, ResourceLink] = {}
+    for item in items:
+        uri = item.get("uri")
+        cited = item.get("citation") if isinstance(item.get("citation"), dict) else {}
+        title = item.get("title") or item.get("document_title") or cited.get("document_title") or "document"
+        if isinstance(uri, str) and uri not in links and len(links) < MAX_LINKS:
+            links[uri] = ResourceLink(type="resource_link", uri=uri, name=str(title)[:TITLE_LIMIT])
+    return list(links.values())
 
 
 def failure_from(exc: ServiceError) -> CallToolResult:
@@ -92,9 +123,20 @@ async def dispatch(
 
     async def body() -> dict[str, Any]:
         handler = require_action(action, actions)
-        return await handler(await runtime.get(), args)
+        note = clamp_per_page(args)
+        payload = await handler(await runtime.get(), args)
+        return {**payload, "note": note} if note else payload
 
     return await run_tool(tool, body)
+
+
+def clamp_per_page(args: dict[str, Any]) -> str | None:
+    """per_page above the maximum is clamped (tools-spec); the reply then carries a note."""
+    per_page = args.get("per_page")
+    if isinstance(per_page, int) and per_page > MAX_PER_PAGE:
+        args["per_page"] = MAX_PER_PAGE
+        return f"per_page {per_page} was clamped to {MAX_PER_PAGE} (the maximum)."
+    return None
 
 
 def page_fields(page: Page[Any], key: str, items: list[dict[str, Any]]) -> dict[str, Any]:
@@ -121,6 +163,7 @@ def source_view(source: Source) -> dict[str, Any]:
     metadata, metadata_cut = metadata_view(source.metadata)
     return {
         "id": source.id,
+        "uri": source_uri(source.id),
         "title": title,
         "description": description,
         "url": source.url,
@@ -138,6 +181,7 @@ def document_view(document: Document) -> dict[str, Any]:
     metadata, metadata_cut = metadata_view(document.metadata)
     return {
         "id": document.id,
+        "uri": document_uri(document.id),
         "source_id": document.source_id,
         "title": title,
         "url": document.url,

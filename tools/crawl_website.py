@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, Literal
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import CallToolResult, ToolAnnotations
@@ -12,6 +12,7 @@ from models.jobs import CrawlJob, StartedJob
 from services.app import Archivist, Runtime
 from services.errors import InvalidArgument
 from tools.common import cut, dispatch, page_fields
+from tools.schemas import publish
 
 logger = logging.getLogger(__name__)
 
@@ -90,7 +91,7 @@ def job_message(job: CrawlJob) -> str:
 
 
 def job_payload(job: CrawlJob, notes: list[str]) -> dict[str, Any]:
-    payload: dict[str, Any] = {"job": job_view(job), "message": job_message(job)}
+    payload: dict[str, Any] = {"crawl_job": job_view(job), "message": job_message(job)}
     if notes:
         payload["notes"] = notes
     return payload
@@ -186,16 +187,13 @@ def register(mcp: MCPServer, runtime: Runtime) -> None:
     @mcp.tool(
         annotations=ToolAnnotations(
             title="Crawl website",
-            read_only_hint=False,
             destructive_hint=True,
-            idempotent_hint=False,
-            open_world_hint=True,
         ),
         structured_output=False,
     )
     async def crawl_website(
         ctx: Context,
-        action: str = "start",
+        action: Literal["start", "status", "list", "cancel", "recrawl"] = "start",
         url: str | None = None,
         job_id: str | None = None,
         source_id: str | None = None,
@@ -205,26 +203,22 @@ def register(mcp: MCPServer, runtime: Runtime) -> None:
         max_pages: int = 20,
         include_patterns: list[str] | None = None,
         exclude_patterns: list[str] | None = None,
-        scope: str = "same-host",
+        scope: Literal["same-host", "same-domain", "under-path"] = "same-host",
         wait_seconds: float = 0,
-        status: str | None = None,
+        status: Literal["queued", "running", "completed", "failed", "cancelled"] | None = None,
         page: int = 1,
         per_page: int = 10,
     ) -> CallToolResult:
-        """Crawl websites into a source as background jobs: start, watch, cancel, re-run.
+        """Crawl websites into a source as background jobs (replies carry crawl_job).
 
-        Actions:
-            start: url (http/https). Returns the queued job at once. Pages go into source_id, or a
-                source found or created by title (default: the host). recursive=False: the one page;
-                True: follow links to max_depth (max 5), plus sitemap.xml and llms.txt. max_pages counts
-                stored pages (server cap, default 100). scope: same-host, same-domain or under-path.
-                include/exclude_patterns: path globs ("/docs/*") or URL substrings. Obeys robots.txt.
-            status: job_id. status (queued/running/completed/failed/cancelled), pages crawled/failed/
-                pending/skipped, documents created/updated/unchanged/deleted, chunks, recent errors.
-                wait_seconds (max 30; also for start, recrawl) waits for the end, sending progress.
-            list: newest first; status, source_id filters; page, per_page (max 20).
-            cancel: job_id; stops within 2 s, stored pages stay.
-            recrawl: source_id or job_id; same settings; unchanged pages are not re-embedded, changed
-                ones replaced, pages gone from the site deleted.
+        start: url; returns at once. Into source_id or a source found/created by title (default: host).
+          recursive: follow links to max_depth (max 5), sitemap.xml, llms.txt. max_pages: stored pages
+          (cap 100). include/exclude_patterns: path globs ("/docs/*") or URL substrings. Obeys robots.txt.
+        status: job_id; pages and documents counts, recent errors. wait_seconds (max 30; also start,
+          recrawl) waits, with progress.
+        list: newest first; status, source_id, page, per_page (max 20).
+        cancel: job_id. recrawl: source_id or job_id; only changed pages re-embedded, gone ones deleted.
         """
         return await dispatch("crawl_website", runtime, ACTIONS, action, dict(locals()))
+
+    publish(mcp, "crawl_website")

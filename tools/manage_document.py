@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from mcp.server.mcpserver import MCPServer
 from mcp.types import CallToolResult, ToolAnnotations
@@ -12,8 +12,10 @@ from models import IngestResult
 from services.app import Archivist, Runtime
 from services.errors import InvalidArgument
 from services.paths import resolve_allowed_path
+from services.reading import MAX_WINDOW, ReadingService
 from services.validation import MAX_PER_PAGE, parse_uuid
 from tools.common import cut, dispatch, document_view, page_fields, page_number_field
+from tools.schemas import publish
 
 DOC_HINT = "Use manage_document(action='list', source_id=...) to find document ids."
 STATUS_MESSAGES = {
@@ -79,11 +81,18 @@ async def create_document(app: Archivist, args: dict[str, Any]) -> dict[str, Any
 
 
 async def get_document(app: Archivist, args: dict[str, Any]) -> dict[str, Any]:
-    document = await app.documents.get(args["document_id"])
+    reader = ReadingService(app.db)
+    if args["chunk_id"]:
+        return await get_chunk_by_id(app, reader, args["chunk_id"])
+    if args["document_id"] or not args["url"]:
+        document = await app.documents.get(args["document_id"])
+    else:
+        sid = (await app.sources.get(args["source_id"])).id if args["source_id"] else None
+        document = await reader.document_by_url(args["url"], sid)
     payload: dict[str, Any] = {"document": document_view(document)}
     if args["chunk_index"] is not None:
         chunk = await app.documents.get_chunk(document.id, args["chunk_index"])
-        text, text_cut = cut(chunk.text, 4000)
+        text, text_cut = cut(chunk.text, MAX_WINDOW)
         pages = page_number_field(chunk.page_start, chunk.page_end)
         payload["chunk"] = {
             **chunk.model_dump(exclude={"page_start", "page_end"}),
@@ -92,14 +101,21 @@ async def get_document(app: Archivist, args: dict[str, Any]) -> dict[str, Any]:
             **pages,
         }
         return payload
-    window = await app.documents.read_window(document.id, args["offset"] or 0)
-    payload["content"] = window.model_dump()
-    if window.next_offset is not None:
-        payload["hint"] = f"More content: call again with offset={window.next_offset}."
+    payload.update(await reader.window(document.id, args["offset"], args["max_chars"], args["page"]))
+    if payload["content"]["next_offset"] is not None:
+        payload["hint"] = f"More content: offset={payload['content']['next_offset']}, or jump with offset='<heading>'."
     links = await app.documents.links(document.id)
     if links is not None:
         payload["links"] = links
     return payload
+
+
+async def get_chunk_by_id(app: Archivist, reader: ReadingService, chunk_id: str) -> dict[str, Any]:
+    chunk = await reader.chunk_by_id(chunk_id)
+    document = await app.documents.get(chunk["document_id"])
+    text, text_cut = cut(chunk["text"], MAX_WINDOW)
+    pages = page_number_field(chunk.pop("page_start"), chunk.pop("page_end"))
+    return {"document": document_view(document), "chunk": {**chunk, "text": text, "truncated": text_cut, **pages}}
 
 
 async def list_documents(app: Archivist, args: dict[str, Any]) -> dict[str, Any]:
@@ -143,15 +159,12 @@ def register(mcp: MCPServer, runtime: Runtime) -> None:
     @mcp.tool(
         annotations=ToolAnnotations(
             title="Manage documents",
-            read_only_hint=False,
             destructive_hint=True,
-            idempotent_hint=False,
-            open_world_hint=True,
         ),
         structured_output=False,
     )
     async def manage_document(
-        action: str,
+        action: Literal["create", "get", "list", "update", "delete"],
         document_id: str | None = None,
         source_id: str | None = None,
         content: str | None = None,
@@ -161,22 +174,23 @@ def register(mcp: MCPServer, runtime: Runtime) -> None:
         metadata: dict[str, Any] | None = None,
         page: int = 1,
         per_page: int = 10,
-        offset: int | None = None,
+        offset: int | str | None = None,
+        max_chars: int | None = None,
         chunk_index: int | None = None,
+        chunk_id: str | None = None,
         extensions: list[str] | None = None,
     ) -> CallToolResult:
-        """Create, read, list, update and delete documents (chunked and embedded for search).
+        """Create, read, list, update, delete documents (chunked and embedded for search).
 
-        Actions:
-            create: one of content (text/markdown), file_path (a file: md, txt, code, json, yaml, toml,
-                html, pdf, docx, pptx, xlsx, csv, epub, odt, rtf...; or a directory, ingested recursively,
-                optional extensions filter like [".md"]) or url (fetch one web page). Into source_id;
-                without it, title names a source that is found or created. Same content already in the
-                source -> status "unchanged".
-            get: document_id; returns 1000 chars of content from offset (next_offset to continue),
-                or one chunk with chunk_index.
-            list: source_id (optional), page, per_page (max 20); total_count, has_more.
-            update: document_id + title, url, metadata (merged) and/or content (re-chunked and re-embedded).
-            delete: document_id; removes its chunks too.
+        create: content, file_path (file or dir: md, code, html, pdf, docx, pptx, xlsx, csv, epub, odt,
+          rtf; extensions [".md"]) or url, into source_id or a source found/created by title. Same content already there: status unchanged.
+        get: document_id, url (+source_id) or chunk_id (chunk + neighbour ids). Reads max_chars
+          (default 1000, max 4000) from offset: a number or an outline heading (reads that section).
+          outline: headings with offsets, 20 per page (page). chunk_index: one chunk.
+        list: source_id, page, per_page (max 20).
+        update: document_id + title, url, metadata (merged), content (re-embedded).
+        delete: document_id.
         """
         return await dispatch("manage_document", runtime, ACTIONS, action, dict(locals()))
+
+    publish(mcp, "manage_document")

@@ -2,20 +2,22 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from mcp.server.mcpserver import MCPServer
 from mcp.types import CallToolResult, ToolAnnotations
 
 from services.app import Archivist, Runtime
 from tools.common import dispatch, page_fields, source_view
+from tools.schemas import publish
 
 
 async def create_source(app: Archivist, args: dict[str, Any]) -> dict[str, Any]:
     source = await app.sources.create(
         args["title"], args["description"], args["url"], args["source_type"] or "upload", args["metadata"]
     )
-    return {"source": source_view(source), "message": f"Source '{source.title}' created."}
+    counts = {"documents_count": 0, "chunks_count": 0}
+    return {"source": {**source_view(source), **counts}, "message": f"Source '{source.title}' created."}
 
 
 async def get_source(app: Archivist, args: dict[str, Any]) -> dict[str, Any]:
@@ -26,7 +28,9 @@ async def get_source(app: Archivist, args: dict[str, Any]) -> dict[str, Any]:
 
 async def list_sources(app: Archivist, args: dict[str, Any]) -> dict[str, Any]:
     page = await app.sources.list(args["page"], args["per_page"])
-    return page_fields(page, "sources", [source_view(s) for s in page.items])
+    counts = await app.sources.counts([s.id for s in page.items])
+    views = [{**source_view(s), **counts.get(s.id, {"documents_count": 0, "chunks_count": 0})} for s in page.items]
+    return page_fields(page, "sources", views)
 
 
 async def update_source(app: Archivist, args: dict[str, Any]) -> dict[str, Any]:
@@ -63,31 +67,30 @@ def register(mcp: MCPServer, runtime: Runtime) -> None:
     @mcp.tool(
         annotations=ToolAnnotations(
             title="Manage sources",
-            read_only_hint=False,
             destructive_hint=True,
-            idempotent_hint=False,
             open_world_hint=False,
         ),
         structured_output=False,
     )
     async def manage_source(
-        action: str,
+        action: Literal["create", "get", "list", "update", "delete"],
         source_id: str | None = None,
         title: str | None = None,
         description: str | None = None,
         url: str | None = None,
-        source_type: str | None = None,
+        source_type: Literal["upload", "crawl", "api"] | None = None,
         metadata: dict[str, Any] | None = None,
         page: int = 1,
         per_page: int = 10,
     ) -> CallToolResult:
         """Manage sources (named collections of documents).
 
-        Actions:
-            create: title required; description, url, source_type ("upload" default, "crawl", "api"), metadata.
-            get: source_id; includes documents_count, chunks_count, last_updated.
-            list: page, per_page (max 20); newest first; total_count, has_more.
-            update: source_id + any of title, description, url, source_type, metadata (merged).
-            delete: source_id; deletes its documents and chunks too (reports counts).
+        create: title; description, url, source_type (default upload), metadata.
+        get: source_id. list: page, per_page (max 20), newest first.
+        Sources carry documents_count and chunks_count.
+        update: source_id + any of title, description, url, source_type, metadata (merged).
+        delete: source_id; deletes its documents and chunks too.
         """
         return await dispatch("manage_source", runtime, ACTIONS, action, dict(locals()))
+
+    publish(mcp, "manage_source")

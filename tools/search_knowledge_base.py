@@ -1,18 +1,22 @@
-"""MCP tool: search_knowledge_base."""
+"""MCP tool: search_knowledge_base (results, or answer-ready context with an optional answer)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
-from mcp.server.mcpserver import MCPServer
-from mcp.types import CallToolResult, ToolAnnotations
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.types import CallToolResult, InputRequiredResult, ToolAnnotations
 
 from models import SearchHit
-from services.app import Runtime
+from services.app import Archivist, Runtime
 from services.search import SearchOutcome
-from tools.common import TITLE_LIMIT, cut, page_number_field, run_tool
+from services.search.context import check_max_tokens, pack_context, token_counter
+from tools import sampling
+from tools.common import TITLE_LIMIT, cut, document_uri, page_number_field, run_tool
+from tools.schemas import publish
 
-READ_HINT = "Read a cut result in full with manage_document(action='get', document_id=..., chunk_index=...)."
+READ_HINT = "Read a cut result in full with manage_document(action='get', chunk_id=...)."
+DEFAULT_ANSWER_TOKENS = 2000
 
 
 def hit_view(hit: SearchHit) -> dict[str, Any]:
@@ -21,6 +25,7 @@ def hit_view(hit: SearchHit) -> dict[str, Any]:
     return {
         "chunk_id": hit.chunk_id,
         "document_id": hit.document_id,
+        "uri": document_uri(hit.document_id),
         "document_title": title,
         "source_id": hit.source_id,
         "url": hit.url,
@@ -37,6 +42,15 @@ def hit_view(hit: SearchHit) -> dict[str, Any]:
     }
 
 
+def outcome_notes(payload: dict[str, Any], outcome: SearchOutcome, requested: int) -> dict[str, Any]:
+    if outcome.capped:
+        payload["match_count_capped"] = True
+        payload["note"] = f"match_count {requested} was capped at {outcome.match_count} (the maximum)."
+    if outcome.filtered_by_threshold:
+        payload["filtered_by_threshold"] = outcome.filtered_by_threshold
+    return payload
+
+
 def search_payload(outcome: SearchOutcome, query: str, search_type: str, requested: int) -> dict[str, Any]:
     results = [hit_view(h) for h in outcome.hits]
     payload: dict[str, Any] = {
@@ -45,14 +59,38 @@ def search_payload(outcome: SearchOutcome, query: str, search_type: str, request
         "search_type": search_type,
         "query": query,
     }
-    if outcome.capped:
-        payload["match_count_capped"] = True
-        payload["note"] = f"match_count {requested} was capped at {outcome.match_count} (the maximum)."
-    if outcome.filtered_by_threshold:
-        payload["filtered_by_threshold"] = outcome.filtered_by_threshold
+    outcome_notes(payload, outcome, requested)
     if any(r["truncated"] for r in results):
         payload["hint"] = READ_HINT
     return payload
+
+
+async def context_payload(
+    app: Archivist, outcome: SearchOutcome, query: str, search_type: str, requested: int, max_tokens: int
+) -> dict[str, Any]:
+    """Passages packed to at most max_tokens (the embedding model's tokens), numbered with citations."""
+    passages = await pack_context(app.db, outcome.hits, max_tokens, token_counter(app.embedder))
+    views = [
+        {
+            "n": p.n,
+            "text": p.text,
+            "tokens": p.tokens,
+            "truncated": p.truncated,
+            "score": p.span.best.score,
+            "uri": document_uri(p.span.hits[0].document_id),
+            "citation": p.citation,
+        }
+        for p in passages
+    ]
+    payload: dict[str, Any] = {
+        "passages": views,
+        "count": len(views),
+        "tokens_used": sum(p.tokens for p in passages),
+        "max_tokens": max_tokens,
+        "search_type": search_type,
+        "query": query,
+    }
+    return outcome_notes(payload, outcome, requested)
 
 
 def register(mcp: MCPServer, runtime: Runtime) -> None:
@@ -64,30 +102,47 @@ def register(mcp: MCPServer, runtime: Runtime) -> None:
     )
     async def search_knowledge_base(
         query: str,
+        ctx: Context,
         source_id: str | None = None,
         match_count: int = 10,
-        search_type: str = "hybrid",
+        search_type: Literal["hybrid", "vector", "rerank"] = "hybrid",
         similarity_threshold: float | None = None,
-    ) -> CallToolResult:
-        """Search the knowledge base; returns the best-matching chunks, best first.
+        max_tokens: int | None = None,
+        answer: bool = False,
+    ) -> CallToolResult | InputRequiredResult:
+        """Search the knowledge base; best chunks first.
 
-        Args:
-            query: natural-language question or keywords.
-            source_id: only search this source (ids from manage_source action='list').
-            match_count: results wanted, 1-20 (more is capped at 20).
-            search_type: "hybrid" (default: semantic + keyword), "vector" (semantic only, fastest),
-                "rerank" (hybrid re-scored by a cross-encoder: most precise, slower).
-            similarity_threshold: optional floor 0-1 on each result's `similarity` (cosine similarity
-                of query and chunk, same meaning for every search_type); higher is stricter.
-
-        Each result has text (cut at 1000 chars, `truncated` flag), score (0-1, the strategy's
-        ranking score), similarity, document/chunk ids, url, chunk_index and char offsets;
-        chunks of PDFs/slide decks also have page_number (3, or "3-4" when a chunk spans pages).
+        match_count: 1-20. search_type: hybrid (semantic + keyword), vector (fastest), rerank (most
+        precise). similarity_threshold: floor 0-1 on cosine `similarity`. Text cut at 1000 chars;
+        page_number (3, "3-4") on PDF/slides.
+        max_tokens (50-8000): numbered passages instead, packed within that many tokens, with
+        citations. answer=true: also an `answer` citing [n] from the client's model, if it offers
+        sampling (else null); max_tokens defaults to 2000.
         """
+        pending: list[InputRequiredResult] = []
 
         async def body() -> dict[str, Any]:
-            app = await runtime.get()
-            outcome = await app.search.search(query, source_id, match_count, search_type, similarity_threshold)
-            return search_payload(outcome, query, search_type, match_count)
+            restored = sampling.restored_payload(ctx) if answer else None
+            if restored is not None:
+                payload = restored
+            else:
+                budget = max_tokens or (DEFAULT_ANSWER_TOKENS if answer else None)
+                if budget is not None:
+                    check_max_tokens(budget)
+                app = await runtime.get()
+                outcome = await app.search.search(query, source_id, match_count, search_type, similarity_threshold)
+                if budget is None:
+                    return search_payload(outcome, query, search_type, match_count)
+                payload = await context_payload(app, outcome, query, search_type, match_count, budget)
+            if not answer:
+                return payload
+            answered = await sampling.answer(ctx, query, payload)
+            if isinstance(answered, InputRequiredResult):
+                pending.append(answered)
+                return payload
+            return answered
 
-        return await run_tool("search_knowledge_base", body)
+        result = await run_tool("search_knowledge_base", body)
+        return pending[0] if pending else result
+
+    publish(mcp, "search_knowledge_base")

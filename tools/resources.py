@@ -1,0 +1,121 @@
+"""MCP resources: documents and sources (archivist://documents/{id}, archivist://sources/{id}).
+
+A document resource is its content paged like manage_document get (4,000 characters from
+`offset`; the next page's URI is in `_meta`); a source resource is its JSON description.
+`resources/list` pages through sources then documents, 20 per page.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from contextvars import ContextVar
+from dataclasses import replace
+from typing import Any
+
+from mcp.server.lowlevel.helper_types import ReadResourceContents
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError
+from mcp.types import ListResourcesResult, Resource
+
+from services.app import Runtime
+from services.errors import InvalidArgument, NotFound, ServiceError
+from services.reading import MAX_WINDOW, ReadingService
+from services.validation import MAX_PER_PAGE
+from tools.common import document_uri, source_uri, source_view, to_json
+
+# Where the last document window read in this task sits (offset, next_offset, total_length, next_uri).
+LAST_WINDOW: ContextVar[dict[str, Any] | None] = ContextVar("archivist_last_window", default=None)
+
+
+def service_error(exc: ServiceError) -> ResourceError:
+    kind = ResourceNotFoundError if isinstance(exc, NotFound | InvalidArgument) else ResourceError
+    return kind(f"{exc.message} {exc.suggestion}".strip())
+
+
+def with_window_meta(contents: Iterable[ReadResourceContents]) -> list[ReadResourceContents]:
+    """Attach the window's position (and the next page's URI) to a document read as `_meta`."""
+    window = LAST_WINDOW.get()
+    LAST_WINDOW.set(None)
+    items = list(contents)
+    if window is None:
+        return items
+    return [replace(item, meta={**(item.meta or {}), **window}) for item in items]
+
+
+def register(mcp: MCPServer, runtime: Runtime) -> None:
+    @mcp.resource(
+        "archivist://documents/{document_id}{?offset}",
+        name="document",
+        description="A document's content, 4000 characters from offset; _meta.next_uri reads on.",
+        mime_type="text/markdown",
+    )
+    async def read_document(document_id: str, offset: int = 0) -> str:
+        try:
+            app = await runtime.get()
+            document = await app.documents.get(document_id)
+            window = (await ReadingService(app.db).window(document.id, offset, MAX_WINDOW, by_section=False))["content"]
+        except ServiceError as exc:
+            raise service_error(exc) from None
+        following = window["next_offset"]
+        LAST_WINDOW.set(
+            {
+                "offset": window["offset"],
+                "next_offset": following,
+                "total_length": window["total_length"],
+                "heading_path": window["heading_path"],
+                "next_uri": f"{document_uri(document.id)}?offset={following}" if following is not None else None,
+            }
+        )
+        return window["text"]
+
+    @mcp.resource(
+        "archivist://sources/{source_id}",
+        name="source",
+        description="A source (collection of documents) with its counts, as JSON.",
+        mime_type="application/json",
+    )
+    async def read_source(source_id: str) -> str:
+        try:
+            app = await runtime.get()
+            source = await app.sources.get(source_id)
+            stats = await app.sources.stats(source.id)
+        except ServiceError as exc:
+            raise service_error(exc) from None
+        return to_json({**source_view(source), **stats.model_dump()})
+
+    async def list_page(cursor: str | None) -> ListResourcesResult:
+        offset = parse_cursor(cursor)
+        app = await runtime.get()
+        rows, more = await ReadingService(app.db).list_resources(offset, MAX_PER_PAGE)
+        return ListResourcesResult(
+            resources=[resource_entry(r) for r in rows],
+            next_cursor=str(offset + len(rows)) if more else None,
+        )
+
+    mcp.resource_pager = list_page  # type: ignore[attr-defined]
+
+
+def parse_cursor(cursor: str | None) -> int:
+    if not cursor:
+        return 0
+    try:
+        value = int(cursor)
+    except ValueError:
+        raise ResourceError(f"Invalid cursor {cursor[:40]!r}: pass back next_cursor unchanged.") from None
+    return max(value, 0)
+
+
+def resource_entry(row: dict[str, Any]) -> Resource:
+    if row["kind"] == "source":
+        return Resource(
+            uri=source_uri(row["id"]),
+            name=str(row["title"])[:200],
+            mime_type="application/json",
+            description="Source",
+        )
+    return Resource(
+        uri=document_uri(row["id"]),
+        name=str(row["title"])[:200],
+        mime_type="text/markdown",
+        description=f"Document{' from ' + row['url'] if row['url'] else ''}"[:300],
+    )
