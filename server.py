@@ -73,22 +73,42 @@ async def run_in_process_worker(runtime: Runtime, stop: asyncio.Event) -> None:
     await run_worker(app, stop)
 
 
+async def run_folder_watcher(runtime: Runtime, stop: asyncio.Event) -> None:
+    """`serve --watch`: keep folder sources in sync (services/sync/watch.py)."""
+    from services.sync.watch import run_watcher
+
+    try:
+        app = await runtime.get()
+    except Exception:
+        logger.warning("folder watcher not started: the knowledge base did not start")
+        return
+    await run_watcher(app, stop)
+
+
 def build_server(
-    settings: Settings | None = None, *, run_worker: bool | None = None, runtime: Runtime | None = None
+    settings: Settings | None = None,
+    *,
+    run_worker: bool | None = None,
+    runtime: Runtime | None = None,
+    watch: bool | None = None,
 ) -> ArchivistServer:
     settings = settings or get_settings()
     runtime = runtime or Runtime(settings)
     worker_enabled = settings.run_worker if run_worker is None else run_worker
+    watch_enabled = settings.watch_folders if watch is None else watch
 
     @asynccontextmanager
     async def lifespan(_: MCPServer) -> AsyncIterator[Runtime]:
         runtime.start()  # models + database load in the background: the handshake does not wait
         stop = asyncio.Event()
         worker = asyncio.create_task(run_in_process_worker(runtime, stop)) if worker_enabled else None
+        watcher = asyncio.create_task(run_folder_watcher(runtime, stop)) if watch_enabled else None
         try:
             yield runtime
         finally:
             stop.set()
+            if watcher is not None:
+                await asyncio.wait_for(asyncio.gather(watcher, return_exceptions=True), 10)
             if worker is not None:
                 await asyncio.wait_for(asyncio.gather(worker, return_exceptions=True), 10)
             await runtime.close()
@@ -158,6 +178,12 @@ def add_human_commands(sub: Any) -> None:
     worker.add_argument("--id", default=None, help="worker id (default: host:pid)")
     worker.add_argument("--jobs", type=int, default=2, help="jobs run at once")
     sub.add_parser("reembed", help="re-embed every chunk with the configured embedding model")
+    sync = sub.add_parser("sync", help="sync a folder source with its directory, with a progress bar")
+    sync.add_argument("source", help="folder source id or title, or a directory (bound to a new source if needed)")
+    sync.add_argument("--title", default=None, help="title of a new folder source")
+    sync.add_argument("--include", action="append", default=None, help="glob of files to keep (repeatable)")
+    sync.add_argument("--exclude", action="append", default=None, help="glob of files to skip (repeatable)")
+    sync.add_argument("--no-recursive", action="store_true", help="only the directory's top level")
 
 
 async def open_archivist(settings: Settings) -> Any:
@@ -265,6 +291,49 @@ async def cli_crawl(app: Any, args: argparse.Namespace) -> None:
             print(message, file=sys.stderr)
 
 
+async def cli_sync(app: Any, args: argparse.Namespace) -> None:
+    from pathlib import Path
+
+    from tqdm import tqdm
+
+    from services.worker import run_worker
+
+    if Path(args.source).expanduser().is_dir():
+        config, _ = await app.sync.bind(
+            args.source, None, args.title, args.include, args.exclude, False if args.no_recursive else None
+        )
+    else:
+        config = await app.sync.find(args.source)
+    started = await app.sync.queue(config.source_id)
+    stop = asyncio.Event()
+    worker = asyncio.create_task(run_worker(app, stop))
+    bar = tqdm(desc="syncing", unit="file", file=sys.stderr)
+
+    async def show(job: Any) -> None:
+        bar.total = job.pages_crawled + job.pages_failed + job.pages_skipped + job.pages_pending
+        bar.n = job.pages_crawled + job.pages_failed + job.pages_skipped
+        bar.set_postfix(new=job.documents_created, updated=job.documents_updated, refresh=False)
+        bar.refresh()
+
+    try:
+        job = await app.jobs.wait(started.job.id, float("inf"), on_progress=show, interval=0.2)
+        await show(job)
+    except (KeyboardInterrupt, asyncio.CancelledError):
+        job, _ = await app.jobs.cancel(started.job.id)
+    finally:
+        bar.close()
+        stop.set()
+        await asyncio.gather(worker, return_exceptions=True)
+    print(f"sync {job.id} of {config.path}: {job.status}")
+    print(
+        f"{job.documents_created} created, {job.documents_updated} updated, {job.documents_unchanged} unchanged, "
+        f"{job.documents_deleted} deleted, {job.pages_failed} failed, {job.chunks_embedded} chunks embedded"
+    )
+    for message in [job.error, *job.warnings]:
+        if message:
+            print(message, file=sys.stderr)
+
+
 async def cli_jobs(app: Any, args: argparse.Namespace) -> None:
     page_no = 1
     while True:
@@ -296,6 +365,7 @@ async def run_human_command(args: argparse.Namespace, settings: Settings) -> Non
         "sources": cli_sources,
         "crawl": cli_crawl,
         "jobs": cli_jobs,
+        "sync": cli_sync,
     }
     from services.errors import ServiceError
 
@@ -317,6 +387,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", default=None)
     serve.add_argument("--port", type=int, default=None)
     serve.add_argument("--no-worker", action="store_true", help="leave crawl jobs to `archivist worker`")
+    serve.add_argument("--watch", action="store_true", help="keep folder sources in sync as their files change")
     config = sub.add_parser("config", help="print an MCP client configuration entry")
     config.add_argument("client", choices=["claude-code", "claude-desktop"])
     add_human_commands(sub)
@@ -328,7 +399,9 @@ def main(argv: list[str] | None = None) -> None:
     settings = get_settings()
     configure_logging(settings.log_level)
     if args.command == "serve":
-        server = build_server(settings, run_worker=False if args.no_worker else None)
+        server = build_server(
+            settings, run_worker=False if args.no_worker else None, watch=True if args.watch else None
+        )
         if args.http:
             server.run(
                 "streamable-http",

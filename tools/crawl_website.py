@@ -16,6 +16,8 @@ from tools.common import cut, dispatch, page_fields
 logger = logging.getLogger(__name__)
 
 MAX_WAIT_SECONDS = 30.0
+DEFAULT_DEPTH = 2
+DEFAULT_PAGES = 20
 SHOWN_ERRORS = 5
 ERROR_TEXT_LIMIT = 300
 WARNING_LIMIT = 300
@@ -67,6 +69,8 @@ def job_view(job: CrawlJob, with_errors: bool = True) -> dict[str, Any]:
 
 def job_message(job: CrawlJob) -> str:
     """One sentence on where the job stands and what to call next."""
+    if job.kind == "sync":
+        return sync_message(job)
     counts = (
         f"{job.pages_crawled} pages crawled ({job.documents_created} new, {job.documents_updated} updated, "
         f"{job.documents_unchanged} unchanged, {job.documents_deleted} deleted), {job.pages_failed} failed, "
@@ -87,6 +91,25 @@ def job_message(job: CrawlJob) -> str:
         f"Crawl failed: {job.error or 'see recent_errors'}. Fix the cause, then "
         f"crawl_website(action='recrawl', job_id='{job.id}')."
     )
+
+
+def sync_message(job: CrawlJob) -> str:
+    counts = (
+        f"{job.pages_crawled} files ({job.documents_created} new, {job.documents_updated} updated, "
+        f"{job.documents_unchanged} unchanged), {job.documents_deleted} deleted, {job.pages_failed} failed"
+    )
+    if job.status in ("queued", "running"):
+        return (
+            f"Sync {job.status}: {counts}, {job.pages_pending} pending. Follow it with "
+            f"crawl_website(action='status', job_id='{job.id}', wait_seconds=30)."
+        )
+    if job.status == "completed":
+        return (
+            f"Sync completed: {counts}. Search it with search_knowledge_base(query=..., source_id='{job.source_id}')."
+        )
+    if job.status == "cancelled":
+        return f"Sync cancelled: {counts}. Files synced before the cancel stay in the source."
+    return f"Sync failed: {job.error or 'see recent_errors'}. Fix the cause, then crawl_website(action='sync', ...)."
 
 
 def job_payload(job: CrawlJob, notes: list[str]) -> dict[str, Any]:
@@ -135,12 +158,12 @@ async def start_crawl(app: Archivist, args: dict[str, Any]) -> dict[str, Any]:
         args["url"],
         args["source_id"],
         args["title"],
-        args["recursive"],
-        args["max_depth"],
-        args["max_pages"],
+        bool(args["recursive"]),
+        DEFAULT_DEPTH if args["max_depth"] is None else args["max_depth"],
+        DEFAULT_PAGES if args["max_pages"] is None else args["max_pages"],
         args["include_patterns"],
         args["exclude_patterns"],
-        args["scope"],
+        args["scope"] or "same-host",
     )
     return await started_payload(app, started, args)
 
@@ -169,7 +192,44 @@ async def cancel_job(app: Archivist, args: dict[str, Any]) -> dict[str, Any]:
 
 async def recrawl(app: Archivist, args: dict[str, Any]) -> dict[str, Any]:
     check_wait(args["wait_seconds"], [])
-    started = await app.jobs.recrawl(args["source_id"], args["job_id"])
+    if args["source_id"] and not args["job_id"] and (await app.sources.get(args["source_id"])).source_type == "folder":
+        return await sync(app, args)
+    started = await app.jobs.recrawl(
+        args["source_id"],
+        args["job_id"],
+        args["url"],
+        recursive=args["recursive"],
+        max_depth=args["max_depth"],
+        max_pages=args["max_pages"],
+        include_patterns=args["include_patterns"],
+        exclude_patterns=args["exclude_patterns"],
+        scope=args["scope"],
+    )
+    return await started_payload(app, started, args)
+
+
+async def sync(app: Archivist, args: dict[str, Any]) -> dict[str, Any]:
+    """Queue a sync of a folder source, binding folder_path first when given."""
+    check_wait(args["wait_seconds"], [])
+    created = False
+    source_id = args["source_id"]
+    if args["folder_path"]:
+        config, created = await app.sync.bind(
+            args["folder_path"],
+            source_id,
+            args["title"],
+            args["include_patterns"],
+            args["exclude_patterns"],
+            args["recursive"],
+        )
+        source_id = config.source_id
+    elif not source_id:
+        raise InvalidArgument(
+            "sync needs folder_path (to bind a folder) or the source_id of a folder source.",
+            "Pass folder_path='~/notes' (a directory under the allowed paths), or source_id=...",
+        )
+    started = await app.sync.queue(source_id)
+    started.source_created = created
     return await started_payload(app, started, args)
 
 
@@ -179,6 +239,7 @@ ACTIONS = {
     "list": list_jobs,
     "cancel": cancel_job,
     "recrawl": recrawl,
+    "sync": sync,
 }
 
 
@@ -200,31 +261,38 @@ def register(mcp: MCPServer, runtime: Runtime) -> None:
         job_id: str | None = None,
         source_id: str | None = None,
         title: str | None = None,
-        recursive: bool = False,
-        max_depth: int = 2,
-        max_pages: int = 20,
+        recursive: bool | None = None,
+        max_depth: int | None = None,
+        max_pages: int | None = None,
         include_patterns: list[str] | None = None,
         exclude_patterns: list[str] | None = None,
-        scope: str = "same-host",
+        scope: str | None = None,
+        folder_path: str | None = None,
         wait_seconds: float = 0,
         status: str | None = None,
         page: int = 1,
         per_page: int = 10,
     ) -> CallToolResult:
-        """Crawl websites into a source as background jobs: start, watch, cancel, re-run.
+        """Crawl websites (or sync local folders) into a source as background jobs: start, watch, cancel, re-run.
 
         Actions:
             start: url (http/https). Returns the queued job at once. Pages go into source_id, or a
-                source found or created by title (default: the host). recursive=False: the one page;
-                True: follow links to max_depth (max 5), plus sitemap.xml and llms.txt. max_pages counts
-                stored pages (server cap, default 100). scope: same-host, same-domain or under-path.
+                source found or created by title (default: the host). recursive=False (default): the one
+                page; True: follow links to max_depth (default 2, max 5), plus sitemap.xml and llms.txt.
+                max_pages (default 20) counts stored pages (server cap 100). scope: same-host (default),
+                same-domain or under-path.
                 include/exclude_patterns: path globs ("/docs/*") or URL substrings. Obeys robots.txt.
             status: job_id. status (queued/running/completed/failed/cancelled), pages crawled/failed/
                 pending/skipped, documents created/updated/unchanged/deleted, chunks, recent errors.
                 wait_seconds (max 30; also for start, recrawl) waits for the end, sending progress.
             list: newest first; status, source_id filters; page, per_page (max 20).
             cancel: job_id; stops within 2 s, stored pages stay.
-            recrawl: source_id or job_id; same settings; unchanged pages are not re-embedded, changed
-                ones replaced, pages gone from the site deleted.
+            recrawl: source_id, job_id or url; the last crawl's settings, unless url, recursive,
+                max_depth, max_pages, patterns or scope are given. Unchanged pages are not re-embedded,
+                changed ones replaced, pages not found again deleted. On a folder source: a sync.
+            sync: folder_path (a directory on the server; binds it to source_id or to a source found or
+                created by title) or source_id of a folder source. Ingests new/changed files, skips
+                unchanged ones, deletes documents of deleted files. include/exclude_patterns: globs on the
+                relative path ("*.md", "drafts/**"); recursive (default true). Same status/list/cancel.
         """
         return await dispatch("crawl_website", runtime, ACTIONS, action, dict(locals()))

@@ -33,7 +33,7 @@ def ingest_view(result: IngestResult) -> dict[str, Any]:
 
 async def create_from_directory(app: Archivist, source_id: Any, directory: Path, args: dict) -> dict[str, Any]:
     results, failures, skipped = await app.documents.create_from_directory(
-        source_id, directory, args["extensions"], args["metadata"]
+        source_id, directory, args["extensions"], args["metadata"], recursive=args["recursive"] is not False
     )
     counts = {status: sum(1 for _, r in results if r.status == status) for status in STATUS_MESSAGES}
     return {
@@ -158,13 +158,15 @@ def register(mcp: MCPServer, runtime: Runtime) -> None:
         offset: int | None = None,
         chunk_index: int | None = None,
         extensions: list[str] | None = None,
+        recursive: bool = True,
     ) -> CallToolResult:
         """Create, read, list, update and delete documents (chunked and embedded for search).
 
         Actions:
             create: one of content (text/markdown), file_path (a file: md, txt, code, json, yaml, toml,
-                html, pdf...; or a directory, ingested recursively, optional extensions filter like
-                [".md"]) or url (fetch one web page). Into source_id; without it, title names a source
+                html, pdf...; or a directory, with subfolders unless recursive=false, optional extensions
+                filter like [".md"]; to keep a folder in sync use crawl_website action='sync') or url
+                (fetch one web page). Into source_id; without it, title names a source
                 that is found or created. Same content already in the source -> status "unchanged".
             get: document_id; returns 1000 chars of content from offset (next_offset to continue),
                 or one chunk with chunk_index.

@@ -13,7 +13,12 @@ from tools.common import dispatch, page_fields, source_view
 
 async def create_source(app: Archivist, args: dict[str, Any]) -> dict[str, Any]:
     source = await app.sources.create(
-        args["title"], args["description"], args["url"], args["source_type"] or "upload", args["metadata"]
+        args["title"],
+        args["description"],
+        args["url"],
+        args["source_type"] or "upload",
+        args["metadata"],
+        version=args["version"],
     )
     return {"source": source_view(source), "message": f"Source '{source.title}' created."}
 
@@ -25,7 +30,7 @@ async def get_source(app: Archivist, args: dict[str, Any]) -> dict[str, Any]:
 
 
 async def list_sources(app: Archivist, args: dict[str, Any]) -> dict[str, Any]:
-    page = await app.sources.list(args["page"], args["per_page"])
+    page = await app.sources.list(args["page"], args["per_page"], title=args["title"])
     return page_fields(page, "sources", [source_view(s) for s in page.items])
 
 
@@ -37,6 +42,7 @@ async def update_source(app: Archivist, args: dict[str, Any]) -> dict[str, Any]:
         args["url"],
         args["source_type"],
         args["metadata"],
+        version=args["version"],
     )
     return {"source": source_view(source), "message": "Source updated."}
 
@@ -78,16 +84,18 @@ def register(mcp: MCPServer, runtime: Runtime) -> None:
         url: str | None = None,
         source_type: str | None = None,
         metadata: dict[str, Any] | None = None,
+        version: str | None = None,
         page: int = 1,
         per_page: int = 10,
     ) -> CallToolResult:
         """Manage sources (named collections of documents).
 
         Actions:
-            create: title required; description, url, source_type ("upload" default, "crawl", "api"), metadata.
+            create: title required; description, url, source_type ("upload" default, "crawl", "api"), metadata,
+                version (e.g. "3.11": sources may share a title, one per version of a library's docs).
             get: source_id; includes documents_count, chunks_count, last_updated.
-            list: page, per_page (max 20); newest first; total_count, has_more.
-            update: source_id + any of title, description, url, source_type, metadata (merged).
+            list: page, per_page (max 20); newest first; title filters (contains, any case); shows versions.
+            update: source_id + any of title, description, url, source_type, metadata (merged), version.
             delete: source_id; deletes its documents and chunks too (reports counts).
         """
         return await dispatch("manage_source", runtime, ACTIONS, action, dict(locals()))

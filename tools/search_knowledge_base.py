@@ -8,8 +8,9 @@ from mcp.server.mcpserver import MCPServer
 from mcp.types import CallToolResult, ToolAnnotations
 
 from models import SearchHit
-from services.app import Runtime
+from services.app import Archivist, Runtime
 from services.search import SearchOutcome
+from services.versions import ResolvedVersion, resolve
 from tools.common import TITLE_LIMIT, cut, run_tool
 
 READ_HINT = "Read a cut result in full with manage_document(action='get', document_id=..., chunk_index=...)."
@@ -54,6 +55,15 @@ def search_payload(outcome: SearchOutcome, query: str, search_type: str, request
     return payload
 
 
+async def resolve_version(
+    app: Archivist, source_id: str | None, library: str | None, version: str | None
+) -> ResolvedVersion:
+    """The source to search for library/version (the library of source_id when only a version is given)."""
+    if not library and source_id:
+        library = (await app.sources.get(source_id)).title
+    return await resolve(app.db, library, version)
+
+
 def register(mcp: MCPServer, runtime: Runtime) -> None:
     @mcp.tool(
         annotations=ToolAnnotations(
@@ -67,6 +77,8 @@ def register(mcp: MCPServer, runtime: Runtime) -> None:
         match_count: int = 10,
         search_type: str = "hybrid",
         similarity_threshold: float | None = None,
+        library: str | None = None,
+        version: str | None = None,
     ) -> CallToolResult:
         """Search the knowledge base; returns the best-matching chunks, best first.
 
@@ -78,6 +90,9 @@ def register(mcp: MCPServer, runtime: Runtime) -> None:
                 "rerank" (hybrid re-scored by a cross-encoder: most precise, slower).
             similarity_threshold: optional floor 0-1 on each result's `similarity` (cosine similarity
                 of query and chunk, same meaning for every search_type); higher is stricter.
+            library: only this library's docs (a source title); with version: exact ("3.11") or a range
+                ("3.x", ">=2.1") resolved to the best match, default the newest. The reply's `version`
+                says which one was searched; a version that is not there fails listing those that are.
 
         Each result has text (cut at 1000 chars, `truncated` flag), score (0-1, the strategy's
         ranking score), similarity, document/chunk ids, url, chunk_index and char offsets.
@@ -85,7 +100,14 @@ def register(mcp: MCPServer, runtime: Runtime) -> None:
 
         async def body() -> dict[str, Any]:
             app = await runtime.get()
-            outcome = await app.search.search(query, source_id, match_count, search_type, similarity_threshold)
-            return search_payload(outcome, query, search_type, match_count)
+            served = None
+            if library or version:
+                served = await resolve_version(app, source_id, library, version)
+            sid = served.source_id if served else source_id
+            outcome = await app.search.search(query, sid, match_count, search_type, similarity_threshold)
+            payload = search_payload(outcome, query, search_type, match_count)
+            if served is not None:
+                payload.update(library=served.library, version=served.version, source_id=served.source_id)
+            return payload
 
         return await run_tool("search_knowledge_base", body)
