@@ -7,6 +7,7 @@ services/sync/runner.py runs one; services/sync/watch.py queues them when files 
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -34,6 +35,8 @@ class SyncService:
     def __init__(self, app: Archivist) -> None:
         self.app = app
         self.db = app.db
+        #: Set when a folder is bound in this process, so the watcher need not wait for its refresh.
+        self.bound = asyncio.Event()
 
     def check_directory(self, path: str | None) -> Path:
         if not path or not str(path).strip():
@@ -89,6 +92,7 @@ class SyncService:
                 source.id,
                 directory.as_uri(),
             )
+        self.bound.set()
         return await self.folder(source.id), created
 
     async def folder(self, source_id: str | UUID | None) -> FolderConfig:

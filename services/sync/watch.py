@@ -53,13 +53,16 @@ async def queue_syncs(app: Archivist, source_ids: set[str]) -> None:
 async def watch_folders(app: Archivist, stop: asyncio.Event) -> None:
     """Until `stop`: catch up once, then sync folder sources as their files change."""
     folders = await app.sync.folders()
+    logger.info("folder watcher started: catching up with %d folder sources", len(folders))
     await queue_syncs(app, {str(f.source_id) for f in folders})
     while not stop.is_set():
         existing = [f for f in folders if Path(f.path).is_dir()]
         if not existing:
-            await wait_any((stop,), REFRESH_SECONDS)
-            folders = await app.sync.folders()
+            await wait_any((stop, app.sync.bound), REFRESH_SECONDS)
+            app.sync.bound.clear()
+            folders = await refreshed(app, folders)
             continue
+        logger.info("watching %d folder sources", len(existing))
         refresh = asyncio.Event()
         refresher = asyncio.create_task(_wait_for_new_folders(app, folders, stop, refresh))
         try:
@@ -74,12 +77,15 @@ async def watch_folders(app: Archivist, stop: asyncio.Event) -> None:
         finally:
             refresher.cancel()
             await asyncio.gather(refresher, return_exceptions=True)
-        if stop.is_set():
-            break
-        new = await app.sync.folders()
-        added = {f.source_id for f in new} - {f.source_id for f in folders}
-        await queue_syncs(app, {str(f.source_id) for f in new if f.source_id in added})
-        folders = new
+        if not stop.is_set():
+            folders = await refreshed(app, folders)
+
+
+async def refreshed(app: Archivist, folders: list[FolderConfig]) -> list[FolderConfig]:
+    """The folder sources now, after queueing a sync of each one bound (or re-bound) since `folders`."""
+    new = await app.sync.folders()
+    await queue_syncs(app, {str(f.source_id) for f in new if f not in folders})
+    return new
 
 
 async def _wait_for_new_folders(
@@ -90,7 +96,8 @@ async def _wait_for_new_folders(
         (f.source_id, f.path, tuple(f.include_patterns), tuple(f.exclude_patterns), f.recursive) for f in folders
     }
     while not stop.is_set():
-        await wait_any((stop,), REFRESH_SECONDS)
+        await wait_any((stop, app.sync.bound), REFRESH_SECONDS)
+        app.sync.bound.clear()
         try:
             latest = await app.sync.folders()
         except Exception as exc:  # a database hiccup: keep watching what we have
