@@ -273,26 +273,22 @@ def register(mcp: MCPServer, runtime: Runtime) -> None:
         page: int = 1,
         per_page: int = 10,
     ) -> CallToolResult:
-        """Crawl websites (or sync local folders) into a source as background jobs: start, watch, cancel, re-run.
+        """Crawl websites or sync folders into a source as background jobs: start, watch, cancel, re-run.
 
         Actions:
             start: url (http/https). Returns the queued job at once. Pages go into source_id, or a
-                source found or created by title (default: the host). recursive=False (default): the one
-                page; True: follow links to max_depth (default 2, max 5), plus sitemap.xml and llms.txt.
-                max_pages (default 20) counts stored pages (server cap 100). scope: same-host (default),
-                same-domain or under-path.
+                source found or created by title (default: the host). recursive (false): follow links
+                to max_depth (2, max 5), plus sitemap.xml, llms.txt. max_pages (20, cap 100) counts
+                stored pages. scope: same-host (default), same-domain, under-path.
                 include/exclude_patterns: path globs ("/docs/*") or URL substrings. Obeys robots.txt.
-            status: job_id. status (queued/running/completed/failed/cancelled), pages crawled/failed/
-                pending/skipped, documents created/updated/unchanged/deleted, chunks, recent errors.
-                wait_seconds (max 30; also for start, recrawl) waits for the end, sending progress.
+            status: job_id. status (queued/running/completed/failed/cancelled), page and document
+                counts, recent errors. wait_seconds (max 30; also for start, recrawl, sync) waits for the
+                end, sending progress.
             list: newest first; status, source_id filters; page, per_page (max 20).
             cancel: job_id; stops within 2 s, stored pages stay.
-            recrawl: source_id, job_id or url; the last crawl's settings, unless url, recursive,
-                max_depth, max_pages, patterns or scope are given. Unchanged pages are not re-embedded,
-                changed ones replaced, pages not found again deleted. On a folder source: a sync.
-            sync: folder_path (a directory on the server; binds it to source_id or to a source found or
-                created by title) or source_id of a folder source. Ingests new/changed files, skips
-                unchanged ones, deletes documents of deleted files. include/exclude_patterns: globs on the
-                relative path ("*.md", "drafts/**"); recursive (default true). Same status/list/cancel.
+            recrawl: source_id, job_id or url; last settings unless new ones given; unchanged pages
+                kept, changed replaced, pages not found again deleted.
+            sync: folder_path (server directory, into source_id or a source by title) or a folder
+                source_id. Adds new/changed files, removes deleted; patterns: path globs; recursive (true).
         """
         return await dispatch("crawl_website", runtime, ACTIONS, action, dict(locals()))

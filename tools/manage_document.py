@@ -164,9 +164,8 @@ def register(mcp: MCPServer, runtime: Runtime) -> None:
 
         Actions:
             create: one of content (text/markdown), file_path (a file: md, txt, code, json, yaml, toml,
-                html, pdf...; or a directory, with subfolders unless recursive=false, optional extensions
-                filter like [".md"]; to keep a folder in sync use crawl_website action='sync') or url
-                (fetch one web page). Into source_id; without it, title names a source
+                html, pdf...; or a directory, recursive=false: top level only, optional extensions
+                filter like [".md"]) or url (fetch one web page). Into source_id; without it, title names a source
                 that is found or created. Same content already in the source -> status "unchanged".
             get: document_id; returns 1000 chars of content from offset (next_offset to continue),
                 or one chunk with chunk_index.

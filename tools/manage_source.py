@@ -92,9 +92,9 @@ def register(mcp: MCPServer, runtime: Runtime) -> None:
 
         Actions:
             create: title required; description, url, source_type ("upload" default, "crawl", "api"), metadata,
-                version (e.g. "3.11": sources may share a title, one per version of a library's docs).
+                version (one source per version of a title).
             get: source_id; includes documents_count, chunks_count, last_updated.
-            list: page, per_page (max 20); newest first; title filters (contains, any case); shows versions.
+            list: page, per_page (max 20); newest first; title filter (contains).
             update: source_id + any of title, description, url, source_type, metadata (merged), version.
             delete: source_id; deletes its documents and chunks too (reports counts).
         """

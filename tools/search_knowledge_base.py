@@ -90,9 +90,8 @@ def register(mcp: MCPServer, runtime: Runtime) -> None:
                 "rerank" (hybrid re-scored by a cross-encoder: most precise, slower).
             similarity_threshold: optional floor 0-1 on each result's `similarity` (cosine similarity
                 of query and chunk, same meaning for every search_type); higher is stricter.
-            library: only this library's docs (a source title); with version: exact ("3.11") or a range
-                ("3.x", ">=2.1") resolved to the best match, default the newest. The reply's `version`
-                says which one was searched; a version that is not there fails listing those that are.
+            library, version: a source title at a version ("3.11", "3.x", ">=2.1"; default newest);
+                the reply names it, or fails listing the versions available.
 
         Each result has text (cut at 1000 chars, `truncated` flag), score (0-1, the strategy's
         ranking score), similarity, document/chunk ids, url, chunk_index and char offsets.
