@@ -169,3 +169,49 @@ async def test_bad_file_fails_alone_and_cancel(sync_app: Archivist, files_dir: P
     assert was_active and cancelled.status == "cancelled" and cancelled.kind == "sync"
     listed = await sync_app.jobs.list(source_id=config.source_id)
     assert {j.kind for j in listed.items} == {"sync"} and listed.total_count == 2
+
+
+async def wait_for(app: Archivist, job_id: UUID, predicate: Any, timeout: float = 60.0) -> CrawlJob:
+    deadline = asyncio.get_running_loop().time() + timeout
+    job = await app.jobs.get(job_id)
+    while not predicate(job):
+        assert asyncio.get_running_loop().time() < deadline, job
+        await asyncio.sleep(0.05)
+        job = await app.jobs.get(job_id)
+    return job
+
+
+async def test_running_sync_cancel_and_hand_back(sync_app: Archivist, files_dir: Path) -> None:
+    folder = files_dir / "many"
+    for i in range(70):
+        write(folder / f"n{i:03d}.md", note(f"Note {i}", f"Note number {i} talks about topic {i * 7919 % 1000}."))
+    config, _ = await sync_app.sync.bind(str(folder))
+    # stop the worker mid-sync: the job goes back to the queue and another worker finishes it exactly
+    started = await sync_app.sync.queue(config.source_id)
+    stop = asyncio.Event()
+    first = asyncio.create_task(run_worker(sync_app, stop, "first"))
+    await wait_for(sync_app, started.job.id, lambda j: j.pages_crawled >= 1)
+    stop.set()
+    await first
+    handed_back = await sync_app.jobs.get(started.job.id)
+    assert handed_back.status == "queued" and 0 < handed_back.pages_crawled < 70, handed_back
+    stop = asyncio.Event()
+    second = asyncio.create_task(run_worker(sync_app, stop, "second"))
+    job = await wait_for(sync_app, started.job.id, lambda j: j.finished)
+    stop.set()
+    await second
+    assert job.status == "completed" and counts(job) == (70, 0, 0, 0), job.counters()
+    # cancel a running sync: it stops between batches; what was synced stays
+    for i in range(70):
+        write(folder / f"n{i:03d}.md", note(f"Note {i}", f"Rewritten note {i} about subject {i * 31 % 997}."))
+    started = await sync_app.sync.queue(config.source_id)
+    stop = asyncio.Event()
+    worker = asyncio.create_task(run_worker(sync_app, stop, "third"))
+    await wait_for(sync_app, started.job.id, lambda j: j.status == "running")
+    await sync_app.jobs.cancel(started.job.id)
+    job = await wait_for(sync_app, started.job.id, lambda j: j.finished)
+    stop.set()
+    await worker
+    assert job.status == "cancelled" and job.documents_updated < 70, job.counters()
+    rest = await run_sync(sync_app, config.source_id)
+    assert rest.documents_updated == 70 - job.documents_updated and rest.documents_created == 0
