@@ -160,6 +160,8 @@ def add_human_commands(sub: Any) -> None:
     search.add_argument("--type", default="hybrid", choices=["vector", "hybrid", "rerank"])
     search.add_argument("--source", default=None, help="source id")
     search.add_argument("-k", type=int, default=5)
+    search.add_argument("--library", default=None, help="only this library (source title)")
+    search.add_argument("--version", default=None, help="library version: exact (3.11) or range (3.x, >=2.1)")
     sub.add_parser("sources", help="list sources with their document and chunk counts")
     crawl = sub.add_parser("crawl", help="crawl a website into a source, with a live progress bar")
     crawl.add_argument("url")
@@ -223,7 +225,15 @@ async def cli_ingest(app: Any, args: argparse.Namespace) -> None:
 
 
 async def cli_search(app: Any, args: argparse.Namespace) -> None:
-    outcome = await app.search.search(args.query, args.source, args.k, args.type)
+    source = args.source
+    if args.library or args.version:
+        from services.versions import resolve
+
+        library = args.library or (await app.sources.get(args.source)).title
+        served = await resolve(app.db, library, args.version)
+        print(f"{served.library} {served.version or '(unversioned)'}")
+        source = served.source_id
+    outcome = await app.search.search(args.query, source, args.k, args.type)
     for i, hit in enumerate(outcome.hits, 1):
         snippet = " ".join(hit.text.split())[:200]
         print(f"{i}. [{hit.score:.3f}] {hit.document_title} (chunk {hit.chunk_index})\n   {snippet}")
@@ -292,46 +302,9 @@ async def cli_crawl(app: Any, args: argparse.Namespace) -> None:
 
 
 async def cli_sync(app: Any, args: argparse.Namespace) -> None:
-    from pathlib import Path
+    from services.sync.cli import sync_command
 
-    from tqdm import tqdm
-
-    from services.worker import run_worker
-
-    if Path(args.source).expanduser().is_dir():
-        config, _ = await app.sync.bind(
-            args.source, None, args.title, args.include, args.exclude, False if args.no_recursive else None
-        )
-    else:
-        config = await app.sync.find(args.source)
-    started = await app.sync.queue(config.source_id)
-    stop = asyncio.Event()
-    worker = asyncio.create_task(run_worker(app, stop))
-    bar = tqdm(desc="syncing", unit="file", file=sys.stderr)
-
-    async def show(job: Any) -> None:
-        bar.total = job.pages_crawled + job.pages_failed + job.pages_skipped + job.pages_pending
-        bar.n = job.pages_crawled + job.pages_failed + job.pages_skipped
-        bar.set_postfix(new=job.documents_created, updated=job.documents_updated, refresh=False)
-        bar.refresh()
-
-    try:
-        job = await app.jobs.wait(started.job.id, float("inf"), on_progress=show, interval=0.2)
-        await show(job)
-    except (KeyboardInterrupt, asyncio.CancelledError):
-        job, _ = await app.jobs.cancel(started.job.id)
-    finally:
-        bar.close()
-        stop.set()
-        await asyncio.gather(worker, return_exceptions=True)
-    print(f"sync {job.id} of {config.path}: {job.status}")
-    print(
-        f"{job.documents_created} created, {job.documents_updated} updated, {job.documents_unchanged} unchanged, "
-        f"{job.documents_deleted} deleted, {job.pages_failed} failed, {job.chunks_embedded} chunks embedded"
-    )
-    for message in [job.error, *job.warnings]:
-        if message:
-            print(message, file=sys.stderr)
+    await sync_command(app, args.source, args.title, args.include, args.exclude, False if args.no_recursive else None)
 
 
 async def cli_jobs(app: Any, args: argparse.Namespace) -> None:
