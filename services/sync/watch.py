@@ -2,7 +2,8 @@
 
 On start every folder source is synced once (catching up with what changed while nobody watched;
 unchanged files cost a stat each). Changes are debounced by watchfiles (`watch_debounce_ms` of quiet
-before a batch is reported). Folder sources bound later are picked up within REFRESH_SECONDS.
+before a batch is reported). Folder sources bound later are watched at once when bound in this process,
+else within REFRESH_SECONDS; whoever binds a folder (the sync action, `archivist sync`) queues its first sync.
 """
 
 from __future__ import annotations
@@ -60,7 +61,7 @@ async def watch_folders(app: Archivist, stop: asyncio.Event) -> None:
         if not existing:
             await wait_any((stop, app.sync.bound), REFRESH_SECONDS)
             app.sync.bound.clear()
-            folders = await refreshed(app, folders)
+            folders = await app.sync.folders()
             continue
         logger.info("watching %d folder sources", len(existing))
         refresh = asyncio.Event()
@@ -78,14 +79,7 @@ async def watch_folders(app: Archivist, stop: asyncio.Event) -> None:
             refresher.cancel()
             await asyncio.gather(refresher, return_exceptions=True)
         if not stop.is_set():
-            folders = await refreshed(app, folders)
-
-
-async def refreshed(app: Archivist, folders: list[FolderConfig]) -> list[FolderConfig]:
-    """The folder sources now, after queueing a sync of each one bound (or re-bound) since `folders`."""
-    new = await app.sync.folders()
-    await queue_syncs(app, {str(f.source_id) for f in new if f not in folders})
-    return new
+            folders = await app.sync.folders()
 
 
 async def _wait_for_new_folders(
