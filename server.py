@@ -84,22 +84,42 @@ async def run_in_process_worker(runtime: Runtime, stop: asyncio.Event) -> None:
     await run_worker(app, stop)
 
 
+async def run_folder_watcher(runtime: Runtime, stop: asyncio.Event) -> None:
+    """`serve --watch`: keep folder sources in sync (services/sync/watch.py)."""
+    from services.sync.watch import run_watcher
+
+    try:
+        app = await runtime.get()
+    except Exception:
+        logger.warning("folder watcher not started: the knowledge base did not start")
+        return
+    await run_watcher(app, stop)
+
+
 def build_server(
-    settings: Settings | None = None, *, run_worker: bool | None = None, runtime: Runtime | None = None
+    settings: Settings | None = None,
+    *,
+    run_worker: bool | None = None,
+    runtime: Runtime | None = None,
+    watch: bool | None = None,
 ) -> ArchivistServer:
     settings = settings or get_settings()
     runtime = runtime or Runtime(settings)
     worker_enabled = settings.run_worker if run_worker is None else run_worker
+    watch_enabled = settings.watch_folders if watch is None else watch
 
     @asynccontextmanager
     async def lifespan(_: MCPServer) -> AsyncIterator[Runtime]:
         runtime.start()  # models + database load in the background: the handshake does not wait
         stop = asyncio.Event()
         worker = asyncio.create_task(run_in_process_worker(runtime, stop)) if worker_enabled else None
+        watcher = asyncio.create_task(run_folder_watcher(runtime, stop)) if watch_enabled else None
         try:
             yield runtime
         finally:
             stop.set()
+            if watcher is not None:
+                await asyncio.wait_for(asyncio.gather(watcher, return_exceptions=True), 10)
             if worker is not None:
                 await asyncio.wait_for(asyncio.gather(worker, return_exceptions=True), 10)
             await runtime.close()
@@ -151,6 +171,8 @@ def add_human_commands(sub: Any) -> None:
     search.add_argument("--type", default="hybrid", choices=["vector", "hybrid", "rerank"])
     search.add_argument("--source", default=None, help="source id")
     search.add_argument("-k", type=int, default=5)
+    search.add_argument("--library", default=None, help="only this library (source title)")
+    search.add_argument("--version", default=None, help="library version: exact (3.11) or range (3.x, >=2.1)")
     sub.add_parser("sources", help="list sources with their document and chunk counts")
     crawl = sub.add_parser("crawl", help="crawl a website into a source, with a live progress bar")
     crawl.add_argument("url")
@@ -169,6 +191,12 @@ def add_human_commands(sub: Any) -> None:
     worker.add_argument("--id", default=None, help="worker id (default: host:pid)")
     worker.add_argument("--jobs", type=int, default=2, help="jobs run at once")
     sub.add_parser("reembed", help="re-embed every chunk with the configured embedding model")
+    sync = sub.add_parser("sync", help="sync a folder source with its directory, with a progress bar")
+    sync.add_argument("source", help="folder source id or title, or a directory (bound to a new source if needed)")
+    sync.add_argument("--title", default=None, help="title of a new folder source")
+    sync.add_argument("--include", action="append", default=None, help="glob of files to keep (repeatable)")
+    sync.add_argument("--exclude", action="append", default=None, help="glob of files to skip (repeatable)")
+    sync.add_argument("--no-recursive", action="store_true", help="only the directory's top level")
 
 
 async def open_archivist(settings: Settings) -> Any:
@@ -208,7 +236,15 @@ async def cli_ingest(app: Any, args: argparse.Namespace) -> None:
 
 
 async def cli_search(app: Any, args: argparse.Namespace) -> None:
-    outcome = await app.search.search(args.query, args.source, args.k, args.type)
+    source = args.source
+    if args.library or args.version:
+        from services.versions import resolve
+
+        library = args.library or (await app.sources.get(args.source)).title
+        served = await resolve(app.db, library, args.version)
+        print(f"{served.library} {served.version or '(unversioned)'}")
+        source = served.source_id
+    outcome = await app.search.search(args.query, source, args.k, args.type)
     for i, hit in enumerate(outcome.hits, 1):
         snippet = " ".join(hit.text.split())[:200]
         print(f"{i}. [{hit.score:.3f}] {hit.document_title} (chunk {hit.chunk_index})\n   {snippet}")
@@ -276,6 +312,12 @@ async def cli_crawl(app: Any, args: argparse.Namespace) -> None:
             print(message, file=sys.stderr)
 
 
+async def cli_sync(app: Any, args: argparse.Namespace) -> None:
+    from services.sync.cli import sync_command
+
+    await sync_command(app, args.source, args.title, args.include, args.exclude, False if args.no_recursive else None)
+
+
 async def cli_jobs(app: Any, args: argparse.Namespace) -> None:
     page_no = 1
     while True:
@@ -307,6 +349,7 @@ async def run_human_command(args: argparse.Namespace, settings: Settings) -> Non
         "sources": cli_sources,
         "crawl": cli_crawl,
         "jobs": cli_jobs,
+        "sync": cli_sync,
     }
     from services.errors import ServiceError
 
@@ -328,6 +371,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", default=None)
     serve.add_argument("--port", type=int, default=None)
     serve.add_argument("--no-worker", action="store_true", help="leave crawl jobs to `archivist worker`")
+    serve.add_argument("--watch", action="store_true", help="keep folder sources in sync as their files change")
     config = sub.add_parser("config", help="print an MCP client configuration entry")
     config.add_argument("client", choices=["claude-code", "claude-desktop"])
     add_human_commands(sub)
@@ -339,7 +383,9 @@ def main(argv: list[str] | None = None) -> None:
     settings = get_settings()
     configure_logging(settings.log_level)
     if args.command == "serve":
-        server = build_server(settings, run_worker=False if args.no_worker else None)
+        server = build_server(
+            settings, run_worker=False if args.no_worker else None, watch=True if args.watch else None
+        )
         if args.http:
             server.run(
                 "streamable-http",

@@ -10,7 +10,7 @@ from pydantic import BaseModel, Field
 
 T = TypeVar("T")
 
-SourceType = Literal["upload", "crawl", "api"]
+SourceType = Literal["upload", "crawl", "api", "folder"]
 SearchType = Literal["vector", "hybrid", "rerank"]
 IngestStatus = Literal["created", "updated", "unchanged"]
 
@@ -25,6 +25,7 @@ class Source(BaseModel):
     metadata: dict[str, Any] = Field(default_factory=dict)
     created_at: datetime
     updated_at: datetime
+    version: str | None = None
 
 
 class SourceStats(BaseModel):

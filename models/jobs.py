@@ -9,7 +9,7 @@ from uuid import UUID
 from pydantic import BaseModel, Field
 
 JobStatus = Literal["queued", "running", "completed", "failed", "cancelled"]
-JobKind = Literal["crawl", "recrawl"]
+JobKind = Literal["crawl", "recrawl", "sync"]
 CrawlScope = Literal["same-host", "same-domain", "under-path"]
 
 JOB_STATUSES: tuple[str, ...] = ("queued", "running", "completed", "failed", "cancelled")

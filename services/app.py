@@ -53,6 +53,15 @@ class Archivist:
             self._jobs = JobService(self)
         return self._jobs
 
+    @property
+    def sync(self) -> Any:
+        """Folder sources (services.sync.SyncService), built on first use."""
+        if getattr(self, "_sync", None) is None:
+            from services.sync import SyncService
+
+            self._sync = SyncService(self)
+        return self._sync
+
     def reranker(self) -> Reranker:
         with self._reranker_lock:
             if self._reranker is None:

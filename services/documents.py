@@ -345,6 +345,7 @@ class DocumentService:
         extensions: list[str] | None = None,
         metadata: dict[str, Any] | None = None,
         progress: ProgressFn | None = None,
+        recursive: bool = True,
     ) -> tuple[list[tuple[Path, IngestResult]], list[FileFailure], int]:
         """Ingest every matching file under a directory, in batches; one file's failure never stops
         the rest. Returns (results, failures, files_skipped_over_limit)."""
@@ -359,7 +360,7 @@ class DocumentService:
             if progress:
                 progress(path, None, message)
 
-        for path in walk_files(directory, wanted):
+        for path in walk_files(directory, wanted, recursive):
             if len(results) + len(failures) + len(batch) >= MAX_DIRECTORY_FILES:
                 skipped += 1
                 continue

@@ -195,35 +195,55 @@ class JobService:
         job = await self._insert(sid, "crawl", params)
         return StartedJob(job=job, source_created=created, notes=notes)
 
-    async def recrawl(self, source_id: str | UUID | None = None, job_id: str | UUID | None = None) -> StartedJob:
-        """Queue a new crawl of a source with the settings of its last crawl (or of the given job)."""
+    async def recrawl(
+        self,
+        source_id: str | UUID | None = None,
+        job_id: str | UUID | None = None,
+        url: str | None = None,
+        **overrides: Any,
+    ) -> StartedJob:
+        """Queue a new crawl of a source with the settings of its last crawl (or of the given job);
+        `url` and `overrides` (recursive, max_depth, max_pages, include/exclude_patterns, scope) replace
+        them. With only `url`, the source is the one last crawled from that URL."""
         if job_id:
             previous = await self.get(job_id)
             sid, raw_params = previous.source_id, previous.params.model_dump()
-        elif source_id:
-            sid = (await self.app.sources.get(source_id)).id
-            raw_params = await self.db.pool.fetchval(
-                "SELECT params FROM crawl_jobs WHERE source_id = $1 ORDER BY created_at DESC LIMIT 1", sid
+        elif source_id or url:
+            if source_id:
+                sid = (await self.app.sources.get(source_id)).id
+                where, arg = "source_id = $1", sid
+            else:
+                where, arg = "params->>'url' = $1", check_start_url(url)
+            row = await self.db.pool.fetchrow(
+                f"SELECT source_id, params FROM crawl_jobs WHERE {where} AND kind <> 'sync' "
+                "ORDER BY created_at DESC LIMIT 1",
+                arg,
             )
-            if raw_params is None:
+            if row is None and source_id and url:
+                row = {"source_id": sid, "params": {"url": url}}
+            if row is None:
                 raise InvalidArgument(
-                    f"Source {sid} has never been crawled, so there is nothing to re-crawl.",
+                    f"{'Source ' + str(source_id) if source_id else url} has never been crawled, so there is "
+                    "nothing to re-crawl.",
                     "Start a crawl with crawl_website(action='start', url=..., source_id=...).",
                 )
+            sid, raw_params = row["source_id"], row["params"]
         else:
             raise InvalidArgument(
-                "recrawl needs source_id or job_id.", "Pass the source_id of a crawled source, or a job_id."
+                "recrawl needs source_id, job_id or url.", "Pass the source_id of a crawled source, or a job_id."
             )
         await self._refuse_if_active(sid)
         original = CrawlParams(**raw_params)
+        given = {k: v for k, v in overrides.items() if v is not None}
+        merged = {**original.model_dump(), **given, "url": url or original.url}
         params, notes = self.build_params(
-            original.url,
-            original.recursive,
-            original.max_depth,
-            original.max_pages,
-            original.include_patterns,
-            original.exclude_patterns,
-            original.scope,
+            merged["url"],
+            merged["recursive"],
+            merged["max_depth"],
+            merged["max_pages"],
+            merged["include_patterns"],
+            merged["exclude_patterns"],
+            merged["scope"],
         )
         await check_url_allowed(params.url, self.settings.crawl_allow_private)
         job = await self._insert(sid, "recrawl", params)

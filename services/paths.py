@@ -53,11 +53,13 @@ def check_file_size(path: Path, max_bytes: int) -> int:
     return size
 
 
-def walk_files(directory: Path, extensions: set[str]) -> Iterator[Path]:
-    """Files under `directory` with one of `extensions`, skipping hidden and tool folders.
-    Paths are not resolved: the caller checks each with `resolve_allowed_path` (symlinks)."""
+def walk_files(directory: Path, extensions: set[str], recursive: bool = True) -> Iterator[Path]:
+    """Files under `directory` (only its top level unless `recursive`) with one of `extensions`, skipping
+    hidden and tool folders. Paths are not resolved: the caller checks each with `resolve_allowed_path`."""
     for dirpath, dirnames, filenames in os.walk(directory, followlinks=False):
-        dirnames[:] = sorted(d for d in dirnames if d not in SKIPPED_DIRS and not d.startswith("."))
+        dirnames[:] = (
+            sorted(d for d in dirnames if d not in SKIPPED_DIRS and not d.startswith(".")) if recursive else []
+        )
         for name in sorted(filenames):
             path = Path(dirpath) / name
             if not name.startswith(".") and path.suffix.lower() in extensions:

@@ -91,6 +91,14 @@ class Settings(BaseSettings):
     job_stale_seconds: float = 15.0
     job_poll_seconds: float = 1.0
 
+    # --- folder sources ---
+    #: `archivist serve` watches folder sources and syncs them when files change (also: serve --watch).
+    watch_folders: bool = False
+    #: Changes are gathered for this long after the last one before a sync is queued.
+    watch_debounce_ms: int = 1000
+    #: At most this many files of one folder are synced.
+    sync_max_files: int = 10_000
+
     @field_validator("allowed_paths", mode="before")
     @classmethod
     def _split_paths(cls, value: object) -> object:

@@ -12,15 +12,25 @@ from services.database import Database
 from services.errors import InvalidArgument, NotFound
 from services.validation import check_page, parse_uuid, require_text
 
-SOURCE_TYPES = ("upload", "crawl", "api")
+SOURCE_TYPES = ("upload", "crawl", "api", "folder")
 LIST_HINT = "Use manage_source(action='list') to see available sources."
-SOURCE_COLUMNS = "id, title, description, url, source_type, status, metadata, created_at, updated_at"
+SOURCE_COLUMNS = "id, title, description, url, source_type, status, metadata, created_at, updated_at, version"
 
 
 def _check_source_type(source_type: str) -> str:
     if source_type not in SOURCE_TYPES:
         raise InvalidArgument(f"Invalid source_type '{source_type}'.", f"Use one of: {', '.join(SOURCE_TYPES)}.")
     return source_type
+
+
+def check_version(version: str | None) -> str | None:
+    """A version label as stored: trimmed, at most 100 characters; empty means none."""
+    if version is None or not str(version).strip():
+        return None
+    version = str(version).strip()
+    if len(version) > 100:
+        raise InvalidArgument("version is longer than 100 characters.", "Use a version like '3.11' or '2.1.0'.")
+    return version
 
 
 def _to_source(row: asyncpg.Record) -> Source:
@@ -38,16 +48,18 @@ class SourceService:
         url: str | None = None,
         source_type: str = "upload",
         metadata: dict[str, Any] | None = None,
+        version: str | None = None,
     ) -> Source:
         title = require_text(title, "title", max_length=500)
         row = await self.db.pool.fetchrow(
-            f"INSERT INTO sources (title, description, url, source_type, metadata) "
-            f"VALUES ($1, $2, $3, $4, $5) RETURNING {SOURCE_COLUMNS}",
+            f"INSERT INTO sources (title, description, url, source_type, metadata, version) "
+            f"VALUES ($1, $2, $3, $4, $5, $6) RETURNING {SOURCE_COLUMNS}",
             title,
             description,
             url,
             _check_source_type(source_type),
             metadata or {},
+            check_version(version),
         )
         return _to_source(row)
 
@@ -81,9 +93,16 @@ class SourceService:
         )
         return SourceStats(**dict(row))
 
-    async def list(self, page: int = 1, per_page: int = 10) -> Page[Source]:
+    async def list(self, page: int = 1, per_page: int = 10, title: str | None = None) -> Page[Source]:
+        """Newest first; `title` keeps sources whose title contains it (any case)."""
         page, per_page = check_page(page, per_page)
-        rows, total = await self.db.fetch_page(SOURCE_COLUMNS, "sources", "created_at DESC, id", [], page, per_page)
+        if title and title.strip():
+            pattern = "%" + title.strip().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+            rows, total = await self.db.fetch_page(
+                SOURCE_COLUMNS, "sources WHERE title ILIKE $1", "created_at DESC, id", [pattern], page, per_page
+            )
+        else:
+            rows, total = await self.db.fetch_page(SOURCE_COLUMNS, "sources", "created_at DESC, id", [], page, per_page)
         return Page[Source](items=[_to_source(r) for r in rows], total_count=total, page=page, per_page=per_page)
 
     async def update(
@@ -94,9 +113,10 @@ class SourceService:
         url: str | None = None,
         source_type: str | None = None,
         metadata: dict[str, Any] | None = None,
+        version: str | None = None,
     ) -> Source:
         sid = parse_uuid(source_id, "source_id", LIST_HINT)
-        if all(v is None for v in (title, description, url, source_type, metadata)):
+        if all(v is None for v in (title, description, url, source_type, metadata, version)):
             raise InvalidArgument("Nothing to update.", "Provide at least one of title, description, url, source_type.")
         if title is not None:
             title = require_text(title, "title", max_length=500)
@@ -105,14 +125,15 @@ class SourceService:
         row = await self.db.pool.fetchrow(
             f"UPDATE sources SET title = coalesce($2, title), description = coalesce($3, description), "
             f"url = coalesce($4, url), source_type = coalesce($5, source_type), "
-            f"metadata = metadata || coalesce($6, '{{}}'::jsonb), updated_at = now() "
-            f"WHERE id = $1 RETURNING {SOURCE_COLUMNS}",
+            f"metadata = metadata || coalesce($6, '{{}}'::jsonb), version = coalesce($7, version), "
+            f"updated_at = now() WHERE id = $1 RETURNING {SOURCE_COLUMNS}",
             sid,
             title,
             description,
             url,
             source_type,
             metadata,
+            check_version(version),
         )
         if row is None:
             raise NotFound(f"Source not found: {sid}", LIST_HINT)

@@ -88,6 +88,11 @@ async def run_claimed(app: Archivist, job: CrawlJob, worker_id: str, stop: async
         await app.jobs.finish(job.id, worker_id, "failed", error)
         return
     logger.info("worker %s runs job %s (%s %s)", worker_id, job.id, job.kind, job.params.url)
+    if job.kind == "sync":
+        from services.sync.runner import run_sync_job
+
+        await run_sync_job(app, job, worker_id, stop)
+        return
     await run_job(app, job, worker_id, stop)
 
 

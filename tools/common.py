@@ -168,6 +168,7 @@ def source_view(source: Source) -> dict[str, Any]:
         "description": description,
         "url": source.url,
         "source_type": source.source_type,
+        "version": source.version,
         "status": source.status,
         "metadata": metadata,
         "created_at": source.created_at,

@@ -17,6 +17,8 @@ from tools.schemas import publish
 logger = logging.getLogger(__name__)
 
 MAX_WAIT_SECONDS = 30.0
+DEFAULT_DEPTH = 2
+DEFAULT_PAGES = 20
 SHOWN_ERRORS = 5
 ERROR_TEXT_LIMIT = 300
 WARNING_LIMIT = 300
@@ -68,6 +70,8 @@ def job_view(job: CrawlJob, with_errors: bool = True) -> dict[str, Any]:
 
 def job_message(job: CrawlJob) -> str:
     """One sentence on where the job stands and what to call next."""
+    if job.kind == "sync":
+        return sync_message(job)
     counts = (
         f"{job.pages_crawled} pages crawled ({job.documents_created} new, {job.documents_updated} updated, "
         f"{job.documents_unchanged} unchanged, {job.documents_deleted} deleted), {job.pages_failed} failed, "
@@ -88,6 +92,25 @@ def job_message(job: CrawlJob) -> str:
         f"Crawl failed: {job.error or 'see recent_errors'}. Fix the cause, then "
         f"crawl_website(action='recrawl', job_id='{job.id}')."
     )
+
+
+def sync_message(job: CrawlJob) -> str:
+    counts = (
+        f"{job.pages_crawled} files ({job.documents_created} new, {job.documents_updated} updated, "
+        f"{job.documents_unchanged} unchanged), {job.documents_deleted} deleted, {job.pages_failed} failed"
+    )
+    if job.status in ("queued", "running"):
+        return (
+            f"Sync {job.status}: {counts}, {job.pages_pending} pending. Follow it with "
+            f"crawl_website(action='status', job_id='{job.id}', wait_seconds=30)."
+        )
+    if job.status == "completed":
+        return (
+            f"Sync completed: {counts}. Search it with search_knowledge_base(query=..., source_id='{job.source_id}')."
+        )
+    if job.status == "cancelled":
+        return f"Sync cancelled: {counts}. Files synced before the cancel stay in the source."
+    return f"Sync failed: {job.error or 'see recent_errors'}. Fix the cause, then crawl_website(action='sync', ...)."
 
 
 def job_payload(job: CrawlJob, notes: list[str]) -> dict[str, Any]:
@@ -136,12 +159,12 @@ async def start_crawl(app: Archivist, args: dict[str, Any]) -> dict[str, Any]:
         args["url"],
         args["source_id"],
         args["title"],
-        args["recursive"],
-        args["max_depth"],
-        args["max_pages"],
+        bool(args["recursive"]),
+        DEFAULT_DEPTH if args["max_depth"] is None else args["max_depth"],
+        DEFAULT_PAGES if args["max_pages"] is None else args["max_pages"],
         args["include_patterns"],
         args["exclude_patterns"],
-        args["scope"],
+        args["scope"] or "same-host",
     )
     return await started_payload(app, started, args)
 
@@ -170,7 +193,44 @@ async def cancel_job(app: Archivist, args: dict[str, Any]) -> dict[str, Any]:
 
 async def recrawl(app: Archivist, args: dict[str, Any]) -> dict[str, Any]:
     check_wait(args["wait_seconds"], [])
-    started = await app.jobs.recrawl(args["source_id"], args["job_id"])
+    if args["source_id"] and not args["job_id"] and (await app.sources.get(args["source_id"])).source_type == "folder":
+        return await sync(app, args)
+    started = await app.jobs.recrawl(
+        args["source_id"],
+        args["job_id"],
+        args["url"],
+        recursive=args["recursive"],
+        max_depth=args["max_depth"],
+        max_pages=args["max_pages"],
+        include_patterns=args["include_patterns"],
+        exclude_patterns=args["exclude_patterns"],
+        scope=args["scope"],
+    )
+    return await started_payload(app, started, args)
+
+
+async def sync(app: Archivist, args: dict[str, Any]) -> dict[str, Any]:
+    """Queue a sync of a folder source, binding folder_path first when given."""
+    check_wait(args["wait_seconds"], [])
+    created = False
+    source_id = args["source_id"]
+    if args["folder_path"]:
+        config, created = await app.sync.bind(
+            args["folder_path"],
+            source_id,
+            args["title"],
+            args["include_patterns"],
+            args["exclude_patterns"],
+            args["recursive"],
+        )
+        source_id = config.source_id
+    elif not source_id:
+        raise InvalidArgument(
+            "sync needs folder_path (to bind a folder) or the source_id of a folder source.",
+            "Pass folder_path='~/notes' (a directory under the allowed paths), or source_id=...",
+        )
+    started = await app.sync.queue(source_id)
+    started.source_created = created
     return await started_payload(app, started, args)
 
 
@@ -180,6 +240,7 @@ ACTIONS = {
     "list": list_jobs,
     "cancel": cancel_job,
     "recrawl": recrawl,
+    "sync": sync,
 }
 
 
@@ -193,31 +254,31 @@ def register(mcp: MCPServer, runtime: Runtime) -> None:
     )
     async def crawl_website(
         ctx: Context,
-        action: Literal["start", "status", "list", "cancel", "recrawl"] = "start",
+        action: Literal["start", "status", "list", "cancel", "recrawl", "sync"] = "start",
         url: str | None = None,
         job_id: str | None = None,
         source_id: str | None = None,
         title: str | None = None,
-        recursive: bool = False,
-        max_depth: int = 2,
-        max_pages: int = 20,
+        recursive: bool | None = None,
+        max_depth: int | None = None,
+        max_pages: int | None = None,
         include_patterns: list[str] | None = None,
         exclude_patterns: list[str] | None = None,
-        scope: Literal["same-host", "same-domain", "under-path"] = "same-host",
+        scope: Literal["same-host", "same-domain", "under-path"] | None = None,
+        folder_path: str | None = None,
         wait_seconds: float = 0,
         status: Literal["queued", "running", "completed", "failed", "cancelled"] | None = None,
         page: int = 1,
         per_page: int = 10,
     ) -> CallToolResult:
-        """Crawl websites into a source as background jobs (replies carry crawl_job).
+        """Background jobs that crawl sites or sync folders into a source (replies carry crawl_job).
 
-        start: url; returns at once. Into source_id or a source found/created by title (default: host).
-          recursive: follow links to max_depth (max 5), sitemap.xml, llms.txt. max_pages: stored pages
-          (cap 100). include/exclude_patterns: path globs ("/docs/*") or URL substrings. Obeys robots.txt.
-        status: job_id; pages and documents counts, recent errors. wait_seconds (max 30; also start,
-          recrawl) waits, with progress.
-        list: newest first; status, source_id, page, per_page (max 20).
-        cancel: job_id. recrawl: source_id or job_id; only changed pages re-embedded, gone ones deleted.
+        start: url; into source_id or a source by title (default: host). recursive: follow links to
+          max_depth (max 5), sitemaps, llms.txt; max_pages (max 100); include/exclude_patterns: path
+          globs. Obeys robots.txt.
+        status: job_id; wait_seconds (max 30) waits. list: status, source_id, page, per_page. cancel: job_id.
+        recrawl: source_id, job_id or url; new settings optional; only changed pages re-embedded.
+        sync: folder_path or a folder source_id; new/changed files ingested, deleted ones removed.
         """
         return await dispatch("crawl_website", runtime, ACTIONS, action, dict(locals()))
 

@@ -35,7 +35,7 @@ def ingest_view(result: IngestResult) -> dict[str, Any]:
 
 async def create_from_directory(app: Archivist, source_id: Any, directory: Path, args: dict) -> dict[str, Any]:
     results, failures, skipped = await app.documents.create_from_directory(
-        source_id, directory, args["extensions"], args["metadata"]
+        source_id, directory, args["extensions"], args["metadata"], recursive=args["recursive"] is not False
     )
     counts = {status: sum(1 for _, r in results if r.status == status) for status in STATUS_MESSAGES}
     return {
@@ -179,16 +179,15 @@ def register(mcp: MCPServer, runtime: Runtime) -> None:
         chunk_index: int | None = None,
         chunk_id: str | None = None,
         extensions: list[str] | None = None,
+        recursive: bool = True,
     ) -> CallToolResult:
-        """Create, read, list, update, delete documents (chunked and embedded for search).
+        """Create, read, list, update, delete documents (chunked and embedded).
 
-        create: content, file_path (file or dir: md, code, html, pdf, docx, pptx, xlsx, csv, epub, odt,
-          rtf; extensions [".md"]) or url, into source_id or a source found/created by title. Same content already there: status unchanged.
-        get: document_id, url (+source_id) or chunk_id (chunk + neighbour ids). Reads max_chars
-          (default 1000, max 4000) from offset: a number or an outline heading (reads that section).
-          outline: headings with offsets, 20 per page (page). chunk_index: one chunk.
-        list: source_id, page, per_page (max 20).
-        update: document_id + title, url, metadata (merged), content (re-embedded).
+        create: content, file_path (file or directory: md, code, html, pdf, docx, pptx, xlsx, csv, epub,
+          odt, rtf; recursive, extensions) or url; into source_id or a source named by title.
+        get: document_id, url (+source_id) or chunk_id. max_chars (1000, max 4000) from offset: a number
+          or an outline heading. outline: 20 headings per page. chunk_index: one chunk.
+        list: source_id, page, per_page (max 20). update: document_id + title, url, metadata, content.
         delete: document_id.
         """
         return await dispatch("manage_document", runtime, ACTIONS, action, dict(locals()))

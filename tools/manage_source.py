@@ -14,7 +14,12 @@ from tools.schemas import publish
 
 async def create_source(app: Archivist, args: dict[str, Any]) -> dict[str, Any]:
     source = await app.sources.create(
-        args["title"], args["description"], args["url"], args["source_type"] or "upload", args["metadata"]
+        args["title"],
+        args["description"],
+        args["url"],
+        args["source_type"] or "upload",
+        args["metadata"],
+        version=args["version"],
     )
     counts = {"documents_count": 0, "chunks_count": 0}
     return {"source": {**source_view(source), **counts}, "message": f"Source '{source.title}' created."}
@@ -27,7 +32,7 @@ async def get_source(app: Archivist, args: dict[str, Any]) -> dict[str, Any]:
 
 
 async def list_sources(app: Archivist, args: dict[str, Any]) -> dict[str, Any]:
-    page = await app.sources.list(args["page"], args["per_page"])
+    page = await app.sources.list(args["page"], args["per_page"], title=args["title"])
     counts = await app.sources.counts([s.id for s in page.items])
     views = [{**source_view(s), **counts.get(s.id, {"documents_count": 0, "chunks_count": 0})} for s in page.items]
     return page_fields(page, "sources", views)
@@ -41,6 +46,7 @@ async def update_source(app: Archivist, args: dict[str, Any]) -> dict[str, Any]:
         args["url"],
         args["source_type"],
         args["metadata"],
+        version=args["version"],
     )
     return {"source": source_view(source), "message": "Source updated."}
 
@@ -80,16 +86,15 @@ def register(mcp: MCPServer, runtime: Runtime) -> None:
         url: str | None = None,
         source_type: Literal["upload", "crawl", "api"] | None = None,
         metadata: dict[str, Any] | None = None,
+        version: str | None = None,
         page: int = 1,
         per_page: int = 10,
     ) -> CallToolResult:
-        """Manage sources (named collections of documents).
+        """Sources: named collections of documents.
 
-        create: title; description, url, source_type (default upload), metadata.
-        get: source_id. list: page, per_page (max 20), newest first.
-        Sources carry documents_count and chunks_count.
-        update: source_id + any of title, description, url, source_type, metadata (merged).
-        delete: source_id; deletes its documents and chunks too.
+        create: title; description, url, source_type, metadata, version (one source per version).
+        get: source_id. list: page, per_page (max 20), title filter. Items carry documents_count,
+          chunks_count. update: source_id + fields (metadata merged). delete: source_id, with its documents.
         """
         return await dispatch("manage_source", runtime, ACTIONS, action, dict(locals()))
 

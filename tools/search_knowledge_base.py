@@ -11,6 +11,7 @@ from models import SearchHit
 from services.app import Archivist, Runtime
 from services.search import SearchOutcome
 from services.search.context import check_max_tokens, pack_context, token_counter
+from services.versions import ResolvedVersion, resolve
 from tools import sampling
 from tools.common import TITLE_LIMIT, cut, document_uri, page_number_field, run_tool
 from tools.schemas import publish
@@ -93,6 +94,15 @@ async def context_payload(
     return outcome_notes(payload, outcome, requested)
 
 
+async def resolve_version(
+    app: Archivist, source_id: str | None, library: str | None, version: str | None
+) -> ResolvedVersion:
+    """The source to search for library/version (the library of source_id when only a version is given)."""
+    if not library and source_id:
+        library = (await app.sources.get(source_id)).title
+    return await resolve(app.db, library, version)
+
+
 def register(mcp: MCPServer, runtime: Runtime) -> None:
     @mcp.tool(
         annotations=ToolAnnotations(
@@ -109,15 +119,16 @@ def register(mcp: MCPServer, runtime: Runtime) -> None:
         similarity_threshold: float | None = None,
         max_tokens: int | None = None,
         answer: bool = False,
+        library: str | None = None,
+        version: str | None = None,
     ) -> CallToolResult | InputRequiredResult:
-        """Search the knowledge base; best chunks first.
+        """Search the knowledge base; best first.
 
-        match_count: 1-20. search_type: hybrid (semantic + keyword), vector (fastest), rerank (most
-        precise). similarity_threshold: floor 0-1 on cosine `similarity`. Text cut at 1000 chars;
-        page_number (3, "3-4") on PDF/slides.
-        max_tokens (50-8000): numbered passages instead, packed within that many tokens, with
-        citations. answer=true: also an `answer` citing [n] from the client's model, if it offers
-        sampling (else null); max_tokens defaults to 2000.
+        match_count: 1-20. search_type: hybrid (default), vector (fastest), rerank (most precise).
+        similarity_threshold: 0-1 floor on cosine similarity. Text cut at 1000 chars.
+        max_tokens (50-8000): numbered, cited passages within that token budget. answer=true: the
+        client's model answers citing [n] (needs sampling; else null).
+        library + version ("3.11", "3.x", ">=2.1"): that library at that version; lists versions if absent.
         """
         pending: list[InputRequiredResult] = []
 
@@ -130,12 +141,17 @@ def register(mcp: MCPServer, runtime: Runtime) -> None:
                 if budget is not None:
                     check_max_tokens(budget)
                 app = await runtime.get()
-                outcome = await app.search.search(query, source_id, match_count, search_type, similarity_threshold)
+                served = await resolve_version(app, source_id, library, version) if library or version else None
+                sid = served.source_id if served else source_id
+                outcome = await app.search.search(query, sid, match_count, search_type, similarity_threshold)
                 if budget is None:
-                    return search_payload(outcome, query, search_type, match_count)
-                payload = await context_payload(app, outcome, query, search_type, match_count, budget)
-            if not answer:
-                return payload
+                    payload = search_payload(outcome, query, search_type, match_count)
+                else:
+                    payload = await context_payload(app, outcome, query, search_type, match_count, budget)
+                if served is not None:
+                    payload.update(library=served.library, version=served.version, source_id=served.source_id)
+                if not answer:
+                    return payload
             answered = await sampling.answer(ctx, query, payload)
             if isinstance(answered, InputRequiredResult):
                 pending.append(answered)

@@ -1,0 +1,58 @@
+"""`archivist sync SOURCE`: queue a sync, run it with an in-process worker and show a progress bar."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from tqdm import tqdm
+
+from services.worker import run_worker
+
+if TYPE_CHECKING:
+    from services.app import Archivist
+
+
+async def sync_command(
+    app: Archivist,
+    source: str,
+    title: str | None = None,
+    include: list[str] | None = None,
+    exclude: list[str] | None = None,
+    recursive: bool | None = None,
+) -> None:
+    """SOURCE is a directory (bound to a folder source on first use), or a folder source's id or title."""
+    if Path(source).expanduser().is_dir():
+        config, _ = await app.sync.bind(source, None, title, include, exclude, recursive)
+    else:
+        config = await app.sync.find(source)
+    started = await app.sync.queue(config.source_id)
+    stop = asyncio.Event()
+    worker = asyncio.create_task(run_worker(app, stop))
+    bar = tqdm(desc="syncing", unit="file", file=sys.stderr)
+
+    async def show(job: Any) -> None:
+        bar.total = job.pages_crawled + job.pages_failed + job.pages_skipped + job.pages_pending
+        bar.n = job.pages_crawled + job.pages_failed + job.pages_skipped
+        bar.set_postfix(new=job.documents_created, updated=job.documents_updated, refresh=False)
+        bar.refresh()
+
+    try:
+        job = await app.jobs.wait(started.job.id, float("inf"), on_progress=show, interval=0.2)
+        await show(job)
+    except (KeyboardInterrupt, asyncio.CancelledError):
+        job, _ = await app.jobs.cancel(started.job.id)
+    finally:
+        bar.close()
+        stop.set()
+        await asyncio.gather(worker, return_exceptions=True)
+    print(f"sync {job.id} of {config.path}: {job.status}")
+    print(
+        f"{job.documents_created} created, {job.documents_updated} updated, {job.documents_unchanged} unchanged, "
+        f"{job.documents_deleted} deleted, {job.pages_failed} failed, {job.chunks_embedded} chunks embedded"
+    )
+    for message in [job.error, *job.warnings]:
+        if message:
+            print(message, file=sys.stderr)
