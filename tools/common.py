@@ -19,6 +19,8 @@ logger = logging.getLogger(__name__)
 TEXT_LIMIT = 1000
 TITLE_LIMIT = 200
 METADATA_LIMIT = 1000
+#: Actions served from the read replica when one is configured (services.database.Database.reading).
+READ_ACTIONS = frozenset({"get", "list", "status"})
 
 
 def _json_default(value: Any) -> Any:
@@ -92,7 +94,11 @@ async def dispatch(
 
     async def body() -> dict[str, Any]:
         handler = require_action(action, actions)
-        return await handler(await runtime.get(), args)
+        app = await runtime.get()
+        if action in READ_ACTIONS:
+            async with app.db.reading():
+                return await handler(app, args)
+        return await handler(app, args)
 
     return await run_tool(tool, body)
 

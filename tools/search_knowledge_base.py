@@ -85,7 +85,8 @@ def register(mcp: MCPServer, runtime: Runtime) -> None:
 
         async def body() -> dict[str, Any]:
             app = await runtime.get()
-            outcome = await app.search.search(query, source_id, match_count, search_type, similarity_threshold)
+            async with app.db.reading():
+                outcome = await app.search.search(query, source_id, match_count, search_type, similarity_threshold)
             return search_payload(outcome, query, search_type, match_count)
 
         return await run_tool("search_knowledge_base", body)
