@@ -63,7 +63,14 @@ def start_workers(database_url: str, files_dir: Path, per_host: int, delay: floa
 
 async def crawl_both_sections(app: Archivist, site: FixtureSite, workers: list[subprocess.Popen]) -> list[Any]:
     jobs = [
-        await app.jobs.start(site.url_for(section), title=f"Section {section}", scope="under-path", max_pages=50, recursive=True, max_depth=5)
+        await app.jobs.start(
+            site.url_for(section),
+            title=f"Section {section}",
+            scope="under-path",
+            max_pages=50,
+            recursive=True,
+            max_depth=5,
+        )
         for section in ("/a/", "/b/")
     ]
     deadline = time.monotonic() + 120
