@@ -236,9 +236,12 @@ async def query_plans(app: Archivist, query: str, vector: np.ndarray, source_id:
     return plans
 
 
-EXACT_SQL = """
+ANN_SQL = """
 SELECT id FROM chunks WHERE ($2::uuid IS NULL OR source_id = $2) ORDER BY embedding <=> $1 LIMIT $3
 """
+# Different text on purpose: a prepared statement keeps the plan it was made with, and this one is
+# planned with index scans off.
+EXACT_SQL = "/* exact */" + ANN_SQL
 
 
 async def vector_recall(
@@ -258,7 +261,7 @@ async def vector_recall(
                 await conn.execute(f"SET LOCAL hnsw.ef_search = {int(ef)}")
                 for vec, truth in zip(vectors, exact, strict=True):
                     start = time.perf_counter()
-                    ids = {r["id"] for r in await conn.fetch(EXACT_SQL, vec, source_id, 10)}
+                    ids = {r["id"] for r in await conn.fetch(ANN_SQL, vec, source_id, 10)}
                     times.append((time.perf_counter() - start) * 1000)
                     found.append(len(ids & truth) / max(len(truth), 1))
             out[f"ef{ef}"] = {
