@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install run test lint bench-beir bench-scale bench-crawl
+.PHONY: install run test lint bench-beir bench-scale bench-crawl bench-cluster
 
 $(STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "need $(PYTHON) (set PYTHON=...)"; exit 1; }
@@ -37,3 +37,6 @@ bench-scale: install
 
 bench-crawl: install
 	$(BIN)/python bench/crawl.py --pages 500
+
+bench-cluster: install
+	$(BIN)/python bench/cluster.py --pages 300 --clients 20 --duration 60

@@ -86,59 +86,88 @@ async def chunk_count(app: Archivist) -> int:
     return await app.db.pool.fetchval("SELECT count(*) FROM chunks")
 
 
-async def create_documents(app: Archivist, source_id: uuid.UUID, count: int, pairs: Sequence) -> list[uuid.UUID]:
-    ids = [uuid.uuid4() for _ in range(count)]
+async def create_documents(
+    app: Archivist, source_ids: list[uuid.UUID], count: int, pairs: Sequence
+) -> list[tuple[uuid.UUID, uuid.UUID]]:
+    """`count` documents spread round-robin over the sources; returns (document id, source id) pairs."""
+    docs = [(uuid.uuid4(), source_ids[i % len(source_ids)]) for i in range(count)]
     records = [
         (doc_id, source_id, pairs[i % len(pairs)][0][:500], f"scale:{i}", "text", "", f"h{i}", CHUNKS_PER_DOCUMENT)
-        for i, doc_id in enumerate(ids)
+        for i, (doc_id, source_id) in enumerate(docs)
     ]
     async with app.db.pool.acquire() as conn:
-        await conn.copy_records_to_table(
-            "documents",
-            records=records,
-            columns=["id", "source_id", "title", "url", "document_type", "content", "content_hash", "chunk_count"],
-        )
-    return ids
+        for start in range(0, len(records), COPY_BATCH):
+            await conn.copy_records_to_table(
+                "documents",
+                records=records[start : start + COPY_BATCH],
+                columns=["id", "source_id", "title", "url", "document_type", "content", "content_hash", "chunk_count"],
+            )
+    return docs
 
 
-async def load_chunks(app: Archivist, size: int, pairs: Sequence, vectors: np.ndarray, seed: int) -> None:
-    """COPY `size` chunks (HNSW dropped during the load, rebuilt after)."""
+async def load_chunks(
+    app: Archivist, size: int, pairs: Sequence, vectors: np.ndarray, seed: int, args: Any
+) -> dict[str, Any]:
+    """COPY `size` chunks (HNSW and GIN indexes dropped during the load, rebuilt after); build figures."""
     rng = np.random.default_rng(seed)
-    source = await app.sources.create(f"scale-{size}", description="bench/scale.py synthetic corpus")
-    doc_ids = await create_documents(app, source.id, -(-size // CHUNKS_PER_DOCUMENT), pairs)
+    sources = [
+        await app.sources.create(f"scale-{size}-{i}", description="bench/scale.py synthetic corpus")
+        for i in range(args.sources)
+    ]
+    started = time.perf_counter()
+    docs = await create_documents(app, [src.id for src in sources], -(-size // CHUNKS_PER_DOCUMENT), pairs)
     async with app.db.pool.acquire() as conn:
-        index_def = await conn.fetchval("SELECT indexdef FROM pg_indexes WHERE indexname = $1", HNSW_INDEX)
-        await conn.execute(f"DROP INDEX IF EXISTS {HNSW_INDEX}")
-        start = time.perf_counter()
+        index_defs = [
+            await conn.fetchval("SELECT indexdef FROM pg_indexes WHERE indexname = $1", name)
+            for name in (HNSW_INDEX, GIN_INDEX)
+        ]
+        for name in (HNSW_INDEX, GIN_INDEX):
+            await conn.execute(f"DROP INDEX IF EXISTS {name}")
         for offset in range(0, size, COPY_BATCH):
             n = min(COPY_BATCH, size - offset)
             picks = (np.arange(offset, offset + n)) % len(pairs)
             noisy = perturb(vectors[picks], rng)
-            records = [
-                (
-                    doc_ids[(offset + j) // CHUNKS_PER_DOCUMENT],
-                    source.id,
-                    (offset + j) % CHUNKS_PER_DOCUMENT,
-                    pairs[p][1],
-                    0,
-                    len(pairs[p][1]),
-                    [],
-                    pairs[p][0],
-                    noisy[j],
-                    None,  # page_start
-                    None,  # page_end
+            records = []
+            for j, p in enumerate(picks.tolist()):
+                doc_id, source_id = docs[(offset + j) // CHUNKS_PER_DOCUMENT]
+                text = pairs[p][1]
+                records.append(
+                    (
+                        doc_id,
+                        source_id,
+                        (offset + j) % CHUNKS_PER_DOCUMENT,
+                        text,
+                        0,
+                        len(text),
+                        [],
+                        pairs[p][0],
+                        noisy[j],
+                        None,  # page_start
+                        None,  # page_end
+                    )
                 )
-                for j, p in enumerate(picks.tolist())
-            ]
             await conn.copy_records_to_table("chunks", records=records, columns=CHUNK_COLUMNS)
-            logger.info("copied %d/%d chunks (%.0fs)", offset + n, size, time.perf_counter() - start)
-        await conn.execute("SET maintenance_work_mem = '1GB'")
-        await conn.execute("SET max_parallel_maintenance_workers = 1")
-        build = time.perf_counter()
-        await conn.execute(index_def)
-        logger.info("HNSW index built in %.0fs", time.perf_counter() - build)
+            logger.info("copied %d/%d chunks (%.0fs)", offset + n, size, time.perf_counter() - started)
+        copied = time.perf_counter()
+        await conn.execute(f"SET maintenance_work_mem = '{args.maintenance_work_mem}'")
+        await conn.execute(f"SET max_parallel_maintenance_workers = {int(args.parallel_workers)}")
+        timings = {}
+        for name, index_def in zip((GIN_INDEX, HNSW_INDEX), reversed(index_defs), strict=True):
+            build = time.perf_counter()
+            await conn.execute(index_def)
+            timings[name] = round(time.perf_counter() - build, 1)
+            logger.info("%s built in %.0fs", name, timings[name])
         await conn.execute("ANALYZE chunks")
         await conn.execute("ANALYZE documents")
+    return {
+        "copy_seconds": round(copied - started, 1),
+        "gin_build_seconds": timings[GIN_INDEX],
+        "hnsw_build_seconds": timings[HNSW_INDEX],
+        "total_seconds": round(time.perf_counter() - started, 1),
+        "sources": args.sources,
+        "maintenance_work_mem": args.maintenance_work_mem,
+        "parallel_maintenance_workers": args.parallel_workers,
+    }
 
 
 # --- measurements ----------------------------------------------------------------------------------------
@@ -182,6 +211,69 @@ async def check_indexes(app: Archivist, query: str, vector: np.ndarray, source_i
     }
 
 
+async def storage_sizes(app: Archivist) -> dict[str, str]:
+    sql = "SELECT pg_size_pretty(pg_relation_size($1::regclass))"
+    return {
+        "chunks_table_total": await app.db.pool.fetchval(
+            "SELECT pg_size_pretty(pg_total_relation_size('chunks'::regclass))"
+        ),
+        "hnsw_index": await app.db.pool.fetchval(sql, HNSW_INDEX),
+        "gin_index": await app.db.pool.fetchval(sql, GIN_INDEX),
+    }
+
+
+async def query_plans(app: Archivist, query: str, vector: np.ndarray, source_id: uuid.UUID | None) -> dict[str, str]:
+    """EXPLAIN ANALYZE of the vector and hybrid SQL (one query), as text."""
+    hybrid = HybridSearch(app.db, app.settings)
+    s = app.settings
+    keywords = await hybrid.keyword_query(query)
+    plans = {}
+    async with app.db.pool.acquire() as conn:
+        for label, sql, params in (
+            ("vector", VECTOR_SQL, (vector, source_id, 10)),
+            ("hybrid", hybrid._sql(), (vector, source_id, s.hybrid_candidates, keywords, 1.0, 1.0, float(s.rrf_k), 10)),
+        ):
+            rows = await conn.fetch("EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY ON) " + sql, *params)
+            plans[label] = "\n".join(r[0] for r in rows)
+    return plans
+
+
+ANN_SQL = """
+SELECT id FROM chunks WHERE ($2::uuid IS NULL OR source_id = $2) ORDER BY embedding <=> $1 LIMIT $3
+"""
+# Different text on purpose: a prepared statement keeps the plan it was made with, and this one is
+# planned with index scans off.
+EXACT_SQL = "/* exact */" + ANN_SQL
+
+
+async def vector_recall(
+    app: Archivist, vectors: list[np.ndarray], source_id: uuid.UUID | None, ef_values: Sequence[int]
+) -> dict[str, Any]:
+    """recall@10 of the HNSW vector leg against exact search (index scans off), and its latency, per ef_search."""
+    exact: list[set] = []
+    async with app.db.pool.acquire() as conn:
+        for vec in vectors:
+            async with conn.transaction():
+                await conn.execute("SET LOCAL enable_indexscan = off; SET LOCAL enable_bitmapscan = off")
+                exact.append({r["id"] for r in await conn.fetch(EXACT_SQL, vec, source_id, 10)})
+        out: dict[str, Any] = {"queries": len(vectors)}
+        for ef in ef_values:
+            found, times = [], []
+            async with conn.transaction():
+                await conn.execute(f"SET LOCAL hnsw.ef_search = {int(ef)}")
+                for vec, truth in zip(vectors, exact, strict=True):
+                    start = time.perf_counter()
+                    ids = {r["id"] for r in await conn.fetch(ANN_SQL, vec, source_id, 10)}
+                    times.append((time.perf_counter() - start) * 1000)
+                    found.append(len(ids & truth) / max(len(truth), 1))
+            out[f"ef{ef}"] = {
+                "recall_at_10": round(float(np.mean(found)), 4),
+                "p50_ms": round(percentile(times, 50), 1),
+                "p95_ms": round(percentile(times, 95), 1),
+            }
+    return out
+
+
 async def keyword_matches(app: Archivist, queries: Sequence[str]) -> dict[str, float]:
     """How many chunks the keyword leg must rank (every chunk matching any informative query term)."""
     hybrid = HybridSearch(app.db, app.settings)
@@ -220,16 +312,16 @@ async def time_strategy(
 async def measure_size(
     settings: Settings, embedder: Any, size: int, pairs: Sequence, vectors: np.ndarray, queries: list[str], args: Any
 ) -> dict[str, Any]:
-    sized = settings.model_copy(
-        update={"database_url": None, "data_dir": args.cache_dir / f"scale-{slug(embedder.name)}-{size}"}
-    )
+    data_dir = args.cache_dir / f"scale-{slug(embedder.name)}-{size}"
+    sized = settings.model_copy(update={"database_url": None, "data_dir": data_dir})
     app = await Archivist.open(sized, embedder)
+    build_file = data_dir / "build.json"
     try:
         have = await chunk_count(app)
         if have != size:
             if have:
                 raise SystemExit(f"{sized.data_dir} holds {have} chunks, not {size}: delete it to rebuild")
-            await load_chunks(app, size, pairs, vectors, seed=size)
+            build_file.write_text(json.dumps(await load_chunks(app, size, pairs, vectors, seed=size, args=args)))
         qvecs, embed_ms = [], []
         for q in queries:
             start = time.perf_counter()
@@ -237,9 +329,20 @@ async def measure_size(
             embed_ms.append((time.perf_counter() - start) * 1000)
         source_id = await app.db.pool.fetchval("SELECT id FROM sources ORDER BY created_at LIMIT 1")
         result: dict[str, Any] = {"chunks": size, "query_embed_p50_ms": round(percentile(embed_ms, 50), 1)}
+        result["build"] = json.loads(build_file.read_text()) if build_file.is_file() else None
+        result["sources"] = await app.db.pool.fetchval("SELECT count(*) FROM sources")
+        result["storage"] = await storage_sizes(app)
         result["indexes"] = await check_indexes(app, queries[0], qvecs[0], None)
         result["indexes_with_source_filter"] = await check_indexes(app, queries[0], qvecs[0], source_id)
         result["keyword_leg"] = await keyword_matches(app, queries[:50])
+        if args.recall_queries:
+            sample = qvecs[: args.recall_queries]
+            result["vector_recall"] = await vector_recall(app, sample, None, args.ef_search)
+            if args.with_source_filter:
+                result["vector_recall_source"] = await vector_recall(app, sample, source_id, args.ef_search)
+        if args.plans:
+            result["plans"] = await query_plans(app, queries[0], qvecs[0], None)
+            result["plans_source"] = await query_plans(app, queries[0], qvecs[0], source_id)
         for name in args.strategies:
             n = args.rerank_queries if name == "rerank" else len(queries)
             strategy = build_strategy(app, name)
@@ -286,10 +389,17 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--rerank-queries", type=int, default=50)
     parser.add_argument("--with-source-filter", action="store_true", help="also time searches scoped to a source")
     parser.add_argument("--cache-dir", type=Path, default=CACHE_DIR)
+    parser.add_argument("--sources", type=int, default=1, help="sources the corpus is spread over (filter: one)")
+    parser.add_argument("--recall-queries", type=int, default=0, help="measure vector recall@10 vs exact search")
+    parser.add_argument("--ef-search", default="100", help="hnsw.ef_search values for the recall sweep")
+    parser.add_argument("--plans", action="store_true", help="record EXPLAIN ANALYZE of the vector and hybrid SQL")
+    parser.add_argument("--maintenance-work-mem", default="1GB")
+    parser.add_argument("--parallel-workers", type=int, default=1)
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args(argv)
     args.sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
     args.strategies = [s.strip() for s in args.strategies.split(",") if s.strip()]
+    args.ef_search = [int(v) for v in str(args.ef_search).split(",") if v.strip()]
     return args
 
 
@@ -324,7 +434,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     print(f"\n{report['date']}  {report['machine']['cpu']} ({report['machine']['cores']} cores)")
     for size in report["sizes"]:
         print(f"\n{size['chunks']} chunks  (query embedding p50 {size['query_embed_p50_ms']} ms)")
+        if size.get("build"):
+            print(f"  build: {size['build']}")
+        print(f"  storage: {size['storage']}  sources: {size['sources']}")
         print(f"  indexes: {size['indexes']}")
+        for key in ("vector_recall", "vector_recall_source"):
+            if key in size:
+                print(f"  {key}: {size[key]}")
         print(f"  keyword leg: {size['keyword_leg']}")
         for name, r in size.items():
             if isinstance(r, dict) and "p50_ms" in r:

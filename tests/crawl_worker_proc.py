@@ -1,6 +1,6 @@
 """A standalone crawl worker process, for the test that SIGKILLs a worker mid-crawl.
 
-Usage: `python tests/crawl_worker_proc.py WORKER_ID`, with DATABASE_URL and ARCHIVIST_* settings in the
+Usage: `python tests/crawl_worker_proc.py WORKER_ID [JOBS]`, with DATABASE_URL and ARCHIVIST_* settings in the
 environment. Runs `services.worker.run_standalone_worker` (what `archivist worker` runs) until
 SIGTERM/SIGINT, or until it is killed.
 """
@@ -20,4 +20,5 @@ from services.worker import run_standalone_worker  # noqa: E402
 if __name__ == "__main__":
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(name)s: %(message)s")
     worker_id = sys.argv[1] if len(sys.argv) > 1 else None
-    asyncio.run(run_standalone_worker(Settings(_env_file=None), worker_id))
+    jobs = int(sys.argv[2]) if len(sys.argv) > 2 else 2
+    asyncio.run(run_standalone_worker(Settings(_env_file=None), worker_id, jobs))

@@ -21,6 +21,8 @@ TEXT_LIMIT = 1000
 TITLE_LIMIT = 200
 METADATA_LIMIT = 1000
 MAX_LINKS = 20
+#: Actions served from the read replica when one is configured (services.database.Database.reading).
+READ_ACTIONS = frozenset({"get", "list", "status"})
 
 
 def _json_default(value: Any) -> Any:
@@ -124,7 +126,12 @@ async def dispatch(
     async def body() -> dict[str, Any]:
         handler = require_action(action, actions)
         note = clamp_per_page(args)
-        payload = await handler(await runtime.get(), args)
+        app = await runtime.get()
+        if action in READ_ACTIONS:
+            async with app.db.reading():
+                payload = await handler(app, args)
+        else:
+            payload = await handler(app, args)
         return {**payload, "note": note} if note else payload
 
     return await run_tool(tool, body)

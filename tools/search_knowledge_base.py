@@ -143,7 +143,8 @@ def register(mcp: MCPServer, runtime: Runtime) -> None:
                 app = await runtime.get()
                 served = await resolve_version(app, source_id, library, version) if library or version else None
                 sid = served.source_id if served else source_id
-                outcome = await app.search.search(query, sid, match_count, search_type, similarity_threshold)
+                async with app.db.reading():
+                    outcome = await app.search.search(query, sid, match_count, search_type, similarity_threshold)
                 if budget is None:
                     payload = search_payload(outcome, query, search_type, match_count)
                 else:
