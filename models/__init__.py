@@ -104,3 +104,7 @@ class SearchHit(BaseModel):
     char_start: int
     char_end: int
     heading_path: list[str] = Field(default_factory=list)
+    #: A passage merged from adjacent chunks: every chunk id in document order, and the last chunk's index
+    #: (empty / None for a single chunk; then the passage is chunk `chunk_index` alone).
+    chunk_ids: list[UUID] = Field(default_factory=list)
+    chunk_index_end: int | None = None

@@ -91,6 +91,10 @@ class Settings(BaseSettings):
     job_stale_seconds: float = 15.0
     job_poll_seconds: float = 1.0
 
+    # --- distinct results and keyword ranking (issue 7) ---
+    #: At most this many results per document in a result list, unless fewer documents match.
+    results_per_document: int = Field(default=2, ge=1)
+
     @field_validator("allowed_paths", mode="before")
     @classmethod
     def _split_paths(cls, value: object) -> object:

@@ -33,6 +33,7 @@ def hit_view(hit: SearchHit) -> dict[str, Any]:
         "char_start": hit.char_start,
         "char_end": hit.char_end,
         "heading_path": hit.heading_path,
+        **({"chunk_index_end": hit.chunk_index_end} if hit.chunk_index_end is not None else {}),
     }
 
 
@@ -68,7 +69,7 @@ def register(mcp: MCPServer, runtime: Runtime) -> None:
         search_type: str = "hybrid",
         similarity_threshold: float | None = None,
     ) -> CallToolResult:
-        """Search the knowledge base; returns the best-matching chunks, best first.
+        """Search the knowledge base; returns distinct passages, best first.
 
         Args:
             query: natural-language question or keywords.
@@ -81,6 +82,9 @@ def register(mcp: MCPServer, runtime: Runtime) -> None:
 
         Each result has text (cut at 1000 chars, `truncated` flag), score (0-1, the strategy's
         ranking score), similarity, document/chunk ids, url, chunk_index and char offsets.
+        Adjacent matching chunks of a document come merged as one passage (chunk_index..chunk_index_end);
+        one document gives at most 2 results unless fewer documents match. To read more of a document:
+        manage_document(action='get', document_id=..., offset=char_end) continues after a passage.
         """
 
         async def body() -> dict[str, Any]:
