@@ -98,6 +98,9 @@ class Settings(BaseSettings):
     keyword_ranking: Literal["bm25", "ts_rank"] = "bm25"
     bm25_k1: float = 1.2
     bm25_b: float = 0.75
+    #: How hybrid combines its legs: "rrf" (rank fusion, rrf_k) or "convex" (min-max normalised scores,
+    #: weighted by hybrid_vector_weight / hybrid_keyword_weight).
+    hybrid_fusion: Literal["rrf", "convex"] = "rrf"
 
     @field_validator("allowed_paths", mode="before")
     @classmethod

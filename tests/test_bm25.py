@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import math
 
+import pytest
+
 from services.app import Archivist
 from services.search.base import SearchRequest
 from services.search.bm25 import bm25_term, idf, query_terms
@@ -107,3 +109,16 @@ async def _python_bm25(app: Archivist, source_id, idfs: dict[str, float], avgdl:
                 r["tf"], r["dl"], avgdl, idfs[r["lexeme"]], 1.2, 0.75
             )
     return sorted(scores, key=lambda cid: (-scores[cid], str(cid)))
+
+
+@pytest.mark.parametrize("ranking", ["bm25", "ts_rank"])
+@pytest.mark.parametrize("fusion", ["rrf", "convex"])
+async def test_every_keyword_ranking_and_fusion_finds_the_page(app: Archivist, ranking: str, fusion: str) -> None:
+    source = await app.sources.create(f"Modes {ranking} {fusion}")
+    for key, text in DOCS.items():
+        await app.documents.create_from_text(source.id, text, title=key, url=f"modes:{key}")
+    settings = app.settings.model_copy(update={"keyword_ranking": ranking, "hybrid_fusion": fusion})
+    query = "celadon iron oxide"
+    hits = await HybridSearch(app.db, settings).search(SearchRequest(query, await _vector(app, query), 4, source.id))
+    assert hits[0].document_title == "glaze" and hits[0].match_type == "hybrid"
+    assert all(0.0 <= h.score <= 1.0 for h in hits) and hits == sorted(hits, key=lambda h: -h.score)

@@ -33,7 +33,7 @@ MIN_TERMS = 2
 # The keyword leg of the hybrid query: $3 depth, $4 terms, $9 idfs, $10 k1, $11 b, $12 avgdl.
 BM25_LEG = """
 kw AS (
-    SELECT id, row_number() OVER (ORDER BY rank DESC, id) AS rnk FROM (
+    SELECT id, rank AS kscore, row_number() OVER (ORDER BY rank DESC, id) AS rnk FROM (
         SELECT t.chunk_id AS id,
                sum(q.idf * t.tf * ($10::float8 + 1)
                    / (t.tf + $10::float8 * (1 - $11::float8 + $11::float8 * t.dl / $12::float8))) AS rank

@@ -23,28 +23,51 @@ from services.settings import Settings
 # $6 keyword weight, $7 rrf k, $8 final limit (BM25 adds $9-$12, see services/search/bm25.py)
 HYBRID_SQL = """
 WITH vec AS (
-    SELECT id, row_number() OVER (ORDER BY dist, id) AS rnk FROM (
+    SELECT id, dist, row_number() OVER (ORDER BY dist, id) AS rnk FROM (
         SELECT id, embedding <=> $1 AS dist FROM chunks
         WHERE ($2::uuid IS NULL OR source_id = $2)
         ORDER BY embedding <=> $1 LIMIT $3
     ) v
 ),
 {keyword_leg},
-fused AS (
-    SELECT coalesce(vec.id, kw.id) AS id, vec.rnk AS vrank, kw.rnk AS krank,
-           coalesce($5::float8 / ($7::float8 + vec.rnk), 0) + coalesce($6::float8 / ($7::float8 + kw.rnk), 0) AS rrf
-    FROM vec FULL OUTER JOIN kw ON vec.id = kw.id
-    ORDER BY rrf DESC, id LIMIT $8
-)
+{fusion}
 SELECT {hit_columns}, fused.rrf, fused.vrank, fused.krank
 FROM fused JOIN chunks c ON c.id = fused.id JOIN documents d ON d.id = c.document_id
 ORDER BY fused.rrf DESC, c.id
 """
 
+# Reciprocal-rank fusion: weight / (k + rank) summed over the legs.
+RRF_FUSION = """fused AS (
+    SELECT coalesce(vec.id, kw.id) AS id, vec.rnk AS vrank, kw.rnk AS krank,
+           coalesce($5::float8 / ($7::float8 + vec.rnk), 0) + coalesce($6::float8 / ($7::float8 + kw.rnk), 0) AS rrf
+    FROM vec FULL OUTER JOIN kw ON vec.id = kw.id
+    ORDER BY rrf DESC, id LIMIT $8
+)"""
+
+# Convex combination of scores, each min-max normalised over the candidates of both legs: cosine
+# similarity (computed for keyword-only candidates too) and the keyword score (0 when unmatched).
+# Weighted by $5 / $6 and divided by their sum, so 0-1. ($7, the RRF k, is not used.)
+CONVEX_FUSION = """cand AS (
+    SELECT coalesce(vec.id, kw.id) AS id, vec.rnk AS vrank, kw.rnk AS krank, vec.dist, kw.kscore
+    FROM vec FULL OUTER JOIN kw ON vec.id = kw.id
+),
+scored AS (
+    SELECT cand.id, cand.vrank, cand.krank, coalesce(cand.kscore, 0) AS ks,
+           1 - coalesce(cand.dist, c.embedding <=> $1) AS cos
+    FROM cand JOIN chunks c ON c.id = cand.id
+),
+fused AS (
+    SELECT id, vrank, krank,
+           ($5::float8 * (cos - min(cos) OVER ()) / greatest(max(cos) OVER () - min(cos) OVER (), 1e-9)
+            + $6::float8 * ks / greatest(max(ks) OVER (), 1e-9)) / ($5::float8 + $6::float8) AS rrf
+    FROM scored WHERE $7::float8 IS NOT NULL
+    ORDER BY rrf DESC, id LIMIT $8
+)"""
+
 # $4: tsquery text (literal lexemes ORed)
 TS_RANK_LEG = """
 kw AS (
-    SELECT id, row_number() OVER (ORDER BY rank DESC, id) AS rnk FROM (
+    SELECT id, rank AS kscore, row_number() OVER (ORDER BY rank DESC, id) AS rnk FROM (
         SELECT c.id, ts_rank(c.tsv, $4::tsquery, 1) AS rank FROM chunks c
         WHERE c.tsv @@ $4::tsquery AND ($2::uuid IS NULL OR c.source_id = $2)
         ORDER BY rank DESC LIMIT $3
@@ -115,7 +138,8 @@ class HybridSearch(SearchStrategy):
 
     def _sql(self) -> str:
         leg = BM25_LEG if self.settings.keyword_ranking == "bm25" else TS_RANK_LEG
-        return HYBRID_SQL.format(keyword_leg=leg, hit_columns=HIT_COLUMNS)
+        fusion = CONVEX_FUSION if self.settings.hybrid_fusion == "convex" else RRF_FUSION
+        return HYBRID_SQL.format(keyword_leg=leg, fusion=fusion, hit_columns=HIT_COLUMNS)
 
     async def keyword_args(self, text: str) -> list:
         """Query parameters of the keyword leg ($4, and $9-$12 for BM25)."""
@@ -150,6 +174,8 @@ class HybridSearch(SearchStrategy):
 
     def max_rrf(self) -> float:
         s = self.settings
+        if s.hybrid_fusion == "convex":
+            return 1.0
         return (s.hybrid_vector_weight + s.hybrid_keyword_weight) / (s.rrf_k + 1)
 
     async def search(self, request: SearchRequest) -> list[SearchHit]:
