@@ -37,8 +37,11 @@ kw AS (
         SELECT t.chunk_id AS id,
                sum(q.idf * t.tf * ($10::float8 + 1)
                    / (t.tf + $10::float8 * (1 - $11::float8 + $11::float8 * t.dl / $12::float8))) AS rank
-        FROM unnest($4::text[], $9::float8[]) AS q(term, idf) JOIN chunk_terms t ON t.term = q.term
-        WHERE ($2::uuid IS NULL OR t.source_id = $2)
+        FROM unnest($4::text[], $9::float8[]) AS q(term, idf)
+        CROSS JOIN LATERAL (  -- OFFSET 0: kept a per-term index range scan, never a hash join
+            SELECT chunk_id, tf, dl FROM chunk_terms t
+            WHERE t.term = q.term AND ($2::uuid IS NULL OR t.source_id = $2) OFFSET 0
+        ) t
         GROUP BY t.chunk_id ORDER BY rank DESC LIMIT $3
     ) k
 )"""
