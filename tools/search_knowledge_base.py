@@ -76,7 +76,8 @@ def register(mcp: MCPServer, runtime: Runtime) -> None:
             source_id: only search this source (ids from manage_source action='list').
             match_count: results wanted, 1-20 (more is capped at 20).
             search_type: "hybrid" (default: semantic + keyword), "vector" (semantic only, fastest),
-                "rerank" (hybrid re-scored by a cross-encoder: most precise, slower).
+                "rerank" (hybrid with its top 3 re-scored by a cross-encoder: about +0.004 nDCG over
+                hybrid on SciFact, for ~120 ms more; hybrid is the better default).
             similarity_threshold: optional floor 0-1 on each result's `similarity` (cosine similarity
                 of query and chunk, same meaning for every search_type); higher is stricter.
 
