@@ -198,14 +198,15 @@ async def check_indexes(app: Archivist, query: str, vector: np.ndarray, source_i
     """Whether the vector and hybrid queries use the HNSW and GIN indexes (with and without a source filter)."""
     hybrid = HybridSearch(app.db, app.settings)
     s = app.settings
-    keywords = await hybrid.keyword_query(query)
-    hybrid_params = (vector, source_id, s.hybrid_candidates, keywords, 1.0, 1.0, float(s.rrf_k), 10)
+    keywords, *bm25 = await hybrid.keyword_args(query)
+    hybrid_params = (vector, source_id, s.hybrid_candidates, keywords, 1.0, 1.0, float(s.rrf_k), 10, *bm25)
     vec = await explain_indexes(app, VECTOR_SQL, vector, source_id, 10)
     hyb = await explain_indexes(app, hybrid._sql(), *hybrid_params)
     return {
         "vector_uses_hnsw": HNSW_INDEX in vec,
         "hybrid_uses_hnsw": HNSW_INDEX in hyb,
         "hybrid_uses_gin": GIN_INDEX in hyb,
+        "hybrid_uses_chunk_terms_pkey": "chunk_terms_pkey" in hyb,  # the BM25 leg's index
         "vector_plan_indexes": sorted(vec),
         "hybrid_plan_indexes": sorted(hyb),
     }

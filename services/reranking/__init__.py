@@ -32,6 +32,11 @@ def create_reranker(settings: Settings) -> Reranker:
         from services.reranking.onnx_cross_encoder import OnnxCrossEncoder
 
         return OnnxCrossEncoder(resolve_model_path(spec), max_length=settings.rerank_max_length, name=f"onnx:{spec}")
+    if provider == "onnx-late-interaction":
+        from services.reranking.onnx_late_interaction import OnnxLateInteraction
+
+        path = resolve_model_path(spec)
+        return OnnxLateInteraction(path, max_length=settings.rerank_max_length, name=f"onnx-late:{spec}")
     if provider == "sentence-transformers":
         from services.reranking.sentence_transformers import SentenceTransformerCrossEncoder
 

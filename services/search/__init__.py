@@ -13,12 +13,16 @@ from services.embeddings.base import Embedder
 from services.errors import InvalidArgument
 from services.reranking.base import Reranker
 from services.search.base import SearchRequest, SearchStrategy
+from services.search.passages import distinct_passages
 from services.settings import Settings
 from services.sources import SourceService
 from services.validation import MAX_PER_PAGE
 
 SEARCH_TYPES = ("vector", "hybrid", "rerank")
 MAX_QUERY_CHARS = 2000
+#: Chunks fetched per result wanted, so merging and the per-document cap still leave a full list.
+POOL_FACTOR = 3
+POOL_MAX = 100
 
 
 @dataclass
@@ -26,7 +30,7 @@ class SearchOutcome:
     hits: list[SearchHit]
     match_count: int  # what was used, after capping
     capped: bool
-    filtered_by_threshold: int
+    filtered_by_threshold: int  # chunks of the candidate pool under the threshold
 
 
 def check_search_args(query: str, match_count: int, search_type: str, threshold: float | None) -> None:
@@ -99,6 +103,8 @@ class SearchService:
         limit = min(match_count, MAX_PER_PAGE)
         vector = await embed_query_async(self.embedder, query.strip())
         strategy = self.strategy(search_type)
-        hits = await strategy.search(SearchRequest(query.strip(), vector, limit, sid))
+        pool = min(max(limit * POOL_FACTOR, limit + 10), POOL_MAX)
+        hits = await strategy.search(SearchRequest(query.strip(), vector, pool, sid))
         kept = [h for h in hits if similarity_threshold is None or h.similarity >= similarity_threshold]
-        return SearchOutcome(kept, limit, match_count > limit, len(hits) - len(kept))
+        passages = distinct_passages(kept, limit, self.settings.results_per_document)
+        return SearchOutcome(passages, limit, match_count > limit, len(hits) - len(kept))

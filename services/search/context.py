@@ -157,7 +157,9 @@ def citation(span: Span) -> dict[str, Any]:
         "heading_path": best.heading_path,
         "char_start": span.char_start,
         "char_end": span.char_end,
-        "chunk_ids": [str(h.chunk_id) for h in sorted(span.hits, key=lambda h: h.chunk_index)],
+        "chunk_ids": [
+            str(cid) for h in sorted(span.hits, key=lambda h: h.chunk_index) for cid in (h.chunk_ids or [h.chunk_id])
+        ],
     }
 
 

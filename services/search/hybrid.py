@@ -1,8 +1,9 @@
 """Hybrid retrieval: reciprocal-rank fusion of HNSW vector top-N and full-text top-N, in one SQL query.
 
 The keyword leg ORs the query's terms (an AND of every term matches almost nothing for natural
-questions) and ranks with `ts_rank(..., 1)`: the length normalisation is what makes it competitive
-with BM25 for fusion. Terms that ANALYZE's statistics show in more than
+questions) and ranks them either with BM25 (`keyword_ranking = "bm25"`, services/search/bm25.py)
+or with `ts_rank(..., 1)` (`"ts_rank"`, the length-normalised PostgreSQL ranking used before).
+For ts_rank, terms that ANALYZE's statistics show in more than
 `keyword_max_term_frequency` of all chunks are left out: they carry almost no information (a
 tiny IDF), yet an OR with them matches a large share of the corpus, and ranking every match is
 what made the keyword leg slow at scale.
@@ -15,36 +16,63 @@ import time
 from models import SearchHit
 from services.database import Database
 from services.search.base import HIT_COLUMNS, SearchRequest, SearchStrategy, to_hit
+from services.search.bm25 import BM25_LEG, query_terms
 from services.settings import Settings
 
-# $1 query vector, $2 source filter, $3 depth per leg, $4 tsquery (literal lexemes), $5 vector weight,
-# $6 keyword weight, $7 rrf k, $8 final limit
+# $1 query vector, $2 source filter, $3 depth per leg, $4 keyword terms (see the leg), $5 vector weight,
+# $6 keyword weight, $7 rrf k, $8 final limit (BM25 adds $9-$12, see services/search/bm25.py)
 HYBRID_SQL = """
-WITH q AS (SELECT $4::tsquery AS tsq),
-vec AS (
-    SELECT id, row_number() OVER (ORDER BY dist, id) AS rnk FROM (
+WITH vec AS (
+    SELECT id, dist, row_number() OVER (ORDER BY dist, id) AS rnk FROM (
         SELECT id, embedding <=> $1 AS dist FROM chunks
         WHERE ($2::uuid IS NULL OR source_id = $2)
         ORDER BY embedding <=> $1 LIMIT $3
     ) v
 ),
-kw AS (
-    SELECT id, row_number() OVER (ORDER BY rank DESC, id) AS rnk FROM (
-        SELECT c.id, ts_rank(c.tsv, q.tsq, 1) AS rank FROM chunks c, q
-        WHERE c.tsv @@ q.tsq AND ($2::uuid IS NULL OR c.source_id = $2)
-        ORDER BY rank DESC LIMIT $3
-    ) k
-),
-fused AS (
-    SELECT coalesce(vec.id, kw.id) AS id, vec.rnk AS vrank, kw.rnk AS krank,
-           coalesce($5::float8 / ($7::float8 + vec.rnk), 0) + coalesce($6::float8 / ($7::float8 + kw.rnk), 0) AS rrf
-    FROM vec FULL OUTER JOIN kw ON vec.id = kw.id
-    ORDER BY rrf DESC, id LIMIT $8
-)
+{keyword_leg},
+{fusion}
 SELECT {hit_columns}, fused.rrf, fused.vrank, fused.krank
 FROM fused JOIN chunks c ON c.id = fused.id JOIN documents d ON d.id = c.document_id
 ORDER BY fused.rrf DESC, c.id
 """
+
+# Reciprocal-rank fusion: weight / (k + rank) summed over the legs.
+RRF_FUSION = """fused AS (
+    SELECT coalesce(vec.id, kw.id) AS id, vec.rnk AS vrank, kw.rnk AS krank,
+           coalesce($5::float8 / ($7::float8 + vec.rnk), 0) + coalesce($6::float8 / ($7::float8 + kw.rnk), 0) AS rrf
+    FROM vec FULL OUTER JOIN kw ON vec.id = kw.id
+    ORDER BY rrf DESC, id LIMIT $8
+)"""
+
+# Convex combination of scores, each min-max normalised over the candidates of both legs: cosine
+# similarity (computed for keyword-only candidates too) and the keyword score (0 when unmatched).
+# Weighted by $5 / $6 and divided by their sum, so 0-1. ($7, the RRF k, is not used.)
+CONVEX_FUSION = """cand AS (
+    SELECT coalesce(vec.id, kw.id) AS id, vec.rnk AS vrank, kw.rnk AS krank, vec.dist, kw.kscore
+    FROM vec FULL OUTER JOIN kw ON vec.id = kw.id
+),
+scored AS (
+    SELECT cand.id, cand.vrank, cand.krank, coalesce(cand.kscore, 0) AS ks,
+           1 - coalesce(cand.dist, c.embedding <=> $1) AS cos
+    FROM cand JOIN chunks c ON c.id = cand.id
+),
+fused AS (
+    SELECT id, vrank, krank,
+           ($5::float8 * (cos - min(cos) OVER ()) / greatest(max(cos) OVER () - min(cos) OVER (), 1e-9)
+            + $6::float8 * ks / greatest(max(ks) OVER (), 1e-9)) / ($5::float8 + $6::float8) AS rrf
+    FROM scored WHERE $7::float8 IS NOT NULL
+    ORDER BY rrf DESC, id LIMIT $8
+)"""
+
+# $4: tsquery text (literal lexemes ORed)
+TS_RANK_LEG = """
+kw AS (
+    SELECT id, rank AS kscore, row_number() OVER (ORDER BY rank DESC, id) AS rnk FROM (
+        SELECT c.id, ts_rank(c.tsv, $4::tsquery, 1) AS rank FROM chunks c
+        WHERE c.tsv @@ $4::tsquery AND ($2::uuid IS NULL OR c.source_id = $2)
+        ORDER BY rank DESC LIMIT $3
+    ) k
+)"""
 
 QUERY_LEXEMES_SQL = "SELECT tsvector_to_array(to_tsvector('{fts_config}'::regconfig, $1))"
 TERM_STATS_SQL = """
@@ -109,7 +137,17 @@ class HybridSearch(SearchStrategy):
         self.term_stats = TermStatistics(db)
 
     def _sql(self) -> str:
-        return HYBRID_SQL.format(fts_config=self.db.fts_config, hit_columns=HIT_COLUMNS)
+        leg = BM25_LEG if self.settings.keyword_ranking == "bm25" else TS_RANK_LEG
+        fusion = CONVEX_FUSION if self.settings.hybrid_fusion == "convex" else RRF_FUSION
+        return HYBRID_SQL.format(keyword_leg=leg, fusion=fusion, hit_columns=HIT_COLUMNS)
+
+    async def keyword_args(self, text: str) -> list:
+        """Query parameters of the keyword leg ($4, and $9-$12 for BM25)."""
+        s = self.settings
+        if s.keyword_ranking != "bm25":
+            return [await self.keyword_query(text)]
+        terms = await query_terms(self.db, text, s.keyword_max_term_frequency)
+        return [terms.terms, terms.idfs, float(s.bm25_k1), float(s.bm25_b), terms.avgdl]
 
     async def keyword_query(self, text: str) -> str | None:
         """The query's informative lexemes ORed, as tsquery text (None when there are none)."""
@@ -120,20 +158,24 @@ class HybridSearch(SearchStrategy):
     async def fused_rows(self, request: SearchRequest, limit: int) -> list:
         s = self.settings
         depth = max(s.hybrid_candidates, limit)
+        keyword, *bm25 = await self.keyword_args(request.query)
         return await self.db.pool.fetch(
             self._sql(),
             request.query_vector,
             request.source_id,
             depth,
-            await self.keyword_query(request.query),
+            keyword,
             float(s.hybrid_vector_weight),
             float(s.hybrid_keyword_weight),
             float(s.rrf_k),
             limit,
+            *bm25,
         )
 
     def max_rrf(self) -> float:
         s = self.settings
+        if s.hybrid_fusion == "convex":
+            return 1.0
         return (s.hybrid_vector_weight + s.hybrid_keyword_weight) / (s.rrf_k + 1)
 
     async def search(self, request: SearchRequest) -> list[SearchHit]:

@@ -1,0 +1,85 @@
+"""BM25 keyword ranking inside PostgreSQL, over the `chunk_terms` inverted index (sql/004_bm25.sql).
+
+    score(chunk) = sum over query terms t of  idf(t) * tf * (k1 + 1) / (tf + k1 * (1 - b + b * dl / avgdl))
+    idf(t) = ln(1 + (N - df + 0.5) / (df + 0.5))
+
+tf (occurrences of the lexeme in the chunk's title + heading path + text), dl (the chunk's length in
+lexemes), df (chunks containing the lexeme), N and avgdl all come from tables the chunk triggers keep
+up to date on every insert, update and delete; one query per search reads the query terms' df and the
+corpus totals (counting index entries, never more than the pruning threshold allows), and the scoring
+runs in the hybrid query itself. Terms in more than `keyword_max_term_frequency` of chunks are left out
+(tiny idf, huge match lists), unless every term is that common.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from services.database import Database
+
+#: Query lexemes with their document frequency (counted up to `$2` chunks) and the corpus totals.
+TERM_STATS_SQL = """
+WITH tot AS (SELECT coalesce(sum(chunks), 0)::float8 AS n, coalesce(sum(length), 0)::float8 AS len FROM bm25_totals),
+terms AS (SELECT DISTINCT unnest(tsvector_to_array(to_tsvector('{fts_config}'::regconfig, $1))) AS term)
+SELECT terms.term, tot.n, tot.len,
+       (SELECT count(*) FROM (SELECT 1 FROM chunk_terms t WHERE t.term = terms.term LIMIT $2) x) AS df
+FROM terms, tot
+ORDER BY terms.term
+"""
+EXACT_DF_SQL = "SELECT count(*) FROM chunk_terms WHERE term = $1"
+MIN_TERMS = 2
+
+# The keyword leg of the hybrid query: $3 depth, $4 terms, $9 idfs, $10 k1, $11 b, $12 avgdl.
+BM25_LEG = """
+kw AS (
+    SELECT id, rank AS kscore, row_number() OVER (ORDER BY rank DESC, id) AS rnk FROM (
+        SELECT t.chunk_id AS id,
+               sum(q.idf * t.tf * ($10::float8 + 1)
+                   / (t.tf + $10::float8 * (1 - $11::float8 + $11::float8 * t.dl / $12::float8))) AS rank
+        FROM unnest($4::text[], $9::float8[]) AS q(term, idf)
+        CROSS JOIN LATERAL (  -- OFFSET 0: kept a per-term index range scan, never a hash join
+            SELECT chunk_id, tf, dl FROM chunk_terms t
+            WHERE t.term = q.term AND ($2::uuid IS NULL OR t.source_id = $2) OFFSET 0
+        ) t
+        GROUP BY t.chunk_id ORDER BY rank DESC LIMIT $3
+    ) k
+)"""
+
+
+@dataclass
+class QueryTerms:
+    """The informative query lexemes with their idf, and the corpus' average chunk length."""
+
+    terms: list[str] = field(default_factory=list)
+    idfs: list[float] = field(default_factory=list)
+    avgdl: float = 1.0
+
+
+def idf(chunks: float, df: float) -> float:
+    """BM25 idf (the Lucene form: never negative)."""
+    return math.log(1.0 + (chunks - df + 0.5) / (df + 0.5))
+
+
+def bm25_term(tf: float, dl: float, avgdl: float, idf_value: float, k1: float, b: float) -> float:
+    """One term's contribution, as the SQL computes it (kept here for the tests and for reading)."""
+    return idf_value * tf * (k1 + 1) / (tf + k1 * (1 - b + b * dl / avgdl))
+
+
+async def query_terms(db: Database, text: str, max_frequency: float) -> QueryTerms:
+    """The query's lexemes rarer than `max_frequency` of all chunks (else the `MIN_TERMS` rarest)."""
+    total = float(await db.pool.fetchval("SELECT coalesce(sum(chunks), 0) FROM bm25_totals"))
+    cap = int(total * max_frequency) + 1
+    rows = await db.pool.fetch(TERM_STATS_SQL.format(fts_config=db.fts_config), text, cap)
+    if not rows:
+        return QueryTerms()
+    chunks, length = rows[0]["n"], rows[0]["len"]
+    avgdl = max(length / chunks, 1.0) if chunks else 1.0
+    df = {r["term"]: int(r["df"]) for r in rows}
+    kept = [t for t, n in df.items() if n > 0 and n <= max_frequency * chunks]
+    if not kept:  # every term is common (or absent): the rarest present ones, counted exactly
+        present = [t for t, n in df.items() if n > 0]
+        for term in present:
+            df[term] = int(await db.pool.fetchval(EXACT_DF_SQL, term))
+        kept = sorted(present, key=lambda t: (df[t], t))[:MIN_TERMS]
+    return QueryTerms(kept, [idf(chunks, df[t]) for t in kept], avgdl)
