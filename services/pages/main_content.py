@@ -1,13 +1,16 @@
 """Find the article: the element a documentation generator puts the page's own text in.
 
 Generators mark their content area in a fixed way, so a rule per generator is exact where a
-readability heuristic guesses (measured on real Debian docs: see bench/RESULTS.md). Pages no rule
-fits (plain articles, blogs) fall back to readability-lxml's scoring, then to <body>.
+readability heuristic guesses (measured on real Debian docs: see bench/RESULTS.md and
+bench/extraction.py). Pages no rule fits (plain articles, blogs) keep <body>, pruned of the blocks
+resiliparse's main-content heuristic leaves out: its judgement of what is boilerplate, our converter
+for the text (resiliparse's own output loses code languages, inline code and tables).
 """
 
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Callable
 
 import lxml.html
@@ -71,6 +74,13 @@ GENERATOR_RULES: tuple[tuple[str, Callable[[HtmlElement], bool]], ...] = (
     ("article", lambda e: e.tag == "article"),
 )
 
+#: A block of a page no rule fits is kept when at least this share of its words are main-content words.
+KEEP_SHARE = 0.5
+_WORD = re.compile(r"\w+")
+HEADING_TAGS = frozenset({"h1", "h2", "h3", "h4", "h5", "h6"})
+TEXT_BLOCK_TAGS = frozenset({"p", "ul", "ol", "dl", "table", "blockquote"})
+MAX_LINK_SHARE = 0.5
+
 #: A match with less text than this (and under a quarter of the body's) is not the article.
 MIN_MAIN_CHARS = 200
 
@@ -111,29 +121,69 @@ def wrap(elements: list[HtmlElement]) -> HtmlElement:
     return holder
 
 
-def readability_main(html: str) -> HtmlElement | None:
-    """readability-lxml's pick of the article, as an element (None if it finds nothing)."""
-    try:
-        from readability import Document
+def words(text: str) -> list[str]:
+    return _WORD.findall(text.lower())
 
-        summary = Document(html).summary(html_partial=True)
-        element = lxml.html.fragment_fromstring(summary, create_parent="div")
-    except Exception as exc:  # readability raises on empty or odd documents
-        logger.debug("readability found no article: %s", exc)
+
+def main_text_reference(html: str) -> str | None:
+    """resiliparse's main-content text of the page (whitespace collapsed), or None if unavailable."""
+    try:
+        from resiliparse.extract.html2text import extract_plain_text
+
+        text = extract_plain_text(html, main_content=True, alt_texts=False, list_bullets=False)
+    except Exception as exc:  # resiliparse missing or failing on odd input: keep the whole body
+        logger.debug("resiliparse gave no main content: %s", exc)
         return None
-    return element if text_length(element) else None
+    return " ".join(text.split()) or None
+
+
+def prune_to_reference(element: HtmlElement, reference: str, vocabulary: set[str]) -> None:
+    """Drop child blocks whose text is (mostly) absent from `reference`; recurse into mixed ones."""
+    for child in list(element):
+        if not isinstance(child.tag, str):
+            continue
+        text = " ".join(child.text_content().split())
+        if not text or text in reference:
+            continue
+        if is_article_block(child, text):
+            continue
+        tokens = words(text)
+        known = sum(1 for token in tokens if token in vocabulary)
+        if tokens and known < KEEP_SHARE * len(tokens):
+            child.drop_tree()
+        else:
+            prune_to_reference(child, reference, vocabulary)
+
+
+def is_article_block(element: HtmlElement, text: str) -> bool:
+    """Headings and code always stay; paragraphs, lists and tables stay unless they are mostly links
+    (heuristics such as resiliparse's drop short plain lists, which chrome rarely is)."""
+    if element.tag in HEADING_TAGS or element.tag == "pre":
+        return True
+    if element.tag not in TEXT_BLOCK_TAGS:
+        return False
+    link_chars = sum(len(" ".join(a.text_content().split())) for a in element.iter("a"))
+    return link_chars < MAX_LINK_SHARE * len(text)
+
+
+def guided_body(tree: HtmlElement, html: str) -> tuple[HtmlElement, str]:
+    """<body> without the blocks resiliparse judges boilerplate (all of it if resiliparse finds nothing)."""
+    body = tree.find("body")
+    root = body if body is not None else tree
+    reference = main_text_reference(html)
+    if reference is None:
+        return root, "body"
+    prune_to_reference(root, reference, set(words(reference)))
+    return root, "body+resiliparse"
 
 
 class SelectMainContent(Step):
-    """Set `page.main`: a generator's content element, else readability's article, else <body>."""
+    """Set `page.main`: a generator's content element, else <body> pruned to resiliparse's main content."""
 
     def run(self, page: PageContext) -> None:
         if page.tree is None:
             return
         main, via = select_main(page.tree)
         if main is None:
-            main, via = readability_main(page.source), "readability"
-        if main is None:
-            body = page.tree.find("body")
-            main, via = (body if body is not None else page.tree), "body"
+            main, via = guided_body(page.tree, page.source)
         page.main, page.main_via = main, via

@@ -100,4 +100,4 @@ class Sanitize(Step):
     def run(self, page: PageContext) -> None:
         if page.main is None:
             return
-        remove_chrome(page.main, page_frame=page.main_via in {"body", "readability"})
+        remove_chrome(page.main, page_frame=page.main_via.startswith("body"))
