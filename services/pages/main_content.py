@@ -143,9 +143,12 @@ def prune_to_reference(element: HtmlElement, reference: str, vocabulary: set[str
         if not isinstance(child.tag, str):
             continue
         text = " ".join(child.text_content().split())
-        if not text or text in reference:
+        if not text:
             continue
-        if is_article_block(child, text):
+        if child.tag not in HEADING_TAGS and link_share(child, text) >= MAX_LINK_SHARE:
+            child.drop_tree()  # menus, blogrolls, footers: mostly links
+            continue
+        if text in reference or is_article_block(child, text):
             continue
         tokens = words(text)
         known = sum(1 for token in tokens if token in vocabulary)
@@ -156,14 +159,17 @@ def prune_to_reference(element: HtmlElement, reference: str, vocabulary: set[str
 
 
 def is_article_block(element: HtmlElement, text: str) -> bool:
-    """Headings and code always stay; paragraphs, lists and tables stay unless they are mostly links
-    (heuristics such as resiliparse's drop short plain lists, which chrome rarely is)."""
+    """Headings, code, paragraphs, lists and tables that are not mostly links stay (heuristics such as
+    resiliparse's drop short plain lists, which chrome rarely is)."""
     if element.tag in HEADING_TAGS or element.tag == "pre":
         return True
-    if element.tag not in TEXT_BLOCK_TAGS:
-        return False
+    return element.tag in TEXT_BLOCK_TAGS
+
+
+def link_share(element: HtmlElement, text: str) -> float:
+    """Share of the element's text that is link text."""
     link_chars = sum(len(" ".join(a.text_content().split())) for a in element.iter("a"))
-    return link_chars < MAX_LINK_SHARE * len(text)
+    return link_chars / max(1, len(text))
 
 
 def guided_body(tree: HtmlElement, html: str) -> tuple[HtmlElement, str]:

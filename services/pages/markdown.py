@@ -181,7 +181,7 @@ def admonition(element: HtmlElement) -> list[str]:
         return blocks(element)
     label = ""
     for child in element:
-        if isinstance(child.tag, str) and (child.tag == "summary" or ADMONITION_TITLE_CLASSES & classes(child)):
+        if isinstance(child.tag, str) and (child.tag == "summary" or is_admonition_title(child)):
             label = collapse(inline(child)).replace("\n", " ")
             child.drop_tree()
             break
@@ -189,7 +189,13 @@ def admonition(element: HtmlElement) -> list[str]:
         kinds = sorted(ADMONITION_CLASSES & classes(element) - {"admonition", "theme-admonition"})
         label = kinds[0].capitalize() if kinds else ""
     body = blocks(element)
-    return [f"**{label.rstrip(':')}:**", *body] if label else body
+    label = label.rstrip(":")
+    return [f"**{label[:1].upper() + label[1:]}:**", *body] if label else body
+
+
+def is_admonition_title(element: HtmlElement) -> bool:
+    found = classes(element)
+    return bool(ADMONITION_TITLE_CLASSES & found) or any(c.startswith("admonitionHeading") for c in found)
 
 
 def quote(parts: list[str]) -> str:

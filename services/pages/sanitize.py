@@ -23,11 +23,9 @@ NON_TEXT_TAGS = frozenset(
     }
 )  # fmt: skip
 
-#: Classes of chrome: permalink anchors (Sphinx, MkDocs, Docusaurus, rustdoc), tables of contents and
-#: sidebars, breadcrumbs, previous/next and page footers, edit links, skip links, search, copy buttons.
+#: Classes of chrome: tables of contents and sidebars, breadcrumbs, previous/next and page footers, edit links, skip links, search, copy buttons.
 CHROME_CLASSES = frozenset(
     {
-        "headerlink", "hash-link", "anchor", "doc-anchor",
         "toc", "sphinxsidebar", "md-sidebar", "theme-doc-toc-mobile", "table-of-contents", "sidebar",
         "breadcrumb", "breadcrumbs", "theme-doc-breadcrumbs",
         "related", "navheader", "navfooter", "nav-wrapper", "nav-chapters", "pagination-nav", "prev-next",
@@ -37,6 +35,8 @@ CHROME_CLASSES = frozenset(
         "copybtn", "copy-button", "md-clipboard", "clipboard", "cc-window",
     }
 )  # fmt: skip
+#: Permalink anchors next to headings (Sphinx, MkDocs, Docusaurus, rustdoc): on <a> only.
+PERMALINK_CLASSES = frozenset({"headerlink", "hash-link", "anchor", "doc-anchor"})
 CHROME_IDS = frozenset({"toc", "skip-to-content", "searchbox", "onetrust-consent-sdk", "sidebar", "breadcrumbs"})
 CHROME_ROLES = frozenset({"navigation", "search", "banner", "contentinfo", "dialog"})
 CHROME_PREFIXES = ("cookie", "consent")  # cookie banners, by id or class prefix
@@ -54,6 +54,8 @@ def is_chrome(element: HtmlElement, page_frame: bool) -> bool:
         return True
     found = classes(element)
     if tag == "aside" and not found & ADMONITION_CLASSES:
+        return True
+    if tag == "a" and found & PERMALINK_CLASSES:
         return True
     if found & CHROME_CLASSES or (found and "contents" in found and found & {"local", "topic"}):
         return True
