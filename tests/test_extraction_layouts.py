@@ -1,3 +1,4 @@
+# ruff: noqa: E501 - pages are written in their generators' real (long-line) markup
 """Main-content extraction on small pages built in each generator's real layout (own words).
 
 Each page carries the generator's chrome (navigation, sidebars, in-page TOC, breadcrumbs, header,

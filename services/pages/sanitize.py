@@ -23,8 +23,8 @@ NON_TEXT_TAGS = frozenset(
     }
 )  # fmt: skip
 
-#: Classes of chrome: tables of contents and sidebars, breadcrumbs, previous/next and page footers, edit links, skip links, search, copy buttons.
-CHROME_CLASSES = frozenset(
+#: Classes of chrome: tables of contents and sidebars, breadcrumbs, previous/next and page footers,
+#: edit links, skip links, search, copy buttons.
     {
         "toc", "sphinxsidebar", "md-sidebar", "theme-doc-toc-mobile", "table-of-contents", "sidebar",
         "breadcrumb", "breadcrumbs", "theme-doc-breadcrumbs",
