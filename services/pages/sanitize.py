@@ -25,6 +25,7 @@ NON_TEXT_TAGS = frozenset(
 
 #: Classes of chrome: tables of contents and sidebars, breadcrumbs, previous/next and page footers,
 #: edit links, skip links, search, copy buttons.
+CHROME_CLASSES = frozenset(
     {
         "toc", "sphinxsidebar", "md-sidebar", "theme-doc-toc-mobile", "table-of-contents", "sidebar",
         "breadcrumb", "breadcrumbs", "theme-doc-breadcrumbs",
