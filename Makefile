@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install run test lint bench-beir bench-scale bench-crawl
+.PHONY: install run test lint bench-beir bench-scale bench-crawl bench-docs bench-extraction
 
 $(STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "need $(PYTHON) (set PYTHON=...)"; exit 1; }
@@ -37,3 +37,9 @@ bench-scale: install
 
 bench-crawl: install
 	$(BIN)/python bench/crawl.py --pages 500
+
+bench-docs: install
+	nice -n 10 $(BIN)/python bench/docs.py --sets django,postgresql --max-pages 150
+
+bench-extraction: install
+	nice -n 10 $(BIN)/python bench/extraction.py --pages 30

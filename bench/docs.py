@@ -6,7 +6,9 @@
 Each doc set (PostgreSQL 15: DocBook, postgresql-doc-15; Django: Sphinx, python-django-doc; MkDocs'
 own docs: mkdocs-doc) is served from /usr/share/doc by a small threaded HTTP server on 127.0.0.1 and
 crawled from its index through the real job path (JobService.start + an in-process worker), politeness
-delays off, at most --max-pages pages per set. Then every question of bench/docs_questions.json (written
+delays off, at most --max-pages pages per set. The server's /sitemap.xml (read by the crawler's
+discovery) lists the questions' target pages first, then every other page, so a bounded crawl holds
+every target plus the site's other pages as distractors. Then every question of bench/docs_questions.json (written
 for this benchmark; target pages named by path) is asked through SearchService within its set's source.
 
 Printed: per strategy hit@1, hit@5, MRR@10 (page level: a hit is a target page's URL among the
@@ -84,13 +86,34 @@ class TimingEmbedder(Embedder):
 
 
 class QuietHandler(SimpleHTTPRequestHandler):
+    """Static files, plus a /sitemap.xml listing `first` pages before every other page (sorted)."""
+
+    first: tuple[str, ...] = ()
+
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
         pass
 
+    def do_GET(self) -> None:
+        if self.path != "/sitemap.xml":
+            super().do_GET()
+            return
+        root = Path(self.directory)
+        host = f"http://{self.headers.get('Host')}/"
+        others = sorted(str(p.relative_to(root)) for p in root.rglob("*.html") if "_modules" not in p.parts)
+        paths = list(dict.fromkeys([*self.first, *others]))
+        body = "".join(f"<url><loc>{host}{path}</loc></url>" for path in paths)
+        data = f'<?xml version="1.0"?><urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">{body}</urlset>'
+        self.send_response(200)
+        self.send_header("Content-Type", "application/xml")
+        self.send_header("Content-Length", str(len(data.encode())))
+        self.end_headers()
+        self.wfile.write(data.encode())
 
-def serve(directory: Path) -> ThreadingHTTPServer:
-    """A threaded static server for `directory` on 127.0.0.1 (a free port)."""
-    server = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(QuietHandler, directory=str(directory)))
+
+def serve(directory: Path, first: list[str]) -> ThreadingHTTPServer:
+    """A threaded static server for `directory` on 127.0.0.1 (a free port); its sitemap lists `first` first."""
+    handler = type("SetHandler", (QuietHandler,), {"first": tuple(first)})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(handler, directory=str(directory)))
     server.daemon_threads = True
     threading.Thread(target=server.serve_forever, daemon=True, name=f"serve-{directory.name}").start()
     return server
@@ -252,12 +275,12 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     try:
         for name in available:
             _, directory, start, layout = DOC_SETS[name]
-            server = serve(directory)
+            asked = [q for q in questions if q["set"] == name]
+            server = serve(directory, [t for q in asked for t in q["targets"]])
             base = f"http://127.0.0.1:{server.server_address[1]}/"
             try:
                 crawl = await crawl_set(app, timing, name, base + start, args.max_pages)
                 pages, indexed = await stored_pages(app, crawl["source_id"], base)
-                asked = [q for q in questions if q["set"] == name]
                 texts = [q["q"] for q in asked]
                 targets = [q["targets"] for q in asked]
                 entry: dict[str, Any] = {k: v for k, v in crawl.items() if k != "source_id"}
@@ -313,7 +336,7 @@ def report(results: dict[str, Any]) -> str:
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sets", default="django,postgresql", help=f"comma-separated, of {', '.join(DOC_SETS)}")
-    parser.add_argument("--max-pages", type=int, default=300, help="pages crawled per doc set")
+    parser.add_argument("--max-pages", type=int, default=150, help="pages crawled per doc set")
     parser.add_argument("--concurrency", type=int, default=4, help="crawl_concurrency and per-host concurrency")
     parser.add_argument("--legacy-extraction", action="store_true", help="crawl with the pre-services/pages conversion")
     parser.add_argument("--keep", action="store_true", help="keep the crawled sources (default: delete them)")
