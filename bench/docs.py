@@ -152,6 +152,13 @@ def bench_settings(args: argparse.Namespace) -> Settings:
     )
 
 
+async def drop_leftovers(app: Archivist) -> None:
+    """Delete the sources (with their jobs, pages and chunks) an interrupted earlier run left behind."""
+    rows = await app.db.pool.fetch("SELECT id FROM sources WHERE title LIKE 'bench-docs-%'")
+    for row in rows:
+        await app.db.pool.execute("DELETE FROM sources WHERE id = $1", row["id"])
+
+
 async def crawl_set(app: Archivist, timing: TimingEmbedder, name: str, url: str, max_pages: int) -> dict[str, Any]:
     """Crawl one doc set through the job path; wall time, pages, chunks and embedder busy time."""
     stop = asyncio.Event()
@@ -273,6 +280,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         "sets": {},
     }
     try:
+        await drop_leftovers(app)
         for name in available:
             _, directory, start, layout = DOC_SETS[name]
             asked = [q for q in questions if q["set"] == name]
