@@ -16,6 +16,7 @@ unless the crawl stopped early (max_pages, failures), when nothing is deleted on
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterable
 from dataclasses import dataclass
 from uuid import UUID
@@ -23,6 +24,7 @@ from uuid import UUID
 import asyncpg
 
 ERROR_LENGTH = 300
+ADD_ATTEMPTS = 3
 
 
 @dataclass(frozen=True)
@@ -75,6 +77,9 @@ class Frontier:
     def __init__(self, pool: asyncpg.Pool, job_id: UUID) -> None:
         self.pool = pool
         self.job_id = job_id
+        # Many pages of a job add overlapping link sets at once: one insert at a time in this process
+        # (and a retry against another worker process) so their row locks cannot deadlock.
+        self._add_lock = asyncio.Lock()
 
     async def recover(self) -> int:
         """Put rows a dead (or stopped) worker left in `fetching` back to `pending`."""
@@ -91,6 +96,16 @@ class Frontier:
         rows = dedupe_min_depth(entries)
         if not rows:
             return
+        async with self._add_lock:
+            for attempt in range(ADD_ATTEMPTS):
+                try:
+                    await self._insert(rows)
+                    return
+                except asyncpg.DeadlockDetectedError:
+                    if attempt == ADD_ATTEMPTS - 1:
+                        raise
+
+    async def _insert(self, rows: list[tuple[str, int, str, str | None]]) -> None:
         await self.pool.execute(
             "INSERT INTO crawl_frontier (job_id, url, depth, origin, state, skip_reason) "
             "SELECT $1, t.url, t.depth, t.origin, CASE WHEN t.reason IS NULL THEN 'pending' ELSE 'skipped' END, "
