@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install run test lint bench-beir bench-scale bench-crawl bench-cluster
+.PHONY: install run test lint bench-beir bench-scale bench-crawl bench-cluster bench-docs bench-extraction
 
 $(STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "need $(PYTHON) (set PYTHON=...)"; exit 1; }
@@ -40,3 +40,9 @@ bench-crawl: install
 
 bench-cluster: install
 	$(BIN)/python bench/cluster.py --pages 300 --clients 20 --duration 60
+
+bench-docs: install
+	nice -n 10 $(BIN)/python bench/docs.py --sets django,postgresql --max-pages 150
+
+bench-extraction: install
+	nice -n 10 $(BIN)/python bench/extraction.py --pages 30

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 import asyncpg
 
 from models.jobs import CrawlJob
-from services.crawler import run_job, wait_any
+from services.crawl.runner import run_job, wait_any
 from services.errors import ServiceError
 from services.jobs import MAX_ATTEMPTS
 

@@ -58,7 +58,11 @@ def create_embedder(settings: Settings) -> Embedder:
 
 
 async def embed_documents_async(embedder: Embedder, texts: list[str]) -> np.ndarray:
-    """`embedder.embed_documents` in a worker thread, keeping the event loop responsive."""
+    """`embedder.embed_documents` in a worker thread, keeping the event loop responsive (or through the
+    embedder's own batching queue when it has one, e.g. a crawl job's `BatchingEmbedder`)."""
+    batched = getattr(embedder, "embed_documents_batched", None)
+    if batched is not None:
+        return await batched(texts)
     return await asyncio.to_thread(embedder.embed_documents, texts)
 
 

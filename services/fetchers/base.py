@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
+from typing import Any
 
 
 @dataclass
@@ -20,6 +21,7 @@ class FetchResult:
     error: str | None = None
     not_modified: bool = False  # 304 to a conditional request
     raw: bytes | None = None  # body for non-HTML documents handed to a parser (e.g. PDF)
+    metadata: dict[str, Any] = field(default_factory=dict)  # from the page pipeline (extractor, generator...)
 
     @property
     def ok(self) -> bool:

@@ -25,7 +25,8 @@ from typing import TYPE_CHECKING, Any
 from services.crawl.safety import check_url_allowed
 from services.errors import ServiceError
 from services.fetchers.base import Fetcher, FetchResult
-from services.fetchers.crawl4ai_http import HTML_TYPES, Crawl4aiHttpFetcher, unique_normalized
+from services.fetchers.crawl4ai_http import HTML_TYPES, Crawl4aiHttpFetcher, fill_from_page, load_crawl4ai
+from services.pages import extract_html
 
 if TYPE_CHECKING:
     from services.settings import Settings
@@ -70,6 +71,7 @@ class BrowserFetcher(Fetcher):
     def __init__(self, settings: Settings) -> None:
         self._settings = settings
         self._http = Crawl4aiHttpFetcher(settings)
+        load_crawl4ai()
         self._crawler: Any = None
         self._start_lock = asyncio.Lock()
 
@@ -134,7 +136,7 @@ class BrowserFetcher(Fetcher):
         return await crawler.arun(url, config=config)
 
     async def fetch(self, url: str, *, etag: str | None = None, last_modified: str | None = None) -> FetchResult:
-        """HTTP result, with markdown/title/links replaced by the rendered page's when rendering works."""
+        """HTTP result, with markdown/title/links replaced by the rendered page's (same page pipeline)."""
         result = await self._http.fetch(url, etag=etag, last_modified=last_modified)
         if not result.ok or result.content_type not in HTML_TYPES:
             return result
@@ -144,15 +146,15 @@ class BrowserFetcher(Fetcher):
             logger.warning("browser render failed for %s: %s", result.final_url, exc)
             return result
         status = crawl_result_status(rendered)
-        markdown = getattr(rendered.markdown, "raw_markdown", "") if rendered.markdown else ""
-        if not (200 <= status < 300) or not markdown.strip():
+        html = getattr(rendered, "html", "") or ""
+        page = await asyncio.to_thread(extract_html, html, result.final_url) if html.strip() else None
+        if not (200 <= status < 300) or page is None or not page.markdown.strip():
             logger.info("browser render of %s gave status %s; keeping HTTP result", result.final_url, status)
             return result
-        links = rendered.links or {}
-        hrefs = [link.get("href", "") for kind in ("internal", "external") for link in links.get(kind, [])]
-        result.markdown = markdown.strip()
-        result.title = (rendered.metadata or {}).get("title") or result.title
-        result.links = unique_normalized(hrefs, result.final_url) or result.links
+        links = page.links or result.links
+        title = page.title or result.title
+        fill_from_page(result, page)
+        result.links, result.title = links, title
         return result
 
     async def close(self) -> None:

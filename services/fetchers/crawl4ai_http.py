@@ -1,4 +1,4 @@
-"""HTTP fetcher: httpx for the exchange, crawl4ai for turning HTML into markdown and links.
+"""HTTP fetcher: httpx for the exchange, services.pages for turning a page into article markdown and links.
 
 Why not crawl4ai's `AsyncHTTPCrawlerStrategy` for the request itself (checked against crawl4ai
 0.9.5): it reads the whole body (`response.read()`) with no size limit, lets aiohttp follow redirects
@@ -6,13 +6,12 @@ without exposing the hops, raises a bare `HTTPStatusError` for every non-2xx sta
 without the response headers (so no Location, ETag or Last-Modified), and writes every non-HTML body
 to a downloads folder on disk. Those break the SSRF, size, conditional-request and content-type rules
 here. So httpx does the raw exchange (every redirect hop is checked with `check_url_allowed`, bodies
-are streamed and capped) and crawl4ai's own pipeline pieces, `LXMLWebScrapingStrategy` (cleaned
-HTML, title, links) and `DefaultMarkdownGenerator` (markdown), run on the HTML in a worker thread so
-the event loop never blocks on parsing. The HTTP status is trusted as is: crawl4ai's anti-bot
-heuristics are never consulted.
+are streamed and capped) and the page pipeline (`services.pages.extract_page`: main content, chrome
+removed, markdown, outlinks) runs in a worker thread so the event loop never blocks on parsing. The
+HTTP status is trusted as is.
 
-crawl4ai reads CRAWL4_AI_BASE_DIRECTORY when it is imported, so `prepare_crawl4ai_home` sets it (to
-`<data_dir>/crawl4ai`) before the first, lazy, import of crawl4ai in this process.
+crawl4ai (used by the browser fetcher) reads CRAWL4_AI_BASE_DIRECTORY when it is imported, so
+`prepare_crawl4ai_home` sets it (to `<data_dir>/crawl4ai`) before its first, lazy, import.
 """
 
 from __future__ import annotations
@@ -29,11 +28,14 @@ from typing import TYPE_CHECKING
 
 import httpx
 
-from services.crawl.robots import parse_llms_txt
 from services.crawl.safety import check_url_allowed
 from services.crawl.urls import normalize_url
 from services.errors import ServiceError
 from services.fetchers.base import Fetcher, FetchResult
+from services.pages import ExtractedPage, extract_page
+from services.pages.links import unique_normalized
+
+__all__ = ["HTML_TYPES", "Crawl4aiHttpFetcher", "fill_from_page", "prepare_crawl4ai_home", "unique_normalized"]
 
 if TYPE_CHECKING:
     from services.settings import Settings
@@ -47,8 +49,6 @@ TEXT_TYPES = frozenset({"text/markdown", "text/x-markdown", "text/plain"})
 PDF_TYPES = frozenset({"application/pdf"})
 ACCEPT = "text/html,application/xhtml+xml;q=0.9,text/markdown;q=0.9,text/plain;q=0.8,application/pdf;q=0.7,*/*;q=0.1"
 _META_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?([A-Za-z0-9_.:-]+)""", re.IGNORECASE)
-_MARKDOWN_HEADING = re.compile(r"^#{1,2}\s+(.+?)\s*#*\s*$", re.MULTILINE)
-_CRAWL4AI_CONVERSION_ERROR = "Error converting HTML to markdown:"
 
 
 @dataclass(frozen=True)
@@ -75,53 +75,13 @@ def prepare_crawl4ai_home(settings: Settings) -> Crawl4aiPaths:
     return Crawl4aiPaths(base=base, downloads=downloads)
 
 
-@dataclass
-class HtmlPage:
-    """What crawl4ai made of one HTML document."""
-
-    title: str | None
-    markdown: str
-    links: list[str]
-
-
-def unique_normalized(urls: list[str], base: str) -> list[str]:
-    """Normalise `urls` against `base`, drop non-http(s) ones, de-duplicate keeping order."""
-    seen: dict[str, None] = {}
-    for url in urls:
-        normalized = normalize_url(url, base=base)
-        if normalized:
-            seen.setdefault(normalized, None)
-    return list(seen)
-
-
 def load_crawl4ai() -> None:
-    """Import the crawl4ai modules used here (about a second, once per process).
+    """Import the crawl4ai modules the browser fetcher renders with (about a second, once per process).
 
-    Done when a fetcher is built, after `prepare_crawl4ai_home`, so the import never happens with the
-    wrong home directory nor in the middle of a crawl.
+    Done when a browser fetcher is built, after `prepare_crawl4ai_home`, so the import never happens
+    with the wrong home directory nor in the middle of a crawl. The HTTP fetcher does not need it.
     """
-    import crawl4ai.content_scraping_strategy  # noqa: F401
-    import crawl4ai.markdown_generation_strategy  # noqa: F401
-
-
-def html_to_page(html: str, url: str) -> HtmlPage:
-    """Convert HTML to title, markdown and absolute links with crawl4ai (blocking: run in a thread)."""
-    from crawl4ai.content_scraping_strategy import LXMLWebScrapingStrategy
-    from crawl4ai.markdown_generation_strategy import DefaultMarkdownGenerator
-
-    scraped = LXMLWebScrapingStrategy().scrap(url, html)
-    generator = DefaultMarkdownGenerator(options={"single_line_break": False})
-    markdown = generator.generate_markdown(input_html=scraped.cleaned_html, base_url=url, citations=False)
-    raw_markdown = markdown.raw_markdown or ""
-    if raw_markdown.startswith(_CRAWL4AI_CONVERSION_ERROR):
-        raise ValueError(raw_markdown)
-    hrefs = [link.href for link in [*scraped.links.internal, *scraped.links.external] if link.href]
-    title = (scraped.metadata or {}).get("title") or None
-    return HtmlPage(
-        title=title.strip() if title else None,
-        markdown=raw_markdown.strip(),
-        links=unique_normalized(hrefs, url),
-    )
+    import crawl4ai.async_webcrawler  # noqa: F401
 
 
 def media_type(content_type_header: str) -> str:
@@ -162,12 +122,6 @@ def sniff_media_type(body: bytes) -> str | None:
     return None
 
 
-def markdown_title(text: str) -> str | None:
-    """The first level-1 or level-2 heading of a markdown document."""
-    match = _MARKDOWN_HEADING.search(text)
-    return match.group(1) if match else None
-
-
 class BodyTooLarge(Exception):
     """The body is larger than crawl_max_page_bytes."""
 
@@ -191,7 +145,6 @@ class Crawl4aiHttpFetcher(Fetcher):
     def __init__(self, settings: Settings) -> None:
         self._settings = settings
         self.paths = prepare_crawl4ai_home(settings)
-        load_crawl4ai()
         self._client: httpx.AsyncClient | None = None
 
     def _http(self) -> httpx.AsyncClient:
@@ -333,22 +286,19 @@ class Crawl4aiHttpFetcher(Fetcher):
             return result
         is_html = download.content_type in HTML_TYPES
         text = decode_body(download.body, download.charset, sniff_meta=is_html)
-        if not is_html:
-            return self._fill_text(result, text)
         try:
-            page = await asyncio.to_thread(html_to_page, text, download.final_url)
-        except Exception as exc:  # crawl4ai/lxml failures must not escape a fetch
+            page = await asyncio.to_thread(extract_page, text, download.final_url, download.content_type)
+        except Exception as exc:  # a parser failure must not escape a fetch
             logger.warning("could not convert %s: %s", download.final_url, exc)
             result.error = f"conversion failed: {exc}"
             return result
-        result.title, result.markdown, result.links = page.title, page.markdown, page.links
+        fill_from_page(result, page)
         return result
 
-    @staticmethod
-    def _fill_text(result: FetchResult, text: str) -> FetchResult:
-        """Markdown and plain text pass through; markdown also yields a title and links."""
-        result.markdown = text.strip()
-        if result.content_type != "text/plain":
-            result.title = markdown_title(text)
-            result.links = parse_llms_txt(text, result.final_url)
-        return result
+
+def fill_from_page(result: FetchResult, page: ExtractedPage) -> None:
+    """Copy an extracted page's title, markdown, links and metadata into a fetch result."""
+    result.title = page.title
+    result.markdown = page.markdown
+    result.links = page.links
+    result.metadata = dict(page.metadata)

@@ -1,0 +1,277 @@
+"""One page of a crawl job: robots check, (conditional) fetch, then store, keep, skip or fail it.
+
+A stored HTML page extracted by an older version of the page pipeline (services.pages) is fetched
+again without validators, so a 304 cannot keep its old text: the new extraction is compared by
+content hash and, when it differs, the page is re-chunked and re-embedded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+from uuid import UUID
+
+from models.jobs import CrawlJob, CrawlParams
+from services.crawl.frontier import Frontier, FrontierRow, RowResult, short_error
+from services.crawl.politeness import HostThrottle
+from services.crawl.robots_cache import RobotsCache
+from services.crawl.urls import normalize_url
+from services.documents import DocumentService, page_content
+from services.errors import NotFound, ServiceError
+from services.fetchers.base import Fetcher, FetchResult
+from services.pages import EXTRACTOR_VERSION
+
+if TYPE_CHECKING:
+    from services.app import Archivist
+
+GONE_STATUSES = frozenset({404, 410})
+NON_TEXT_PREFIX = "non-text content"
+#: Page pipeline metadata stored with a crawled document.
+PAGE_METADATA_KEYS = frozenset({"extractor", "main_content", "generator", "description", "language"})
+
+
+@dataclass(frozen=True)
+class KnownDocument:
+    """The document a source already holds for a URL (its validators allow a conditional request)."""
+
+    id: UUID
+    content_hash: str
+    chunk_count: int
+    etag: str | None
+    last_modified: str | None
+    created_at: datetime
+    updated_at: datetime
+    document_type: str = ""
+    extractor: str | None = None
+
+    def validators(self) -> tuple[str | None, str | None]:
+        """(ETag, Last-Modified) for a conditional request; none for an HTML page an older page
+        pipeline extracted (a 304 would keep its old text)."""
+        if self.document_type == "html" and self.extractor != EXTRACTOR_VERSION:
+            return None, None
+        return self.etag, self.last_modified
+
+
+class PageCrawler:
+    """Crawls single frontier rows of one job; counts the pages it finished (`ingested`)."""
+
+    def __init__(
+        self,
+        app: Archivist,
+        job: CrawlJob,
+        frontier: Frontier,
+        robots: RobotsCache,
+        throttle: HostThrottle,
+        documents: DocumentService,
+        refusal: Callable[[str], str | None],
+    ) -> None:
+        self.app = app
+        self.job = job
+        self.params: CrawlParams = job.params
+        self.frontier = frontier
+        self.robots = robots
+        self.throttle = throttle
+        self.documents = documents
+        self.refusal = refusal
+        self.fetcher: Fetcher | None = None
+        self.ingested = 0
+
+    async def crawl(self, row: FrontierRow) -> None:
+        """Fetch one claimed row and settle it."""
+        if not (await self.robots.policy(row.url)).can_fetch(row.url):
+            await self._skip(row.url, "robots")
+            return
+        known = await self.known_document(row.url)
+        assert self.fetcher is not None
+        async with self.throttle.slot(row.url):
+            etag, last_modified = known.validators() if known else (None, None)
+            page = await self.fetcher.fetch(row.url, etag=etag, last_modified=last_modified)
+        if page.not_modified and known is not None:
+            await self._keep_unchanged(row, known, page)
+        elif not page.ok:
+            await self._record_failure(row, known, page)
+        else:
+            await self._ingest_fetched(row, known, page)
+
+    async def known_document(self, url: str) -> KnownDocument | None:
+        row = await self.app.db.pool.fetchrow(
+            "SELECT id, content_hash, chunk_count, created_at, updated_at, metadata->>'etag' AS etag, "
+            "metadata->>'last_modified' AS last_modified, document_type, metadata->>'extractor' AS extractor "
+            "FROM documents WHERE source_id = $1 AND url = $2",
+            self.job.source_id,
+            url,
+        )
+        return KnownDocument(**dict(row)) if row else None
+
+    async def _skip(self, url: str, reason: str, known: KnownDocument | None = None, status: int | None = None) -> None:
+        """Skip a page; a page the source held that may no longer be crawled loses its document."""
+        outcome = "deleted" if known is not None and await self.delete_document(known.id) else None
+        await self.frontier.finish_row(
+            url, RowResult("skipped", outcome=outcome, skip_reason=reason, http_status=status)
+        )
+
+    async def _record_failure(self, row: FrontierRow, known: KnownDocument | None, page: FetchResult) -> None:
+        if page.status in GONE_STATUSES and known is not None:
+            deleted = await self.delete_document(known.id)
+            result = RowResult(
+                "gone", outcome="deleted" if deleted else None, http_status=page.status, error=f"HTTP {page.status}"
+            )
+            await self.frontier.finish_row(row.url, result)
+        elif (page.error or "").startswith(NON_TEXT_PREFIX):
+            await self._skip(row.url, "non-text", known, page.status)
+        else:
+            error = short_error(page.error or f"HTTP {page.status}")
+            await self.frontier.finish_row(row.url, RowResult("failed", error=error, http_status=page.status or None))
+
+    async def _keep_unchanged(self, row: FrontierRow, known: KnownDocument, page: FetchResult) -> None:
+        """304: the stored document stands; its stored outlinks continue the crawl."""
+        outcome = self._outcome_after_recovery(row, "unchanged", known.created_at, known.updated_at)
+        result = RowResult(
+            "done",
+            outcome=outcome,
+            http_status=304,
+            document_id=known.id,
+            etag=page.etag,
+            last_modified=page.last_modified,
+            content_hash=known.content_hash,
+            chunks=known.chunk_count,
+        )
+        await self.frontier.finish_row(row.url, result)
+        self.ingested += 1
+        links = await self.app.db.pool.fetch("SELECT to_url FROM document_links WHERE from_document_id = $1", known.id)
+        await self._enqueue_links(row, [r["to_url"] for r in links])
+
+    async def _ingest_fetched(self, row: FrontierRow, known: KnownDocument | None, page: FetchResult) -> None:
+        """A 2xx page: settle a redirect, then store the page under the URL it was finally served from."""
+        target = row
+        final_url = normalize_url(page.final_url or row.url) or row.url
+        if final_url != row.url:
+            claimed = await self._follow_redirect(row, known, final_url)
+            if claimed is None:
+                return
+            target, known = claimed, await self.known_document(final_url)
+        try:
+            await self._store_page(target, known, page, follow_only=self._follow_only(row))
+        except ServiceError as exc:
+            await self.frontier.finish_row(target.url, RowResult("failed", error=short_error(exc.message)))
+
+    def _follow_only(self, row: FrontierRow) -> bool:
+        """The start page is read for its links even when the patterns leave it out of the source."""
+        return row.origin == "start" and self.refusal(row.url) == "pattern"
+
+    async def _store_page(
+        self, target: FrontierRow, known: KnownDocument | None, page: FetchResult, follow_only: bool
+    ) -> None:
+        title, text, document_type = page_content(page)
+        if follow_only:
+            await self._enqueue_links(target, page.links)
+            await self._skip(target.url, "pattern", known, page.status)
+            return
+        metadata = self._document_metadata(target, page)
+        result = await self.documents.ingest(
+            self.job.source_id, (title or target.url).strip()[:500], text, document_type, target.url, metadata
+        )
+        document = result.document
+        if document.url != target.url:
+            await self._skip(target.url, "duplicate", status=page.status)  # same content as another page
+            await self._enqueue_links(target, page.links)  # its links still lead the crawl on
+            return
+        if result.status == "unchanged":
+            await self._refresh_validators(document.id, known, page)
+        async with self.app.db.pool.acquire() as conn:
+            await self.app.documents.set_links(conn, document.id, self.job.source_id, page.links)
+        outcome = self._outcome_after_recovery(target, result.status, document.created_at, document.updated_at)
+        await self.frontier.finish_row(
+            target.url,
+            RowResult(
+                "done",
+                outcome=outcome,
+                http_status=page.status,
+                document_id=document.id,
+                etag=page.etag,
+                last_modified=page.last_modified,
+                content_hash=document.content_hash,
+                chunks=document.chunk_count,
+                chunks_embedded=result.chunks_created,
+            ),
+        )
+        self.ingested += 1
+        await self._enqueue_links(target, page.links)
+
+    async def _follow_redirect(
+        self, row: FrontierRow, known: KnownDocument | None, final_url: str
+    ) -> FrontierRow | None:
+        """The frontier row that owns a redirect's target, or None when the row was settled here.
+
+        The redirecting URL's own document (if the source held one) is deleted: it lives on under
+        the final URL.
+        """
+        reason = self.refusal(final_url)
+        if reason is None and not (await self.robots.policy(final_url)).can_fetch(final_url):
+            reason = "robots"
+        claimed = None if reason else await self.frontier.claim_redirect_target(final_url, row.depth)
+        outcome = "deleted" if known is not None and await self.delete_document(known.id) else None
+        if claimed is None:
+            result = RowResult("skipped", outcome=outcome, skip_reason=reason or "duplicate", final_url=final_url)
+        else:
+            result = RowResult("redirected", outcome=outcome, final_url=final_url)
+        await self.frontier.finish_row(row.url, result)
+        return claimed
+
+    def _document_metadata(self, row: FrontierRow, page: FetchResult) -> dict[str, Any]:
+        return {
+            "http_status": page.status,
+            "content_type": page.content_type,
+            "etag": page.etag,
+            "last_modified": page.last_modified,
+            "crawl_root": self.params.url,
+            "crawl_job_id": str(self.job.id),
+            "crawl_depth": row.depth,
+            **{k: v for k, v in page.metadata.items() if k in PAGE_METADATA_KEYS},
+        }
+
+    async def _refresh_validators(self, document_id: UUID, known: KnownDocument | None, page: FetchResult) -> None:
+        """Same content, new ETag/Last-Modified (or extractor version): store them so the next recrawl
+        can ask for a 304."""
+        extractor = page.metadata.get("extractor")
+        if known is not None and (known.etag, known.last_modified, known.extractor) == (
+            page.etag,
+            page.last_modified,
+            extractor,
+        ):
+            return
+        await self.app.db.pool.execute(
+            "UPDATE documents SET metadata = metadata || $2 WHERE id = $1",
+            document_id,
+            {
+                "etag": page.etag,
+                "last_modified": page.last_modified,
+                "crawl_root": self.params.url,
+                **({"extractor": extractor} if extractor else {}),
+            },
+        )
+
+    def _outcome_after_recovery(self, row: FrontierRow, status: str, created: datetime, updated: datetime) -> str:
+        """A page re-fetched after a worker died may have been stored by that worker: count what it did."""
+        if status != "unchanged" or row.attempts <= 1:
+            return status
+        if created >= self.job.created_at:
+            return "created"
+        if updated >= self.job.created_at:
+            return "updated"
+        return status
+
+    async def _enqueue_links(self, row: FrontierRow, links: list[str]) -> None:
+        depth = row.depth + 1
+        if depth > self.params.depth_limit:
+            return
+        await self.frontier.add((url, depth, "link", self.refusal(url)) for url in links)
+
+    async def delete_document(self, document_id: UUID) -> bool:
+        try:
+            await self.app.documents.delete(document_id)
+        except NotFound:
+            return False
+        return True

@@ -1,0 +1,58 @@
+"""robots.txt per host for one job (fetched once, Crawl-delay applied to the throttle)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
+
+from services.crawl.politeness import HostThrottle
+from services.crawl.robots import RobotsPolicy, fetch_text
+from services.crawl.urls import host_key
+
+if TYPE_CHECKING:
+    from services.settings import Settings
+
+MAX_DISCOVERY_BYTES = 2_000_000
+
+
+def site_root(url: str) -> str:
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}"
+
+
+class RobotsCache:
+    """robots.txt per host, fetched once per job; applies Crawl-delay to the throttle."""
+
+    def __init__(self, settings: Settings, throttle: HostThrottle, warnings: list[str]) -> None:
+        self.settings = settings
+        self.throttle = throttle
+        self.warnings = warnings
+        self._policies: dict[str, RobotsPolicy] = {}
+        self._locks: dict[str, asyncio.Lock] = {}
+
+    async def policy(self, url: str) -> RobotsPolicy:
+        key = host_key(url)
+        async with self._locks.setdefault(key, asyncio.Lock()):
+            if key not in self._policies:
+                self._policies[key] = await self._load(url)
+        return self._policies[key]
+
+    async def _load(self, url: str) -> RobotsPolicy:
+        robots_url = site_root(url) + "/robots.txt"
+        status, text = await fetch_text(
+            robots_url,
+            user_agent=self.settings.crawl_user_agent,
+            timeout=self.settings.crawl_page_timeout,
+            max_bytes=MAX_DISCOVERY_BYTES,
+            allow_private=self.settings.crawl_allow_private,
+        )
+        if status == 0:
+            # No answer at all: the page fetches will fail with the real network error, so let them.
+            policy = RobotsPolicy.allow_all()
+        else:
+            policy = RobotsPolicy.from_response(status, text, self.settings.crawl_user_agent)
+            if status >= 500:
+                self.warnings.append(f"{robots_url} answered HTTP {status}: the site is not crawled (RFC 9309).")
+        self.throttle.set_host_delay(url, policy.crawl_delay)  # None clears a delay left by an earlier job
+        return policy

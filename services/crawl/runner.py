@@ -1,0 +1,353 @@
+"""Runs one crawl job: seeding, scheduling pages through a fetch/extract -> embed pipeline, recrawl
+rules, cancel / stop / heartbeat.
+
+The frontier (`crawl_frontier`) holds every URL the job has seen, keyed (job_id, url), with its depth
+and state. Rows are claimed `pending -> fetching` in breadth-first order and end `done`, `failed`,
+`skipped` (robots, pattern, off-scope, non-text, duplicate, max-pages), `gone` (404/410 or no longer
+linked: its document was deleted) or `redirected` (crawled under its final URL). A worker that dies
+leaves rows in `fetching`; whoever resumes the job puts them back to `pending`. Documents are unique
+per (source, url) and ingestion is an upsert, so a page fetched again after a crash is never stored
+twice.
+
+A recrawl also seeds the URLs of the pages the source already holds from this crawl (`origin =
+'previous'`, `linked = false`). They are fetched only once the crawl finds them again (a link, the
+sitemap, llms.txt); those it never finds are no longer reachable and their documents are deleted,
+unless the crawl stopped early (max_pages, failures), when nothing is deleted on that ground.
+
+Throughput: more pages are in flight than fetch slots (the throttle bounds fetching), so while the
+embedder works on some pages' chunks, the next pages are fetched, extracted and chunked; all pages'
+embedding requests go through one `EmbedBatcher`, which embeds whatever has queued up in one call
+(batches span pages), so the embedder never waits on the network or the parser.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Coroutine, Iterable
+from typing import TYPE_CHECKING, Any
+
+import asyncpg
+
+from models.jobs import CrawlJob, CrawlParams
+from services.crawl.embed_batcher import BatchingEmbedder
+from services.crawl.frontier import Frontier, FrontierRow, RowResult, short_error
+from services.crawl.page_crawl import PageCrawler
+from services.crawl.robots import fetch_text, parse_llms_txt, parse_sitemap
+from services.crawl.robots_cache import MAX_DISCOVERY_BYTES, RobotsCache, site_root
+from services.crawl.urls import in_scope, matches_patterns, normalize_url
+from services.documents import DocumentService
+from services.errors import ServiceError
+from services.fetchers import create_fetcher
+
+if TYPE_CHECKING:
+    from services.app import Archivist
+
+logger = logging.getLogger(__name__)
+
+WATCH_SECONDS = 0.5  # how often the cancel flag is read (cancel must take effect within 2 s)
+MAX_SITEMAPS = 10
+MAX_SEED_URLS = 5000
+PIPELINE_FACTOR = 3  # pages in flight per fetch slot: the rest are extracted, chunked or awaiting embedding
+PREVIOUS_GONE_ERROR = "no longer linked from the site"
+
+
+class CrawlRunner:
+    """Runs one claimed job to completion, cancellation, hand-back (stop) or loss of ownership."""
+
+    def __init__(self, app: Archivist, job: CrawlJob, worker_id: str, stop: asyncio.Event) -> None:
+        self.app = app
+        self.settings = app.settings
+        self.job = job
+        self.params: CrawlParams = job.params
+        self.worker_id = worker_id
+        self.stop = stop
+        self.frontier = Frontier(app.db.pool, job.id)
+        self.warnings: list[str] = []
+        if job.attempts > 1:
+            self.warnings.append(
+                f"Resumed by worker {worker_id} after the previous worker stopped (attempt {job.attempts})."
+            )
+        self.throttle = app.jobs.throttle
+        self.robots = RobotsCache(app.settings, self.throttle, self.warnings)
+        self.cancel_event = app.jobs.cancel_event(job.id)
+        self.interrupt = asyncio.Event()
+        self.interrupt_reason: str | None = None
+        self.embedder = BatchingEmbedder(app.embedder)
+        documents = DocumentService(app.db, app.sources, self.embedder, app.settings)
+        self.pages = PageCrawler(app, job, self.frontier, self.robots, self.throttle, documents, self.refusal)
+
+    # ---------- the job ----------
+
+    async def run(self) -> None:
+        """Crawl, then record the final status (or hand the job back / leave it to its new owner)."""
+        watcher = asyncio.create_task(self._watch(), name=f"crawl-watch-{self.job.id}")
+        try:
+            recovered = await self.frontier.recover()
+            if recovered:
+                logger.info(
+                    "job %s: %d pages left mid-fetch by a previous worker go back to pending", self.job.id, recovered
+                )
+            self.pages.ingested = await self.frontier.done_count()
+            self.pages.fetcher = await asyncio.to_thread(create_fetcher, self.settings)
+            if await self._unless_interrupted(self._seed_once()):
+                await self._crawl()
+            await self._conclude()
+        finally:
+            watcher.cancel()
+            await asyncio.gather(watcher, return_exceptions=True)
+            self.app.jobs.forget_cancel_event(self.job.id)
+            await self.embedder.close()
+            if self.pages.fetcher is not None:
+                await self.pages.fetcher.close()
+
+    async def _unless_interrupted(self, work: Coroutine[Any, Any, None]) -> bool:
+        """Run `work` unless a cancel / stop / loss of ownership comes first (then cancel it: False)."""
+        task = asyncio.create_task(work)
+        interrupted = asyncio.create_task(self.interrupt.wait())
+        try:
+            await asyncio.wait([task, interrupted], return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for pending in (task, interrupted):
+                if not pending.done():
+                    pending.cancel()
+            await asyncio.gather(task, interrupted, return_exceptions=True)
+        if task.cancelled():
+            return False
+        task.result()  # re-raise what the work raised
+        return True
+
+    async def _conclude(self) -> None:
+        reason = self.interrupt_reason
+        if reason == "lost":
+            logger.warning("job %s was taken over by another worker; %s stops", self.job.id, self.worker_id)
+        elif reason == "stop":
+            await self.app.jobs.release(self.job.id, self.worker_id)
+        elif reason == "cancel":
+            await self.frontier.recover()
+            await self.app.jobs.finish(self.job.id, self.worker_id, "cancelled", None, self.warnings)
+            logger.info("job %s cancelled", self.job.id)
+        else:
+            await self._complete()
+
+    # ---------- seeding ----------
+
+    async def _seed_once(self) -> None:
+        """Start URL, sitemaps, llms.txt and (recrawl) the previous pages; once per job, idempotent."""
+        seeded = await self.app.db.pool.fetchval("SELECT seeded FROM crawl_jobs WHERE id = $1", self.job.id)
+        if seeded:
+            return
+        start = self.params.url
+        await self.frontier.add([(start, 0, "start", None)])
+        if self.params.depth_limit >= 1:
+            discovered = await self._discover()
+            await self.frontier.add((url, 1, origin, self.refusal(url)) for url, origin in discovered)
+        if self.job.kind == "recrawl":
+            await self.frontier.add_previous(await self._previous_urls(), self.params.depth_limit)
+        await self.app.db.pool.execute("UPDATE crawl_jobs SET seeded = true WHERE id = $1", self.job.id)
+
+    async def _discover(self) -> list[tuple[str, str]]:
+        """Page URLs from the sitemaps (robots.txt's and /sitemap.xml) and /llms.txt of the start host."""
+        root = site_root(self.params.url)
+        policy = await self.robots.policy(self.params.url)
+        queue = list(dict.fromkeys([*policy.sitemaps, root + "/sitemap.xml"]))
+        found: list[tuple[str, str]] = []
+        seen: set[str] = set()
+        while queue and len(seen) < MAX_SITEMAPS and len(found) < MAX_SEED_URLS:
+            sitemap_url = normalize_url(queue.pop(0))
+            if sitemap_url is None or sitemap_url in seen:
+                continue
+            seen.add(sitemap_url)
+            status, text = await self._fetch_discovery_file(sitemap_url)
+            if status == 200:
+                pages, nested = parse_sitemap(text)
+                found.extend((u, "sitemap") for u in pages)
+                queue.extend(nested)
+        llms_url = root + "/llms.txt"
+        status, text = await self._fetch_discovery_file(llms_url)
+        if status == 200:
+            found.extend((u, "llms") for u in parse_llms_txt(text, llms_url))
+        normalized = [(normalize_url(u), origin) for u, origin in found[:MAX_SEED_URLS]]
+        return [(u, origin) for u, origin in normalized if u]
+
+    async def _fetch_discovery_file(self, url: str) -> tuple[int, str]:
+        return await fetch_text(
+            url,
+            user_agent=self.settings.crawl_user_agent,
+            timeout=self.settings.crawl_page_timeout,
+            max_bytes=MAX_DISCOVERY_BYTES,
+            allow_private=self.settings.crawl_allow_private,
+        )
+
+    async def _previous_urls(self) -> list[str]:
+        rows = await self.app.db.pool.fetch(
+            "SELECT url FROM documents WHERE source_id = $1 AND url IS NOT NULL AND metadata->>'crawl_root' = $2",
+            self.job.source_id,
+            self.params.url,
+        )
+        return [r["url"] for r in rows]
+
+    def refusal(self, url: str) -> str | None:
+        """Why a discovered URL is not fetched (off-scope, pattern), or None."""
+        if not in_scope(url, self.params.url, self.params.scope):
+            return "off-scope"
+        if not matches_patterns(url, self.params.include_patterns, self.params.exclude_patterns):
+            return "pattern"
+        return None
+
+    # ---------- scheduling ----------
+
+    async def _crawl(self) -> None:
+        """Keep PIPELINE_FACTOR x `crawl_concurrency` pages in flight (fetching itself is bounded by the
+        throttle), never more than the remaining page budget."""
+        in_flight: dict[asyncio.Task[None], FrontierRow] = {}
+        interrupted = asyncio.create_task(self.interrupt.wait())
+        try:
+            while not self.interrupt.is_set():
+                await self._schedule(in_flight)
+                if not in_flight:
+                    break
+                done, _ = await asyncio.wait([*in_flight, interrupted], return_when=asyncio.FIRST_COMPLETED)
+                for task in done:
+                    if task is not interrupted:
+                        in_flight.pop(task)
+                        self._log_task_failure(task)
+        finally:
+            interrupted.cancel()
+            for task in in_flight:
+                task.cancel()
+            await asyncio.gather(interrupted, *in_flight, return_exceptions=True)
+
+    async def _schedule(self, in_flight: dict[asyncio.Task[None], FrontierRow]) -> None:
+        budget = self.params.max_pages - self.pages.ingested - len(in_flight)
+        slots = min(PIPELINE_FACTOR * self.settings.crawl_concurrency - len(in_flight), budget)
+        if slots <= 0:
+            return
+        for row in await self.frontier.claim(slots):
+            in_flight[asyncio.create_task(self._process(row), name=f"crawl-{row.url}")] = row
+
+    @staticmethod
+    def _log_task_failure(task: asyncio.Task[None]) -> None:
+        if not task.cancelled() and task.exception() is not None:
+            logger.error("crawl task failed", exc_info=task.exception())
+
+    async def _process(self, row: FrontierRow) -> None:
+        """Crawl one row; any unexpected error fails that page only."""
+        try:
+            await self.pages.crawl(row)
+        except asyncio.CancelledError:
+            raise
+        except ServiceError as exc:
+            await self.frontier.finish_row(row.url, RowResult("failed", error=short_error(exc.message)))
+        except Exception as exc:
+            logger.exception("job %s: unexpected error crawling %s", self.job.id, row.url)
+            await self.frontier.finish_row(
+                row.url, RowResult("failed", error=f"unexpected error: {type(exc).__name__}")
+            )
+
+    # ---------- the end ----------
+
+    async def _complete(self) -> None:
+        """Settle the frontier and record completed / failed with warnings."""
+        await self.frontier.fail_stuck()
+        left = await self.frontier.count("state = 'pending' AND linked")
+        if left:
+            await self.frontier.skip_pending("max-pages")
+            self.warnings.append(
+                f"max_pages ({self.params.max_pages}) reached: {left} discovered pages were not fetched."
+            )
+        if self.job.kind == "recrawl":
+            await self._remove_unreached(complete=not left)
+        crawled = await self.frontier.done_count()
+        failed = await self.frontier.count("state = 'failed'")
+        status, error = "completed", None
+        if crawled == 0 and failed:
+            first = await self.frontier.first_error()
+            detail = f" First error: {first[0]}: {first[1]}" if first else ""
+            status, error = "failed", short_error(f"No page could be crawled ({failed} failed).{detail}")
+        elif crawled == 0 and not await self.frontier.count("state = 'gone'"):
+            skipped = await self.frontier.skipped_summary()
+            reasons = ", ".join(f"{k}: {v}" for k, v in skipped.items()) or "nothing found"
+            self.warnings.append(f"Nothing was ingested: every page was skipped ({reasons}).")
+        await self.app.jobs.finish(self.job.id, self.worker_id, status, error, self.warnings)
+        logger.info("job %s %s: %d pages crawled, %d failed", self.job.id, status, crawled, failed)
+
+    async def _remove_unreached(self, complete: bool) -> None:
+        """Delete the documents of previous pages this recrawl did not find again (if it looked everywhere)."""
+        unreached = await self.frontier.unreached_previous()
+        if not unreached:
+            return
+        transient = await self.frontier.transient_failures()
+        if not complete or transient:
+            why = "max_pages was reached" if not complete else f"{transient} pages failed"
+            self.warnings.append(
+                f"{len(unreached)} previously crawled pages were not found again but were kept because {why}."
+            )
+            return
+        for url in unreached:
+            known = await self.pages.known_document(url)
+            deleted = known is not None and await self.pages.delete_document(known.id)
+            result = RowResult("gone", outcome="deleted" if deleted else None, error=PREVIOUS_GONE_ERROR)
+            await self.frontier.finish_row(url, result)
+
+    # ---------- cancel, stop, heartbeat ----------
+
+    def _interrupt(self, reason: str) -> None:
+        if not self.interrupt.is_set():
+            self.interrupt_reason = reason
+            self.interrupt.set()
+
+    async def _watch(self) -> None:
+        """Heartbeat, and turn cancel / stop / lost ownership into an interrupt (checked every 0.5 s)."""
+        last_beat = time.monotonic()
+        while not self.interrupt.is_set():
+            await wait_any((self.cancel_event, self.stop), WATCH_SECONDS)
+            if self.stop.is_set():
+                self._interrupt("stop")
+            elif self.cancel_event.is_set():
+                self._interrupt("cancel")
+            else:
+                try:
+                    last_beat = await self._beat_or_poll(last_beat)
+                except (asyncpg.PostgresError, OSError) as exc:
+                    logger.warning("job %s: heartbeat failed: %s", self.job.id, exc)
+
+    async def _beat_or_poll(self, last_beat: float) -> float:
+        if time.monotonic() - last_beat >= self.settings.job_heartbeat_seconds:
+            beat = await self.app.jobs.heartbeat(self.job.id, self.worker_id)
+            if not beat.owned:
+                self._interrupt("lost")
+            elif beat.cancel_requested:
+                self._interrupt("cancel")
+            return time.monotonic()
+        if await self.app.db.pool.fetchval("SELECT cancel_requested FROM crawl_jobs WHERE id = $1", self.job.id):
+            self._interrupt("cancel")
+        return last_beat
+
+
+async def wait_any(events: Iterable[asyncio.Event], timeout: float) -> None:
+    """Return when any event is set or `timeout` seconds have passed."""
+    waiters = [asyncio.create_task(e.wait()) for e in events]
+    try:
+        await asyncio.wait(waiters, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for waiter in waiters:
+            waiter.cancel()
+        await asyncio.gather(*waiters, return_exceptions=True)
+
+
+async def run_job(app: Archivist, job: CrawlJob, worker_id: str, stop: asyncio.Event) -> None:
+    """Run a claimed job; an unexpected error fails the job with a short message (logged in full)."""
+    try:
+        await CrawlRunner(app, job, worker_id, stop).run()
+    except asyncio.CancelledError:
+        raise
+    except Exception as exc:
+        logger.exception("job %s failed", job.id)
+        try:
+            await app.jobs.finish(
+                job.id, worker_id, "failed", short_error(f"internal error: {type(exc).__name__}: {exc}")
+            )
+        except Exception:
+            logger.exception("job %s: could not record the failure", job.id)

@@ -1,0 +1,104 @@
+"""Crawled pages go through the page pipeline: article text only, link targets in the links table,
+and pages stored by an older extractor are fetched in full and re-extracted on their next recrawl."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import pytest_asyncio
+
+from services.app import Archivist
+from services.crawl.embed_batcher import BatchingEmbedder
+from services.pages import EXTRACTOR_VERSION
+from tests.conftest import make_settings
+from tests.fixture_site import FixtureSite
+from tests.test_crawl_jobs import crawl, run_until_finished
+from tests.test_extraction_layouts import sphinx_page
+
+
+@pytest_asyncio.fixture(scope="module")
+async def crawl_app(database_url: str, files_dir: Path, embedder: Any) -> AsyncIterator[Archivist]:
+    settings = make_settings(database_url, files_dir, crawl_delay_seconds=0, job_poll_seconds=0.1)
+    app = await Archivist.open(settings, embedder)
+    yield app
+    await app.close()
+
+
+@pytest.fixture
+def site() -> Any:
+    running = FixtureSite(with_defaults=False).start()
+    running.set_page("/guide/brewing.html", sphinx_page())
+    running.set_page(
+        "/guide/grind.html", "<html><body><main><h1>Grind</h1><p>Burrs beat blades.</p></main></body></html>"
+    )
+    yield running
+    running.stop()
+
+
+async def test_crawled_page_keeps_article_and_links(crawl_app: Archivist, site: FixtureSite) -> None:
+    job = await crawl(crawl_app, site.url_for("/guide/brewing.html"), recursive=True, max_depth=1, max_pages=5)
+    row = await crawl_app.db.pool.fetchrow(
+        "SELECT id, content, metadata FROM documents WHERE source_id = $1 AND url = $2",
+        job.source_id,
+        site.url_for("/guide/brewing.html"),
+    )
+    content = row["content"]
+    assert content.startswith("# Brewing with a moka pot") and "## Grind size" in content
+    for chrome in ("Skip to content", "Next chapter", "Search the docs", "Copyright 2031", "¶", "http"):
+        assert chrome not in content
+    assert row["metadata"]["extractor"] == EXTRACTOR_VERSION and row["metadata"]["main_content"] == "sphinx"
+    links = {r["to_url"] for r in await crawl_app.db.pool.fetch(
+        "SELECT to_url FROM document_links WHERE from_document_id = $1", row["id"]
+    )}  # fmt: skip
+    assert site.url_for("/guide/grind.html") in links  # the chrome "next" link still leads the crawl
+    heading_paths = await crawl_app.db.pool.fetch(
+        "SELECT heading_path FROM chunks WHERE document_id = $1 ORDER BY chunk_index", row["id"]
+    )
+    assert any("Grind size" in (r["heading_path"] or []) for r in heading_paths)
+
+
+async def test_page_from_an_older_extractor_is_refetched_and_replaced(crawl_app: Archivist, site: FixtureSite) -> None:
+    job = await crawl(crawl_app, site.url_for("/guide/brewing.html"), max_pages=1)
+    url = site.url_for("/guide/brewing.html")
+    # What an older extractor stored: chrome and link targets in the text, an ETag that still matches.
+    old_text = "Site navigation [Next chapter](http://x/grind.html)\n\n# Brewing with a moka pot\n\nOld text."
+    await crawl_app.db.pool.execute(
+        "UPDATE documents SET content = $3, content_hash = 'old', metadata = metadata || '{\"extractor\": null}' "
+        "WHERE source_id = $1 AND url = $2",
+        job.source_id,
+        url,
+        old_text,
+    )
+    site.request_log.clear()
+    again = await run_until_finished(crawl_app, (await crawl_app.jobs.recrawl(source_id=job.source_id)).job.id)
+    assert "if-none-match" not in site.requests_for("/guide/brewing.html")[0].headers  # no 304 for old text
+    assert again.documents_updated == 1
+    row = await crawl_app.db.pool.fetchrow(
+        "SELECT content, metadata FROM documents WHERE source_id = $1 AND url = $2", job.source_id, url
+    )
+    assert "Site navigation" not in row["content"] and "Fill the lower chamber" in row["content"]
+    assert row["metadata"]["extractor"] == EXTRACTOR_VERSION
+    # Now current: the next recrawl asks for a 304 and keeps the document.
+    site.request_log.clear()
+    third = await run_until_finished(crawl_app, (await crawl_app.jobs.recrawl(source_id=job.source_id)).job.id)
+    assert "if-none-match" in site.requests_for("/guide/brewing.html")[0].headers
+    assert third.documents_unchanged == 1 and third.documents_updated == 0
+
+
+async def test_batching_embedder_spans_concurrent_requests(embedder: Any) -> None:
+    batcher = BatchingEmbedder(embedder)
+    texts = [[f"page {p} passage {i} about coffee grinders" for i in range(n)] for p, n in enumerate([3, 1, 4, 2])]
+    try:
+        results = await asyncio.gather(*(batcher.embed_documents_batched(t) for t in texts))
+    finally:
+        await batcher.close()
+    assert [len(r) for r in results] == [3, 1, 4, 2]
+    assert batcher.texts == 10 and batcher.calls < 4  # requests queued while one call ran were embedded together
+    direct = embedder.embed_documents(texts[2])
+    cosines = np.sum(np.asarray(results[2]) * direct, axis=1)  # unit vectors; batch padding moves them a little
+    assert cosines.min() > 0.98
