@@ -91,6 +91,10 @@ class Settings(BaseSettings):
     job_stale_seconds: float = 15.0
     job_poll_seconds: float = 1.0
 
+    # --- web console ---
+    #: Ask for an access token in the console even on loopback with no tokens (off loopback it always asks).
+    console_require_sign_in: bool = False
+
     @field_validator("allowed_paths", mode="before")
     @classmethod
     def _split_paths(cls, value: object) -> object:
