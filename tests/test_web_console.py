@@ -19,7 +19,7 @@ TIMEOUT = 10_000
 
 @pytest.fixture(scope="module")
 def base_url(database_url: str, files_dir: Path) -> Iterator[str]:
-    with console_server(database_url, files_dir) as url:
+    with console_server(database_url, files_dir, ARCHIVIST_MAX_FILE_MB="0.02") as url:
         yield url
 
 
@@ -208,3 +208,30 @@ def test_reading_works_without_javascript(browser: Any, base_url: str) -> None:
         expect(tab.locator("#chunks")).to_contain_text("Movement")
     finally:
         tab.close()
+
+
+def test_upload_file_and_size_limit(page: Any, base_url: str, files_dir: Path) -> None:
+    small = files_dir / "volcanoes.md"
+    small.write_text("# Volcanoes\n\nMagma rises through the crust and erupts as lava.")
+    page.goto(f"{base_url}/add")
+    page.fill("#file-new-source", "Uploads")
+    page.set_input_files("#file-input", str(small))
+    page.click("#add-file")
+    page.wait_for_url(re.compile(r"/documents/[0-9a-f-]+"))
+    expect(page.locator("#doc-title")).to_have_text("Volcanoes")
+    big = files_dir / "big.txt"
+    big.write_text("lava " * 6000)  # 30 KB, over this server's 0.02 MB limit
+    page.goto(f"{base_url}/add")
+    page.set_input_files("#file-input", str(big))
+    page.click("#add-file")  # the browser refuses to send it (the page says why)...
+    expect(page).to_have_url(f"{base_url}/add")
+    csrf = page.locator("input[name=csrf]").first.get_attribute("value")
+    refused = page.request.post(  # ...and the server refuses it anyway
+        f"{base_url}/add/file",
+        multipart={
+            "csrf": csrf,
+            "new_source": "Uploads",
+            "file": {"name": "big.txt", "mimeType": "text/plain", "buffer": big.read_bytes()},
+        },
+    )
+    assert refused.status == 400 and "upload limit" in refused.text()
