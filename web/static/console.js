@@ -65,7 +65,7 @@
       if (data.recent_errors.length) {
         list.replaceChildren.apply(list, data.recent_errors.map(function (e) {
           var li = document.createElement("li");
-          li.textContent = e.url + ": " + e.error + (e.http_status ? " (HTTP " + e.http_status + ")" : "");
+          li.textContent = e.url + ": " + e.error + (e.http_status && e.error.indexOf("HTTP") < 0 ? " (HTTP " + e.http_status + ")" : "");
           return li;
         }));
       }
