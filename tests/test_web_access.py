@@ -109,7 +109,12 @@ def test_profiles_tokens_connect_and_read_only(browser: Any, base_url: str) -> N
         page.click("#create-profile")
         expect(page.locator("#profiles-h + ul")).to_contain_text("team")
         admin = create_token(page, base_url, "admin", read_only=False)
+        page.click("#open-connect")
+        expect(page.locator("#connect-dialog")).to_be_visible()
         expect(page.locator("#entry-claude-code")).to_contain_text(admin)
+        for client in ("claude-desktop", "cursor", "vscode"):
+            expect(page.locator(f"#entry-{client}")).to_contain_text(f"{base_url}/mcp")
+        screenshot(page, "connect-dialog")
         page.click("#copy-claude-code")
         expect(page.locator("#copy-claude-code")).to_have_text("Copied")
         copied = page.evaluate("navigator.clipboard.readText()")
@@ -117,6 +122,7 @@ def test_profiles_tokens_connect_and_read_only(browser: Any, base_url: str) -> N
         assert f"Authorization: Bearer {admin}" in copied
         entry = json.loads(copied.split("\n\n", 1)[1])
         assert entry["mcpServers"]["archivist"]["url"] == f"{base_url}/mcp"
+        page.keyboard.press("Escape")
         screenshot(page, "access")
 
         # a token exists now: the console asks everyone to sign in

@@ -179,13 +179,20 @@ def test_cancel_slow_crawl(page: Any, base_url: str) -> None:
         assert int(page.locator("#c-pages_crawled").inner_text()) < 11
 
 
-def test_connect_dialog_and_narrow_screen(page: Any, base_url: str) -> None:
+def test_connect_dialog_and_narrow_screen(browser: Any, page: Any, base_url: str) -> None:
     page.goto(f"{base_url}/")
     page.keyboard.press("Tab")
     expect(page.locator(".skip")).to_be_focused()
+    browser.grant_permissions(["clipboard-read", "clipboard-write"], origin=base_url)
     page.click("#connect-button")
     expect(page.locator("#connect-dialog")).to_be_visible()
     expect(page.locator("#connect-dialog")).to_contain_text(f"{base_url}/mcp")
+    page.click("#copy-claude-code")
+    expect(page.locator("#copy-claude-code")).to_have_text("Copied")
+    copied = page.evaluate("navigator.clipboard.readText()")
+    assert copied.startswith(f"claude mcp add --transport http archivist {base_url}/mcp")
+    assert "Authorization" not in copied  # loopback without tokens: no token needed
+    screenshot(page, "connect-dialog")
     page.keyboard.press("Escape")
     expect(page.locator("#connect-dialog")).to_be_hidden()
     page.set_viewport_size({"width": 390, "height": 844})

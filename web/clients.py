@@ -19,13 +19,17 @@ def stdio_entry(settings: Settings) -> dict[str, Any]:
 
 
 def client_entries(settings: Settings, mcp_url: str, token: str | None, needs_token: bool) -> list[dict[str, str]]:
-    """Claude Code, Claude Desktop, Cursor and VS Code entries for this server's /mcp endpoint."""
+    """Claude Code, Claude Desktop, Cursor and VS Code entries for this server's /mcp endpoint.
+
+    Claude Desktop gets the local stdio entry only when no token is needed (an open loopback console,
+    whose user can read the server's settings anyway): it carries DATABASE_URL, which a signed-in
+    token holder must not see. Otherwise it bridges to /mcp with mcp-remote."""
     secret = token or (TOKEN_PLACEHOLDER if needs_token else None)
     headers = {"Authorization": f"Bearer {secret}"} if secret else {}
     http = {"type": "http", "url": mcp_url, **({"headers": headers} if headers else {})}
     header_flag = f' --header "Authorization: Bearer {secret}"' if secret else ""
     desktop: dict[str, Any] = {"mcpServers": {"archivist": stdio_entry(settings)}}
-    if secret:  # Claude Desktop speaks stdio: bridge to the HTTP endpoint with mcp-remote
+    if secret:  # Claude Desktop speaks stdio: bridge to the HTTP endpoint with mcp-remote (needs Node)
         desktop = {
             "mcpServers": {
                 "archivist": {

@@ -14,6 +14,7 @@ from services.app import Runtime
 from services.errors import ServiceError
 from services.settings import Settings
 from web import auth
+from web.clients import client_entries
 from web.render import build_environment
 
 logger = logging.getLogger(__name__)
@@ -64,6 +65,9 @@ class Console:
 
     def render(self, request: Request, template: str, status: int = 200, **context: Any) -> HTMLResponse:
         viewer = getattr(request.state, "viewer", None) or auth.Viewer()
+        mcp_url = f"{request.url.scheme}://{request.url.netloc}/mcp"
+        needs_token = viewer.sign_in_required or viewer.access_available
+        context.setdefault("clients", client_entries(self.settings, mcp_url, context.get("new_secret"), needs_token))
         html = self.env.get_template(template).render(
             request=request, viewer=viewer, csrf=auth.csrf_token(request), path=request.url.path, **context
         )

@@ -10,7 +10,6 @@ from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
 from web import auth
-from web.clients import client_entries
 from web.core import Console, Refused, form_int, form_text, query_int
 
 
@@ -42,13 +41,9 @@ def routes(console: Console) -> list[Route]:
         app = await console.app()
         return app, getattr(app, "profiles", None), getattr(app, "tokens", None), getattr(app, "audit", None)
 
-    def mcp_url(request: Request) -> str:
-        return f"{request.url.scheme}://{request.url.netloc}/mcp"
-
     async def access(request: Request, new_secret: str | None = None, new_token: Any = None) -> Response:
         app, profiles, tokens, _ = await services()
         all_sources = await console.source_choices()
-        viewer = request.state.viewer
         return console.render(
             request,
             "access.html",
@@ -58,9 +53,6 @@ def routes(console: Console) -> list[Route]:
             sources=all_sources,
             new_secret=new_secret,
             new_token=new_token,
-            clients=client_entries(
-                console.settings, mcp_url(request), new_secret, viewer.sign_in_required or tokens is not None
-            ),
         )
 
     async def access_page(request: Request) -> Response:
