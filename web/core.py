@@ -66,7 +66,7 @@ class Console:
     def render(self, request: Request, template: str, status: int = 200, **context: Any) -> HTMLResponse:
         viewer = getattr(request.state, "viewer", None) or auth.Viewer()
         mcp_url = f"{request.url.scheme}://{request.url.netloc}/mcp"
-        needs_token = viewer.sign_in_required or viewer.access_available
+        needs_token = viewer.sign_in_required
         context.setdefault("clients", client_entries(self.settings, mcp_url, context.get("new_secret"), needs_token))
         html = self.env.get_template(template).render(
             request=request, viewer=viewer, csrf=auth.csrf_token(request), path=request.url.path, **context
