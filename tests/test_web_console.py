@@ -118,6 +118,13 @@ def test_delete_document_with_confirmation(page: Any, base_url: str) -> None:
     page.click("#confirm-delete")
     expect(page.locator(".notice")).to_have_text("Document deleted.")
     assert page.goto(doc_url).status == 404
+    page.goto(f"{base_url}/")
+    page.click("text=Scratch")
+    page.click("#delete-source")
+    expect(page.locator("main")).to_contain_text("Its 0 documents and 0 chunks will be deleted")
+    page.click("#confirm-delete")
+    expect(page).to_have_url(f"{base_url}/")
+    expect(page.locator("main")).not_to_contain_text("Scratch")
 
 
 def test_forged_cross_site_post_is_refused(page: Any, base_url: str) -> None:
@@ -157,6 +164,10 @@ def test_crawl_reaches_completed_without_reload(page: Any, base_url: str) -> Non
         assert crawled >= 2
         expect(page.locator("#recrawl-form")).to_be_visible()
         screenshot(page, "job")
+        first_job = page.url
+        page.click("#recrawl-job")
+        page.wait_for_url(lambda url: url != first_job and "/jobs/" in url)
+        expect(page.locator("#job-status")).to_have_text("completed", timeout=60_000)
     page.goto(f"{base_url}/jobs")
     expect(page.locator("tbody tr").first).to_contain_text("completed")
     screenshot(page, "jobs")
