@@ -64,6 +64,7 @@ def test_paste_then_find_in_search(page: Any, base_url: str) -> None:
     expect(page.locator("#doc-title")).to_have_text("Glaciers")
     expect(page.locator("#content h2").first).to_have_text("Movement")
     expect(page.locator("#chunks")).to_contain_text("Glaciers › Movement")
+    expect(page.locator("#links")).to_contain_text("No links")
     screenshot(page, "document")
     add_text(page, base_url, "Field notes", "Deserts", "Deserts receive very little rain and have sparse plants.")
 
@@ -165,6 +166,12 @@ def test_crawl_reaches_completed_without_reload(page: Any, base_url: str) -> Non
         expect(page.locator("#recrawl-form")).to_be_visible()
         screenshot(page, "job")
         first_job = page.url
+        page.click("text=Fixture site")
+        home = page.locator("tbody tr div.muted", has_text=re.compile("^" + re.escape(site.url_for("/")) + "$"))
+        home.locator("xpath=..").locator("a").click()
+        expect(page.locator("#links h3").first).to_have_text(re.compile(r"Outlinks \(\d+\)"))
+        assert page.locator("#links li a").count() >= 1
+        page.goto(first_job)
         page.click("#recrawl-job")
         page.wait_for_url(lambda url: url != first_job and "/jobs/" in url)
         expect(page.locator("#job-status")).to_have_text("completed", timeout=60_000)
