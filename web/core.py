@@ -20,6 +20,7 @@ from web.render import build_environment
 logger = logging.getLogger(__name__)
 
 STATUS_BY_CODE = {"NOT_FOUND": 404, "CONFLICT": 409, "UNAVAILABLE": 503, "PERMISSION_DENIED": 403}
+FORM_OVERHEAD = 64 * 1024
 Handler = Callable[[Request], Awaitable[Response]]
 
 
@@ -98,7 +99,10 @@ class Console:
                 return RedirectResponse(f"/signin?next={request.url.path}", status_code=303)
             try:
                 if request.method == "POST":
-                    form = await request.form(max_part_size=self.settings.max_file_bytes + 1024)
+                    limit = self.settings.max_file_bytes + FORM_OVERHEAD
+                    if int(request.headers.get("content-length") or 0) > limit:
+                        raise Refused(413, f"The upload is over the {self.settings.max_file_mb:g} MB limit.")
+                    form = await request.form(max_part_size=limit)
                     request.state.form = form
                     if not auth.csrf_ok(request, _field(form, auth.CSRF_FIELD)):
                         raise Refused(403, "This form is stale or came from another site (CSRF check failed).")
@@ -106,9 +110,13 @@ class Console:
                         raise Refused(403, "This token is read-only: it cannot change the knowledge base.")
                 return await handler(request)
             except Refused as exc:
-                return self.error(request, exc.status, exc.message, "Reload the page and try again.")
+                hint = "Reload the page and try again." if exc.status == 403 else ""
+                return self.error(request, exc.status, exc.message, hint)
             except ServiceError as exc:
                 return self.error(request, STATUS_BY_CODE.get(exc.code, 400), exc.message, exc.suggestion)
+            except Exception:
+                logger.exception("console page %s failed", request.url.path)
+                return self.error(request, 500, "The console hit an internal error.", "See the server's log.")
 
         return endpoint
 
