@@ -83,6 +83,8 @@ async def tokens_exist(app: Any) -> bool:
     tokens = access_services(app)
     if tokens is None:
         return False
+    if hasattr(tokens, "any_active"):
+        return bool(await tokens.any_active())
     listed = await tokens.list()
     items = getattr(listed, "items", listed)
     return any(not getattr(t, "revoked_at", None) and not getattr(t, "revoked", False) for t in items)

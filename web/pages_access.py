@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 from starlette.requests import Request
@@ -51,6 +51,7 @@ def routes(console: Console) -> list[Route]:
             profiles=items_of(await profiles.list()) if profiles is not None else [],
             tokens=items_of(await tokens.list()) if tokens is not None else [],
             sources=all_sources,
+            source_titles={str(s["id"]): s["title"] for s in all_sources},
             new_secret=new_secret,
             new_token=new_token,
         )
@@ -65,8 +66,8 @@ def routes(console: Console) -> list[Route]:
         form = request.state.form
         await profiles.create(
             name=form_text(request, "name").strip(),
-            sources=[s for s in form.getlist("sources") if isinstance(s, str) and s],
-            description=form_text(request, "description").strip() or None,
+            source_ids=[s for s in form.getlist("sources") if isinstance(s, str) and s],
+            description=form_text(request, "description").strip(),
             read_only=form_text(request, "read_only") == "on",
         )
         return RedirectResponse("/access", 303)
@@ -112,8 +113,7 @@ def routes(console: Console) -> list[Route]:
         entries: list[Any] = []
         total = 0
         if audit is not None:
-            since = datetime.now(UTC) - timedelta(hours=hours)
-            result = await audit.query(since, tool, token, errors_only, page, 50)
+            result = await audit.query(timedelta(hours=hours), tool, token, errors_only, page, 20)
             entries = items_of(result)
             total = getattr(result, "total_count", len(entries))
         return console.render(
