@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install run test lint bench-beir bench-scale bench-crawl bench-cluster bench-docs bench-extraction
+.PHONY: install run test lint chromium bench-beir bench-scale bench-crawl bench-cluster bench-docs bench-extraction
 
 $(STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "need $(PYTHON) (set PYTHON=...)"; exit 1; }
@@ -20,8 +20,15 @@ install: $(STAMP)
 run: install
 	$(BIN)/archivist serve --http
 
-test: install
-	$(BIN)/python -m pytest -q -p no:cacheprovider
+# The web console's browser tests drive Debian's Chromium (never a browser downloaded by Playwright).
+CHROMIUM ?= /usr/bin/chromium
+
+chromium:
+	@test -x $(CHROMIUM) || { SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); \
+		$$SUDO apt-get update && $$SUDO apt-get install -y --no-install-recommends chromium; }
+
+test: install chromium
+	PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 $(BIN)/python -m pytest -q -p no:cacheprovider
 
 lint: install
 	$(BIN)/ruff check . && $(BIN)/ruff format --check .

@@ -383,16 +383,20 @@ def main(argv: list[str] | None = None) -> None:
     settings = get_settings()
     configure_logging(settings.log_level)
     if args.command == "serve":
+        runtime = Runtime(settings)
         server = build_server(
-            settings, run_worker=False if args.no_worker else None, watch=True if args.watch else None
+            settings,
+            run_worker=False if args.no_worker else None,
+            runtime=runtime,
+            watch=True if args.watch else None,
         )
         if args.http:
-            server.run(
-                "streamable-http",
-                host=args.host or settings.http_host,
-                port=args.port or settings.http_port,
-                streamable_http_path="/mcp",
-            )
+            from web import mount_console
+
+            host, port = args.host or settings.http_host, args.port or settings.http_port
+            mount_console(server, runtime, settings, host)
+            print(f"Archivist console: http://{host}:{port}/  (MCP: http://{host}:{port}/mcp)", file=sys.stderr)
+            server.run("streamable-http", host=host, port=port, streamable_http_path="/mcp")
         else:
             server.run("stdio")
     elif args.command == "config":

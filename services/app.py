@@ -7,16 +7,19 @@ import logging
 import threading
 from typing import Any
 
+from services.audit import AuditService
 from services.database import Database
 from services.documents import DocumentService
 from services.embeddings import create_embedder
 from services.embeddings.base import Embedder
 from services.errors import ServiceError, Unavailable
+from services.profiles import ProfileService
 from services.reranking import create_reranker
 from services.reranking.base import Reranker
 from services.search import SearchService
 from services.settings import Settings
 from services.sources import SourceService
+from services.tokens import TokenService
 
 logger = logging.getLogger(__name__)
 
@@ -34,6 +37,9 @@ class Archivist:
         self.documents = DocumentService(db, self.sources, embedder, settings)
         self.search = SearchService(db, self.sources, embedder, settings, self.reranker)
         self._jobs: Any = None
+        self.profiles = ProfileService(db)
+        self.tokens = TokenService(db)
+        self.audit = AuditService(db)
 
     @classmethod
     async def open(cls, settings: Settings, embedder: Embedder | None = None) -> Archivist:
@@ -71,6 +77,7 @@ class Archivist:
     async def close(self) -> None:
         if self._jobs is not None:
             await self._jobs.close()
+        await self.audit.close()
         await self.db.close()
 
 

@@ -112,6 +112,10 @@ class Settings(BaseSettings):
     #: weighted by hybrid_vector_weight / hybrid_keyword_weight).
     hybrid_fusion: Literal["rrf", "convex"] = "convex"
 
+    # --- web console ---
+    #: Ask for an access token in the console even on loopback with no tokens (off loopback it always asks).
+    console_require_sign_in: bool = False
+
     @field_validator("allowed_paths", mode="before")
     @classmethod
     def _split_paths(cls, value: object) -> object:

@@ -1,0 +1,171 @@
+"""Profiles: named, ordered sets of sources with default search settings and flags."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+from uuid import UUID
+
+import asyncpg
+
+from models.access import Profile
+from services.database import Database
+from services.errors import Conflict, InvalidArgument, NotFound
+from services.scope import Scope
+
+NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
+FIELDS = (
+    "description",
+    "source_ids",
+    "search_type",
+    "match_count",
+    "similarity_threshold",
+    "keyword_weight",
+    "read_only",
+    "enabled",
+)
+COLUMNS = "name, " + ", ".join(FIELDS) + ", created_at, updated_at"
+
+
+def _to_profile(row: asyncpg.Record) -> Profile:
+    return Profile(**dict(row))
+
+
+def check_name(name: str) -> str:
+    if not isinstance(name, str) or not NAME_RE.match(name):
+        raise InvalidArgument(
+            f"Invalid profile name {name!r}.", "Use a slug: lowercase letters, digits, '-' or '_' (max 63)."
+        )
+    return name
+
+
+class ProfileService:
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    async def list(self) -> list[Profile]:
+        rows = await self.db.pool.fetch(f"SELECT {COLUMNS} FROM profiles ORDER BY name")
+        return [_to_profile(r) for r in rows]
+
+    async def get(self, name: str) -> Profile:
+        row = await self.db.pool.fetchrow(f"SELECT {COLUMNS} FROM profiles WHERE name = $1", name)
+        if row is None:
+            names = [p.name for p in await self.list()]
+            raise NotFound(f"Profile '{name}' not found.", f"Valid profiles: {', '.join(names) or '(none)'}.")
+        return _to_profile(row)
+
+    async def _check_sources(self, source_ids: list[Any]) -> list[UUID]:
+        try:
+            ids = [UUID(str(s)) for s in source_ids]
+        except ValueError as exc:
+            raise InvalidArgument(f"Invalid source id: {exc}.", "Use ids from manage_source(action='list').") from None
+        if ids:
+            found = {r["id"] for r in await self.db.pool.fetch("SELECT id FROM sources WHERE id = ANY($1)", ids)}
+            missing = [str(i) for i in ids if i not in found]
+            if missing:
+                raise NotFound(f"Source(s) not found: {', '.join(missing)}.", "Use manage_source(action='list').")
+        return list(dict.fromkeys(ids))
+
+    @staticmethod
+    def _check_fields(fields: dict[str, Any]) -> None:
+        unknown = set(fields) - set(FIELDS)
+        if unknown:
+            raise InvalidArgument(
+                f"Unknown profile field(s): {', '.join(sorted(unknown))}.", f"Use: {', '.join(FIELDS)}."
+            )
+        st = fields.get("search_type")
+        if st is not None and st not in ("vector", "hybrid", "rerank"):
+            raise InvalidArgument(f"Invalid search_type '{st}'.", "Use vector, hybrid or rerank.")
+        mc = fields.get("match_count")
+        if mc is not None and not 1 <= int(mc) <= 20:
+            raise InvalidArgument(f"match_count must be 1..20 (got {mc}).", "Use 20 or less.")
+        for key in ("similarity_threshold", "keyword_weight"):
+            v = fields.get(key)
+            if v is not None and not 0.0 <= float(v) <= 1.0:
+                raise InvalidArgument(f"{key} must be between 0 and 1 (got {v}).", "Use a value in [0, 1].")
+
+    async def create(
+        self,
+        name: str,
+        description: str = "",
+        source_ids: list[UUID] | None = None,
+        search_type: str | None = None,
+        match_count: int | None = None,
+        similarity_threshold: float | None = None,
+        keyword_weight: float | None = None,
+        read_only: bool = False,
+        enabled: bool = True,
+    ) -> Profile:
+        check_name(name)
+        fields = dict(
+            description=description or "",
+            source_ids=await self._check_sources(source_ids or []),
+            search_type=search_type,
+            match_count=match_count,
+            similarity_threshold=similarity_threshold,
+            keyword_weight=keyword_weight,
+            read_only=read_only,
+            enabled=enabled,
+        )
+        self._check_fields(fields)
+        try:
+            row = await self.db.pool.fetchrow(
+                f"INSERT INTO profiles (name, {', '.join(FIELDS)}) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9) "
+                f"RETURNING {COLUMNS}",
+                name,
+                *[fields[f] for f in FIELDS],
+            )
+        except asyncpg.UniqueViolationError:
+            raise Conflict(f"Profile '{name}' already exists.", "Use update, or pick another name.") from None
+        return _to_profile(row)
+
+    async def update(self, name: str, **fields: Any) -> Profile:
+        self._check_fields(fields)
+        if "source_ids" in fields:
+            fields["source_ids"] = await self._check_sources(fields["source_ids"] or [])
+        if "description" in fields and fields["description"] is None:
+            fields["description"] = ""
+        if not fields:
+            return await self.get(name)
+        sets = ", ".join(f"{k} = ${i + 2}" for i, k in enumerate(fields))
+        row = await self.db.pool.fetchrow(
+            f"UPDATE profiles SET {sets}, updated_at = now() WHERE name = $1 RETURNING {COLUMNS}",
+            name,
+            *fields.values(),
+        )
+        if row is None:
+            await self.get(name)
+        return _to_profile(row)
+
+    async def delete(self, name: str) -> None:
+        done = await self.db.pool.execute("DELETE FROM profiles WHERE name = $1", name)
+        if done.endswith(" 0"):
+            await self.get(name)
+
+    async def add_source(self, name: str, source_id: UUID) -> None:
+        """Append a source to a profile (a source created while profiles are selected joins the first)."""
+        await self.db.pool.execute(
+            "UPDATE profiles SET source_ids = array_append(source_ids, $2), updated_at = now() "
+            "WHERE name = $1 AND NOT ($2 = ANY(source_ids))",
+            name,
+            source_id,
+        )
+
+    async def scope_for(self, names: list[str], read_only: bool = False, who: str = "local") -> Scope:
+        """The union of the named (enabled) profiles' sources; no names = unrestricted.
+        Unknown or disabled profile -> NotFound listing the valid ones."""
+        if not names:
+            return Scope(source_ids=None, read_only=read_only, profiles=[], who=who)
+        profiles = {p.name: p for p in await self.list()}
+        valid = [p.name for p in profiles.values() if p.enabled]
+        ids: set[UUID] = set()
+        ro = read_only
+        for n in names:
+            p = profiles.get(n)
+            if p is None or not p.enabled:
+                raise NotFound(
+                    f"Profile '{n}' is unknown or disabled.", f"Valid profiles: {', '.join(valid) or '(none)'}."
+                )
+            ids.update(p.source_ids)
+            ro = ro or p.read_only
+        return Scope(source_ids=frozenset(ids), read_only=ro, profiles=list(names), who=who)

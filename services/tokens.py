@@ -1,0 +1,104 @@
+"""Access tokens for streamable HTTP: random secrets, only their SHA-256 stored."""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from datetime import timedelta
+from uuid import UUID
+
+import asyncpg
+
+from models.access import AccessToken
+from services.database import Database
+from services.errors import Conflict, InvalidArgument, NotFound
+
+PREFIX = "arch_"
+COLUMNS = "id, name, prefix, profiles, read_only, rate_per_minute, expires_at, revoked_at, last_used_at, created_at"
+
+
+def hash_secret(secret: str) -> str:
+    return hashlib.sha256(secret.encode()).hexdigest()
+
+
+def _to_token(row: asyncpg.Record) -> AccessToken:
+    return AccessToken(**dict(row))
+
+
+class TokenService:
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    async def create(
+        self,
+        name: str,
+        profiles: list[str],
+        read_only: bool = False,
+        expires_in: timedelta | None = None,
+        rate_per_minute: int | None = None,
+    ) -> tuple[AccessToken, str]:
+        """Create a token; returns its record and the secret (shown once, never stored)."""
+        if not name or not name.strip():
+            raise InvalidArgument("A token needs a name.", "Pass --name, e.g. --name alice-laptop.")
+        if rate_per_minute is not None and rate_per_minute < 1:
+            raise InvalidArgument("rate_per_minute must be 1 or more.", "Use e.g. 120.")
+        if profiles:
+            known = {r["name"] for r in await self.db.pool.fetch("SELECT name FROM profiles")}
+            missing = [p for p in profiles if p not in known]
+            if missing:
+                raise NotFound(f"Profile(s) not found: {', '.join(missing)}.", f"Valid: {', '.join(sorted(known))}.")
+        secret = PREFIX + secrets.token_urlsafe(32)
+        try:
+            row = await self.db.pool.fetchrow(
+                "INSERT INTO access_tokens (name, token_hash, prefix, profiles, read_only, rate_per_minute, "
+                "expires_at) "
+                f"VALUES ($1, $2, $3, $4, $5, $6, now() + $7::interval) RETURNING {COLUMNS}",
+                name.strip(),
+                hash_secret(secret),
+                secret[:9],
+                list(profiles),
+                read_only,
+                rate_per_minute,
+                expires_in,
+            )
+        except asyncpg.UniqueViolationError:
+            raise Conflict(f"A token named '{name}' already exists.", "Revoke it or pick another name.") from None
+        return _to_token(row), secret
+
+    async def list(self) -> list[AccessToken]:
+        rows = await self.db.pool.fetch(f"SELECT {COLUMNS} FROM access_tokens ORDER BY created_at, name")
+        return [_to_token(r) for r in rows]
+
+    async def any_active(self) -> bool:
+        return bool(
+            await self.db.pool.fetchval(
+                "SELECT EXISTS (SELECT 1 FROM access_tokens WHERE revoked_at IS NULL "
+                "AND (expires_at IS NULL OR expires_at > now()))"
+            )
+        )
+
+    async def revoke(self, token_id_or_name: str) -> AccessToken:
+        try:
+            tid: UUID | None = UUID(str(token_id_or_name))
+        except ValueError:
+            tid = None
+        row = await self.db.pool.fetchrow(
+            "UPDATE access_tokens SET revoked_at = coalesce(revoked_at, now()) "
+            f"WHERE id = $1 OR name = $2 RETURNING {COLUMNS}",
+            tid,
+            str(token_id_or_name),
+        )
+        if row is None:
+            raise NotFound(f"Token '{token_id_or_name}' not found.", "Use `archivist token list`.")
+        return _to_token(row)
+
+    async def verify(self, secret: str) -> AccessToken | None:
+        """The token for this secret, or None when unknown, revoked or expired (checked in the DB each call)."""
+        if not secret:
+            return None
+        row = await self.db.pool.fetchrow(
+            f"UPDATE access_tokens SET last_used_at = now() WHERE token_hash = $1 AND revoked_at IS NULL "
+            f"AND (expires_at IS NULL OR expires_at > now()) RETURNING {COLUMNS}",
+            hash_secret(secret),
+        )
+        return _to_token(row) if row else None

@@ -1,0 +1,86 @@
+"""Profiles, tokens, audit and scope services against real PostgreSQL."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+from uuid import uuid4
+
+import pytest
+
+from services.errors import Conflict, InvalidArgument, NotFound, PermissionDenied
+from services.scope import Scope, current_scope, use_scope
+
+
+async def test_profiles_crud_and_scope(app) -> None:
+    a = await app.sources.create(title="Alpha", source_type="api")
+    b = await app.sources.create(title="Beta", source_type="api")
+    p = await app.profiles.create("team-a", "Alpha docs", [b.id, a.id], search_type="hybrid", match_count=5)
+    assert p.source_ids == [b.id, a.id] and p.search_type == "hybrid" and p.enabled
+    with pytest.raises(Conflict):
+        await app.profiles.create("team-a", "", [])
+    with pytest.raises(InvalidArgument):
+        await app.profiles.create("Bad Name", "", [])
+    with pytest.raises(NotFound):
+        await app.profiles.create("ghost", "", [uuid4()])
+    p2 = await app.profiles.update("team-a", read_only=True, source_ids=[a.id])
+    assert p2.read_only and p2.source_ids == [a.id] and p2.updated_at >= p.updated_at
+    await app.profiles.create("off", "disabled", [b.id], enabled=False)
+    assert [x.name for x in await app.profiles.list()] == ["off", "team-a"]
+    scope = await app.profiles.scope_for(["team-a"], who="t")
+    assert scope.source_ids == frozenset({a.id}) and scope.read_only
+    assert scope.allows(a.id) and not scope.allows(b.id)
+    with pytest.raises(NotFound) as err:
+        await app.profiles.scope_for(["off"])
+    assert "team-a" in err.value.suggestion
+    with pytest.raises(NotFound):
+        scope.check_source(b.id)
+    with pytest.raises(PermissionDenied):
+        scope.check_write("delete")
+    with use_scope(scope):
+        assert current_scope() is scope
+    assert current_scope().source_ids is None
+    await app.profiles.delete("off")
+    with pytest.raises(NotFound):
+        await app.profiles.get("off")
+
+
+async def test_tokens_hash_only_revoke_expiry(app) -> None:
+    tok, secret = await app.tokens.create("alice", ["team-a"], read_only=True, rate_per_minute=10)
+    assert secret.startswith("arch_") and tok.rate_per_minute == 10
+    stored = await app.db.pool.fetch("SELECT token_hash FROM access_tokens")
+    assert all(secret not in r["token_hash"] for r in stored)
+    assert (await app.tokens.verify(secret)).name == "alice"
+    assert await app.tokens.verify(secret + "x") is None
+    with pytest.raises(NotFound):
+        await app.tokens.create("bob", ["nope"])
+    _, short = await app.tokens.create("short", [], expires_in=timedelta(milliseconds=200))
+    assert await app.tokens.verify(short) is not None
+    await asyncio.sleep(0.3)
+    assert await app.tokens.verify(short) is None
+    assert (await app.tokens.revoke("alice")).revoked_at is not None
+    assert await app.tokens.verify(secret) is None
+    assert [t.name for t in await app.tokens.list()] == ["alice", "short"]
+
+
+async def test_audit_batched_and_query(app) -> None:
+    for i in range(30):
+        app.audit.record(
+            "search_knowledge_base",
+            "search",
+            "alice",
+            ["team-a"],
+            {"query": "q" * (i * 20)},
+            None if i % 3 else "NOT_FOUND",
+            1.5 + i,
+            100,
+        )
+    await app.audit.flush()
+    page = await app.audit.query(since=timedelta(hours=1), per_page=20)
+    assert page.total_count == 30 and len(page.items) == 20
+    errs = await app.audit.query(errors_only=True, token="alice")
+    assert errs.total_count == 10
+    long = [e for e in page.items if isinstance(e.arguments["query"], dict)]
+    assert long and "sha256" in long[0].arguments["query"]
+    assert app.audit.dropped == 0
+    assert Scope().allows(None)

@@ -1,0 +1,140 @@
+"""Console access: sign-in with an access token (session cookie), CSRF checks, read-only refusal.
+
+Sign-in is required when the console is served off loopback, when `console_require_sign_in` is set, or
+as soon as any access token exists (the same rule as MCP over HTTP). The session cookie holds only a
+random session id; the token secret stays in server memory and is verified again on every request, so
+a revoked token signs its sessions out at once."""
+
+from __future__ import annotations
+
+import hmac
+import ipaddress
+import secrets
+from dataclasses import dataclass, field
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+SESSION_COOKIE = "archivist_session"
+CSRF_COOKIE = "archivist_csrf"
+CSRF_FIELD = "csrf"
+MAX_SESSIONS = 1000
+
+
+def is_loopback_host(host: str) -> bool:
+    if host in ("localhost", ""):
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+@dataclass
+class Viewer:
+    """Who is looking: `token` is the verified AccessToken (None when sign-in is not required)."""
+
+    signed_in: bool = False
+    token: Any = None
+    sign_in_required: bool = False
+    access_available: bool = False
+
+    @property
+    def name(self) -> str:
+        return str(getattr(self.token, "name", "") or "")
+
+    @property
+    def read_only(self) -> bool:
+        return bool(getattr(self.token, "read_only", False))
+
+    @property
+    def can_write(self) -> bool:
+        return not self.read_only
+
+
+@dataclass
+class Sessions:
+    """Session id -> token secret, in memory (a restart asks people to sign in again)."""
+
+    secrets_by_id: dict[str, str] = field(default_factory=dict)
+
+    def open(self, secret: str) -> str:
+        if len(self.secrets_by_id) >= MAX_SESSIONS:
+            self.secrets_by_id.pop(next(iter(self.secrets_by_id)))
+        sid = secrets.token_urlsafe(32)
+        self.secrets_by_id[sid] = secret
+        return sid
+
+    def secret(self, sid: str | None) -> str | None:
+        return self.secrets_by_id.get(sid) if sid else None
+
+    def close(self, sid: str | None) -> None:
+        if sid:
+            self.secrets_by_id.pop(sid, None)
+
+
+def access_services(app: Any) -> Any:
+    """The token service when the access-control feature is installed, else None."""
+    return getattr(app, "tokens", None)
+
+
+async def tokens_exist(app: Any) -> bool:
+    tokens = access_services(app)
+    if tokens is None:
+        return False
+    if hasattr(tokens, "any_active"):
+        return bool(await tokens.any_active())
+    listed = await tokens.list()
+    items = getattr(listed, "items", listed)
+    return any(not getattr(t, "revoked_at", None) and not getattr(t, "revoked", False) for t in items)
+
+
+async def verify(app: Any, secret: str | None) -> Any:
+    tokens = access_services(app)
+    if tokens is None or not secret:
+        return None
+    return await tokens.verify(secret)
+
+
+def secure_cookie(request: Request) -> bool:
+    # Browsers keep Secure cookies on https and on http://localhost / 127.0.0.1 (trustworthy origins).
+    return request.url.scheme == "https" or is_loopback_host(request.url.hostname or "")
+
+
+def set_cookie(response: Response, request: Request, name: str, value: str, max_age: int | None = None) -> None:
+    response.set_cookie(
+        name, value, max_age=max_age, httponly=True, samesite="strict", secure=secure_cookie(request), path="/"
+    )
+
+
+def csrf_token(request: Request) -> str:
+    """The request's CSRF token (double-submit: cookie + form field); a new one when none is set."""
+    token = getattr(request.state, "csrf", None)
+    if token is None:
+        token = request.cookies.get(CSRF_COOKIE) or secrets.token_urlsafe(32)
+        request.state.csrf = token
+    return token
+
+
+def remember_csrf(request: Request, response: Response) -> None:
+    token = csrf_token(request)
+    if request.cookies.get(CSRF_COOKIE) != token:
+        set_cookie(response, request, CSRF_COOKIE, token)
+
+
+def same_origin(request: Request) -> bool:
+    """False when the browser says the request came from another origin (Origin / Sec-Fetch-Site)."""
+    if request.headers.get("sec-fetch-site") in ("cross-site", "same-site"):
+        return False
+    origin = request.headers.get("origin")
+    if origin and origin != "null":
+        return origin.rstrip("/") == f"{request.url.scheme}://{request.url.netloc}"
+    return origin != "null"
+
+
+def csrf_ok(request: Request, submitted: str | None) -> bool:
+    cookie = request.cookies.get(CSRF_COOKIE)
+    if not cookie or not submitted or not same_origin(request):
+        return False
+    return hmac.compare_digest(cookie.encode(), submitted.encode())

@@ -1,0 +1,68 @@
+"""Ready-to-paste MCP client entries for the "Connect a client" dialog."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from services.settings import Settings
+
+TOKEN_PLACEHOLDER = "<your access token>"
+
+
+def stdio_entry(settings: Settings) -> dict[str, Any]:
+    """The same stdio entry `archivist config claude-desktop` prints (server.py builds it)."""
+    from server import client_env, server_command  # lazy: server.py imports this package
+
+    command, *args = server_command()
+    return {"command": command, "args": args, "env": client_env(settings)}
+
+
+def client_entries(settings: Settings, mcp_url: str, token: str | None, needs_token: bool) -> list[dict[str, str]]:
+    """Claude Code, Claude Desktop, Cursor and VS Code entries for this server's /mcp endpoint.
+
+    Claude Desktop gets the local stdio entry only when no token is needed (an open loopback console,
+    whose user can read the server's settings anyway): it carries DATABASE_URL, which a signed-in
+    token holder must not see. Otherwise it bridges to /mcp with mcp-remote."""
+    secret = token or (TOKEN_PLACEHOLDER if needs_token else None)
+    headers = {"Authorization": f"Bearer {secret}"} if secret else {}
+    http = {"type": "http", "url": mcp_url, **({"headers": headers} if headers else {})}
+    header_flag = f' --header "Authorization: Bearer {secret}"' if secret else ""
+    desktop: dict[str, Any] = {"mcpServers": {"archivist": stdio_entry(settings)}}
+    if secret:  # Claude Desktop speaks stdio: bridge to the HTTP endpoint with mcp-remote (needs Node)
+        desktop = {
+            "mcpServers": {
+                "archivist": {
+                    "command": "npx",
+                    "args": ["-y", "mcp-remote", mcp_url, "--header", f"Authorization: Bearer {secret}"],
+                }
+            }
+        }
+    cursor = {"mcpServers": {"archivist": {"url": mcp_url, **({"headers": headers} if headers else {})}}}
+    return [
+        {
+            "id": "claude-code",
+            "name": "Claude Code",
+            "where": "Run in a terminal (or put the JSON in .mcp.json):",
+            "text": f"claude mcp add --transport http archivist {mcp_url}{header_flag}\n\n"
+            + json.dumps({"mcpServers": {"archivist": http}}, indent=2),
+        },
+        {
+            "id": "claude-desktop",
+            "name": "Claude Desktop",
+            "where": "Add to claude_desktop_config.json:",
+            "text": json.dumps(desktop, indent=2),
+        },
+        {
+            "id": "cursor",
+            "name": "Cursor",
+            "where": "Add to ~/.cursor/mcp.json:",
+            "text": json.dumps(cursor, indent=2),
+        },
+        {
+            "id": "vscode",
+            "name": "VS Code",
+            "where": "Add to .vscode/mcp.json:",
+            "text": json.dumps({"servers": {"archivist": http}}, indent=2),
+        },
+    ]

@@ -1,0 +1,144 @@
+"""The console's shared machinery: rendering, the viewer, CSRF-checked forms and error pages."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from starlette.datastructures import FormData
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, RedirectResponse, Response
+
+from services.app import Runtime
+from services.errors import ServiceError
+from services.settings import Settings
+from web import auth
+from web.clients import client_entries
+from web.render import build_environment
+
+logger = logging.getLogger(__name__)
+
+STATUS_BY_CODE = {"NOT_FOUND": 404, "CONFLICT": 409, "UNAVAILABLE": 503, "PERMISSION_DENIED": 403}
+FORM_OVERHEAD = 64 * 1024
+Handler = Callable[[Request], Awaitable[Response]]
+
+
+class Refused(Exception):
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+class Console:
+    """One per server: the runtime (services), settings, sessions and templates."""
+
+    def __init__(self, runtime: Runtime, settings: Settings, host: str) -> None:
+        self.runtime = runtime
+        self.settings = settings
+        self.off_loopback = not auth.is_loopback_host(host)
+        self.sessions = auth.Sessions()
+        self.env = build_environment()
+
+    async def app(self) -> Any:
+        return await self.runtime.get()
+
+    async def source_choices(self) -> list[dict[str, Any]]:
+        from services.browse import BrowseService
+
+        return await BrowseService((await self.app()).db).source_choices()
+
+    async def viewer(self, request: Request) -> auth.Viewer:
+        app = await self.app()
+        available = auth.access_services(app) is not None
+        required = (
+            self.off_loopback
+            or bool(getattr(self.settings, "console_require_sign_in", False))
+            or await auth.tokens_exist(app)
+        )
+        viewer = auth.Viewer(sign_in_required=required, access_available=available)
+        secret = self.sessions.secret(request.cookies.get(auth.SESSION_COOKIE))
+        token = await auth.verify(app, secret) if secret else None
+        if token is not None:
+            viewer.signed_in, viewer.token = True, token
+        return viewer
+
+    def render(self, request: Request, template: str, status: int = 200, **context: Any) -> HTMLResponse:
+        viewer = getattr(request.state, "viewer", None) or auth.Viewer()
+        mcp_url = f"{request.url.scheme}://{request.url.netloc}/mcp"
+        needs_token = viewer.sign_in_required
+        context.setdefault("clients", client_entries(self.settings, mcp_url, context.get("new_secret"), needs_token))
+        html = self.env.get_template(template).render(
+            request=request, viewer=viewer, csrf=auth.csrf_token(request), path=request.url.path, **context
+        )
+        response = HTMLResponse(html, status_code=status)
+        auth.remember_csrf(request, response)
+        response.headers["Content-Security-Policy"] = (
+            "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; "
+            "frame-ancestors 'none'; form-action 'self'; base-uri 'none'"
+        )
+        response.headers["X-Content-Type-Options"] = "nosniff"
+        response.headers["Referrer-Policy"] = "same-origin"
+        return response
+
+    def error(self, request: Request, status: int, message: str, suggestion: str = "") -> HTMLResponse:
+        return self.render(request, "error.html", status=status, message=message, suggestion=suggestion)
+
+    def page(self, handler: Handler, *, write: bool = False, public: bool = False) -> Handler:
+        """Wrap a handler: sign-in gate, CSRF + read-only checks on writes, service errors as pages."""
+
+        async def endpoint(request: Request) -> Response:
+            try:
+                request.state.viewer = viewer = await self.viewer(request)
+            except ServiceError as exc:
+                return self.error(request, 503, exc.message, exc.suggestion)
+            if viewer.sign_in_required and not viewer.signed_in and not public:
+                if request.method != "GET":
+                    return self.error(request, 401, "Sign in first.", "Paste an access token on the sign-in page.")
+                return RedirectResponse(f"/signin?next={request.url.path}", status_code=303)
+            try:
+                if request.method == "POST":
+                    limit = self.settings.max_file_bytes + FORM_OVERHEAD
+                    if int(request.headers.get("content-length") or 0) > limit:
+                        raise Refused(413, f"The upload is over the {self.settings.max_file_mb:g} MB limit.")
+                    form = await request.form(max_part_size=limit)
+                    request.state.form = form
+                    if not auth.csrf_ok(request, _field(form, auth.CSRF_FIELD)):
+                        raise Refused(403, "This form is stale or came from another site (CSRF check failed).")
+                    if write and viewer.read_only:
+                        raise Refused(403, "This token is read-only: it cannot change the knowledge base.")
+                return await handler(request)
+            except Refused as exc:
+                hint = "Reload the page and try again." if exc.status == 403 else ""
+                return self.error(request, exc.status, exc.message, hint)
+            except ServiceError as exc:
+                return self.error(request, STATUS_BY_CODE.get(exc.code, 400), exc.message, exc.suggestion)
+            except Exception:
+                logger.exception("console page %s failed", request.url.path)
+                return self.error(request, 500, "The console hit an internal error.", "See the server's log.")
+
+        return endpoint
+
+
+def _field(form: FormData, name: str) -> str | None:
+    value = form.get(name)
+    return value if isinstance(value, str) else None
+
+
+def form_text(request: Request, name: str, default: str = "") -> str:
+    return _field(request.state.form, name) or default
+
+
+def form_int(request: Request, name: str, default: int) -> int:
+    try:
+        return int(form_text(request, name, str(default)))
+    except ValueError:
+        return default
+
+
+def query_int(request: Request, name: str, default: int, low: int = 1, high: int = 10_000) -> int:
+    try:
+        return max(low, min(high, int(request.query_params.get(name, default))))
+    except ValueError:
+        return default

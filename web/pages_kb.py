@@ -1,0 +1,144 @@
+"""Console pages for reading the knowledge base: sources, documents, search playground, deletes."""
+
+from __future__ import annotations
+
+import time
+
+from starlette.requests import Request
+from starlette.responses import RedirectResponse, Response
+from starlette.routing import Route
+
+from services.browse import DOCUMENT_SORTS, BrowseService
+from services.errors import InvalidArgument
+from services.search import SEARCH_TYPES
+from services.validation import parse_uuid
+from web.core import Console, query_int
+
+PER_PAGE = 20
+
+
+def routes(console: Console) -> list[Route]:
+    async def browse() -> BrowseService:
+        return BrowseService((await console.app()).db)
+
+    async def sources(request: Request) -> Response:
+        page = query_int(request, "page", 1)
+        rows, total = await (await browse()).source_rows(page, PER_PAGE)
+        return console.render(request, "sources.html", rows=rows, total=total, page=page, per_page=PER_PAGE)
+
+    async def source(request: Request) -> Response:
+        app = await console.app()
+        src = await app.sources.get(request.path_params["source_id"])
+        sort = request.query_params.get("sort", "created")
+        sort = sort if sort in DOCUMENT_SORTS else "created"
+        descending = request.query_params.get("dir") == "desc"
+        page = query_int(request, "page", 1)
+        svc = await browse()
+        docs = await svc.documents(src.id, page, PER_PAGE, sort, descending)
+        stats = await app.sources.stats(src.id)
+        jobs = await app.jobs.list(None, src.id, 1, 5)
+        return console.render(
+            request,
+            "source.html",
+            source=src,
+            docs=docs,
+            stats=stats,
+            jobs=jobs.items,
+            sort=sort,
+            descending=descending,
+            sorts=list(DOCUMENT_SORTS),
+        )
+
+    async def document(request: Request) -> Response:
+        app = await console.app()
+        doc = await app.documents.get(request.path_params["document_id"])
+        src = await app.sources.get(doc.source_id)
+        window = await app.documents.read_window(doc.id, 0, 200_000)
+        chunks = await (await browse()).chunks(doc.id)
+        links = await app.documents.links(doc.id) or {}
+        return console.render(
+            request,
+            "document.html",
+            doc=doc,
+            source=src,
+            content=window.text,
+            window=window,
+            chunks=chunks,
+            links=links,
+        )
+
+    async def delete_document(request: Request) -> Response:
+        app = await console.app()
+        doc = await app.documents.get(request.path_params["document_id"])
+        if request.method == "GET":
+            return console.render(
+                request,
+                "confirm_delete.html",
+                kind="document",
+                item=doc,
+                title=doc.title,
+                action=f"/documents/{doc.id}/delete",
+                back=f"/documents/{doc.id}",
+                detail=f"{doc.chunk_count} chunks will be deleted with it.",
+            )
+        result = await app.documents.delete(doc.id)
+        return RedirectResponse(f"/sources/{result['source_id']}?deleted={result['chunks_deleted']}", 303)
+
+    async def delete_source(request: Request) -> Response:
+        app = await console.app()
+        src = await app.sources.get(request.path_params["source_id"])
+        if request.method == "GET":
+            stats = await app.sources.stats(src.id)
+            return console.render(
+                request,
+                "confirm_delete.html",
+                kind="source",
+                item=src,
+                title=src.title,
+                action=f"/sources/{src.id}/delete",
+                back=f"/sources/{src.id}",
+                detail=f"Its {stats.documents_count} documents and {stats.chunks_count} chunks "
+                "will be deleted with it.",
+            )
+        await app.sources.delete(src.id)
+        return RedirectResponse("/", 303)
+
+    async def search(request: Request) -> Response:
+        app = await console.app()
+        query = request.query_params.get("q", "").strip()
+        search_type = request.query_params.get("type", "hybrid")
+        source_id = request.query_params.get("source") or None
+        count = query_int(request, "k", 10, 1, 20)
+        all_sources = await console.source_choices()
+        outcome, latency_ms = None, None
+        if query:
+            if source_id:
+                parse_uuid(source_id, "source", "Pick a source from the list.")
+            if search_type not in SEARCH_TYPES:
+                raise InvalidArgument(f"Invalid search type '{search_type}'.", "Use vector, hybrid or rerank.")
+            started = time.perf_counter()
+            outcome = await app.search.search(query, source_id, count, search_type)
+            latency_ms = (time.perf_counter() - started) * 1000
+        titles = {str(s["id"]): s["title"] for s in all_sources}
+        return console.render(
+            request,
+            "search.html",
+            query=query,
+            search_type=search_type,
+            source_id=source_id or "",
+            k=count,
+            sources=all_sources,
+            titles=titles,
+            outcome=outcome,
+            latency_ms=latency_ms,
+            search_types=SEARCH_TYPES,
+        )
+
+    return [
+        Route("/", console.page(sources)),
+        Route("/sources/{source_id}", console.page(source)),
+        Route("/sources/{source_id}/delete", console.page(delete_source, write=True), methods=["GET", "POST"]),
+        Route("/documents/{document_id}", console.page(document)),
+        Route("/documents/{document_id}/delete", console.page(delete_document, write=True), methods=["GET", "POST"]),
+        Route("/search", console.page(search)),
+    ]
