@@ -62,6 +62,7 @@ async def test_killed_embedded_postgres_heals_under_searches(tmp_path: Path) -> 
                     assert reply["error_code"] == "UNAVAILABLE" and reply["retryable"], reply
                     assert "retry" in reply["suggestion"].lower()
                 await asyncio.sleep(0.2)
+            print(f"healed after {healed_after} s; replies: {[r.get('error_code', 'ok') for r in replies]}")
             assert healed_after is not None and healed_after <= 10, (healed_after, replies[-3:])
             assert not any(r.get("error_code") == "INTERNAL" for r in replies)
             found = await ok(client, "search_knowledge_base", query="otters hold hands")
