@@ -127,6 +127,9 @@ def build_server(
     mcp = ArchivistServer(name="archivist", instructions=INSTRUCTIONS, lifespan=lifespan, version="0.1.0")
     for module in (search_knowledge_base, manage_document, manage_source, crawl_website, resources):
         module.register(mcp, runtime)
+    from services.health import healthz_endpoint
+
+    mcp.custom_route("/healthz", ["GET"], include_in_schema=False)(healthz_endpoint(runtime))
     return mcp
 
 
@@ -338,6 +341,9 @@ async def run_human_command(args: argparse.Namespace, settings: Settings) -> Non
 
         await reembed_all(settings)
         return
+    if args.command == "doctor":
+        await cli_doctor(settings)
+        return
     if args.command == "worker":
         from services.worker import run_standalone_worker
 
@@ -363,6 +369,27 @@ async def run_human_command(args: argparse.Namespace, settings: Settings) -> Non
         await app.close()
 
 
+async def cli_doctor(settings: Settings) -> None:
+    """Print the health report (database, models, worker, queue); exit 1 when the database is down."""
+    from services.errors import service_error_from
+    from services.health import report
+
+    try:
+        app = await open_archivist(settings)
+    except Exception as exc:
+        mapped = service_error_from(exc)
+        reason = f"{mapped.message} {mapped.suggestion}" if mapped else f"{type(exc).__name__}: {exc}"
+        print(json.dumps({"ok": False, "database": {"ok": False, "error": reason}}, indent=2))
+        raise SystemExit(1) from None
+    try:
+        body = await report(app)
+    finally:
+        await app.close()
+    print(json.dumps(body, indent=2, default=str))
+    if not body["ok"]:
+        raise SystemExit(1)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="archivist", description="Archivist knowledge base for AI agents")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -375,6 +402,7 @@ def build_parser() -> argparse.ArgumentParser:
     config = sub.add_parser("config", help="print an MCP client configuration entry")
     config.add_argument("client", choices=["claude-code", "claude-desktop"])
     add_human_commands(sub)
+    sub.add_parser("doctor", help="report database, models, worker and queue health")
     return parser
 
 

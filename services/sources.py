@@ -9,8 +9,8 @@ import asyncpg
 
 from models import Page, Source, SourceStats
 from services.database import Database
-from services.errors import InvalidArgument, NotFound
-from services.validation import check_page, parse_uuid, require_text
+from services.errors import Conflict, InvalidArgument, NotFound
+from services.validation import check_page, clean_text, parse_uuid, require_text
 
 SOURCE_TYPES = ("upload", "crawl", "api", "folder")
 LIST_HINT = "Use manage_source(action='list') to see available sources."
@@ -37,6 +37,39 @@ def _to_source(row: asyncpg.Record) -> Source:
     return Source(**dict(row))
 
 
+async def lock_title(conn: asyncpg.Connection, title: str) -> None:
+    """Serialise find-or-create of one title (any case) across connections and processes."""
+    await conn.execute("SELECT pg_advisory_xact_lock(hashtext('archivist-source:' || lower($1)))", title)
+
+
+def conflict(row: asyncpg.Record) -> Conflict:
+    return Conflict(
+        f"A source titled '{row['title'][:200]}' already exists (id {row['id']}).",
+        f"Use source_id='{row['id']}', or give the new source a different title, url or version.",
+    )
+
+
+async def _insert(
+    conn: asyncpg.Connection,
+    title: str,
+    description: str | None,
+    url: str | None,
+    source_type: str,
+    metadata: dict[str, Any] | None,
+    version: str | None,
+) -> asyncpg.Record:
+    try:
+        return await conn.fetchrow(
+            f"INSERT INTO sources (title, description, url, source_type, metadata, version) "
+            f"VALUES ($1, $2, $3, $4, $5, $6) RETURNING {SOURCE_COLUMNS}",
+            *clean_text((title, description, url, source_type, metadata or {}, version)),
+        )
+    except asyncpg.UniqueViolationError:
+        raise Conflict(
+            f"A source titled '{title[:200]}' with this url and version already exists.", LIST_HINT
+        ) from None
+
+
 class SourceService:
     def __init__(self, db: Database) -> None:
         self.db = db
@@ -50,17 +83,22 @@ class SourceService:
         metadata: dict[str, Any] | None = None,
         version: str | None = None,
     ) -> Source:
-        title = require_text(title, "title", max_length=500)
-        row = await self.db.pool.fetchrow(
-            f"INSERT INTO sources (title, description, url, source_type, metadata, version) "
-            f"VALUES ($1, $2, $3, $4, $5, $6) RETURNING {SOURCE_COLUMNS}",
-            title,
-            description,
-            url,
-            _check_source_type(source_type),
-            metadata or {},
-            check_version(version),
-        )
+        """A new source; CONFLICT when one with the same title (any case), url and version exists."""
+        title = require_text(clean_text(title), "title", max_length=500)
+        version = check_version(clean_text(version))
+        _check_source_type(source_type)
+        async with self.db.pool.acquire() as conn, conn.transaction():
+            await lock_title(conn, title)
+            existing = await conn.fetchrow(
+                f"SELECT {SOURCE_COLUMNS} FROM sources WHERE lower(title) = lower($1) "
+                "AND coalesce(url, '') = coalesce($2, '') AND coalesce(version, '') = coalesce($3, '') LIMIT 1",
+                title,
+                clean_text(url),
+                version,
+            )
+            if existing is not None:
+                raise conflict(existing)
+            row = await _insert(conn, title, description, url, source_type, metadata, version)
         return _to_source(row)
 
     async def get(self, source_id: str | UUID | None) -> Source:
@@ -79,11 +117,20 @@ class SourceService:
     async def get_or_create(
         self, title: str, source_type: str = "upload", url: str | None = None
     ) -> tuple[Source, bool]:
-        """The oldest source with this exact title, or a new one; the flag says whether it was created."""
-        existing = await self.find_by_title(require_text(title, "title", max_length=500))
-        if existing is not None:
-            return existing, False
-        return await self.create(title, url=url, source_type=source_type), True
+        """The oldest source with this title (any case), or a new one; the flag says whether it was created.
+        Atomic across concurrent calls and processes (an advisory lock on the title)."""
+        title = require_text(clean_text(title), "title", max_length=500)
+        async with self.db.pool.acquire() as conn, conn.transaction():
+            await lock_title(conn, title)
+            row = await conn.fetchrow(
+                f"SELECT {SOURCE_COLUMNS} FROM sources WHERE lower(title) = lower($1) "
+                "ORDER BY (title = $1) DESC, created_at LIMIT 1",
+                title,
+            )
+            if row is not None:
+                return _to_source(row), False
+            row = await _insert(conn, title, None, url, _check_source_type(source_type), None, None)
+        return _to_source(row), True
 
     async def stats(self, source_id: UUID) -> SourceStats:
         row = await self.db.pool.fetchrow(
@@ -122,7 +169,7 @@ class SourceService:
             title = require_text(title, "title", max_length=500)
         if source_type is not None:
             _check_source_type(source_type)
-        row = await self.db.pool.fetchrow(
+        row = await self._update_row(
             f"UPDATE sources SET title = coalesce($2, title), description = coalesce($3, description), "
             f"url = coalesce($4, url), source_type = coalesce($5, source_type), "
             f"metadata = metadata || coalesce($6, '{{}}'::jsonb), version = coalesce($7, version), "
@@ -138,6 +185,14 @@ class SourceService:
         if row is None:
             raise NotFound(f"Source not found: {sid}", LIST_HINT)
         return _to_source(row)
+
+    async def _update_row(self, sql: str, *params: Any) -> asyncpg.Record | None:
+        try:
+            return await self.db.pool.fetchrow(sql, *clean_text(params))
+        except asyncpg.UniqueViolationError:
+            raise Conflict(
+                "Another source already has this title, url and version.", "Choose a different title or version."
+            ) from None
 
     async def delete(self, source_id: str | UUID | None) -> dict[str, Any]:
         """Delete a source and (by cascade) its documents and chunks; returns what was removed."""

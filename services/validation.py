@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+from typing import Any
 from uuid import UUID
 
 from services.errors import InvalidArgument
@@ -41,3 +43,18 @@ def require_text(value: str | None, name: str, max_length: int | None = None) ->
             f"{name} is too long ({len(value)} characters, at most {max_length}).", f"Shorten {name}."
         )
     return value.strip()
+
+
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")  # NUL and lone surrogates: PostgreSQL text cannot hold them
+
+
+def clean_text(value: Any) -> Any:
+    """Remove characters PostgreSQL cannot store (NUL, lone surrogates) from a string, or recursively
+    from every string (keys included) in a dict/list/tuple; anything else is returned unchanged."""
+    if isinstance(value, str):
+        return _UNSTORABLE.sub("", value) if _UNSTORABLE.search(value) else value
+    if isinstance(value, dict):
+        return {clean_text(k): clean_text(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return type(value)(clean_text(v) for v in value)
+    return value

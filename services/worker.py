@@ -71,7 +71,7 @@ async def claim_jobs(
     while len([t for t in running if not t.done()]) < limit and not stop.is_set():
         try:
             job = await app.jobs.claim(worker_id)
-        except (asyncpg.PostgresError, OSError, ServiceError) as exc:
+        except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, ServiceError) as exc:
             logger.warning("worker %s could not claim a job: %s", worker_id, exc)
             return
         if job is None:

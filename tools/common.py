@@ -12,8 +12,8 @@ from uuid import UUID
 from mcp.types import CallToolResult, ResourceLink, TextContent
 
 from models import Document, Page, Source
-from services.errors import InvalidArgument, ServiceError
-from services.validation import MAX_PER_PAGE
+from services.errors import InvalidArgument, ServiceError, service_error_from
+from services.validation import MAX_PER_PAGE, clean_text
 
 logger = logging.getLogger(__name__)
 
@@ -92,7 +92,11 @@ async def run_tool(name: str, body: Callable[[], Awaitable[dict[str, Any]]]) -> 
     except ServiceError as exc:
         logger.info("%s: %s %s", name, exc.code, exc.message)
         return failure_from(exc)
-    except Exception:
+    except Exception as exc:
+        mapped = service_error_from(exc)
+        if mapped is not None:
+            logger.warning("%s: %s (%s: %s)", name, mapped.code, type(exc).__name__, exc)
+            return failure_from(mapped)
         logger.exception("%s failed", name)
         return failure(
             "INTERNAL",
@@ -125,13 +129,14 @@ async def dispatch(
 
     async def body() -> dict[str, Any]:
         handler = require_action(action, actions)
-        note = clamp_per_page(args)
+        cleaned = clean_text(args)  # NUL etc. removed from every text argument, at one place
+        note = clamp_per_page(cleaned)
         app = await runtime.get()
         if action in READ_ACTIONS:
             async with app.db.reading():
-                payload = await handler(app, args)
+                payload = await handler(app, cleaned)
         else:
-            payload = await handler(app, args)
+            payload = await handler(app, cleaned)
         return {**payload, "note": note} if note else payload
 
     return await run_tool(tool, body)

@@ -11,6 +11,7 @@ from models import SearchHit
 from services.app import Archivist, Runtime
 from services.search import SearchOutcome
 from services.search.context import check_max_tokens, pack_context, token_counter
+from services.validation import clean_text
 from services.versions import ResolvedVersion, resolve
 from tools import sampling
 from tools.common import TITLE_LIMIT, cut, document_uri, page_number_field, run_tool
@@ -133,6 +134,7 @@ def register(mcp: MCPServer, runtime: Runtime) -> None:
         library + version ("3.11", "3.x", ">=2.1"): that library version; lists versions if absent.
         """
         pending: list[InputRequiredResult] = []
+        query, source_id, library, version = clean_text((query, source_id, library, version))
 
         async def body() -> dict[str, Any]:
             restored = sampling.restored_payload(ctx) if answer else None

@@ -38,7 +38,7 @@ from services.crawl.robots import fetch_text, parse_llms_txt, parse_sitemap
 from services.crawl.robots_cache import MAX_DISCOVERY_BYTES, RobotsCache, site_root
 from services.crawl.urls import in_scope, matches_patterns, normalize_url
 from services.documents import DocumentService
-from services.errors import ServiceError
+from services.errors import ServiceError, unavailable_from
 from services.fetchers import create_fetcher
 
 if TYPE_CHECKING:
@@ -344,6 +344,9 @@ async def run_job(app: Archivist, job: CrawlJob, worker_id: str, stop: asyncio.E
     except asyncio.CancelledError:
         raise
     except Exception as exc:
+        if unavailable_from(exc) is not None:  # the database blinked: hand the job back, never fail it
+            await hand_back_when_possible(app, job, worker_id, exc)
+            return
         logger.exception("job %s failed", job.id)
         try:
             await app.jobs.finish(
@@ -351,3 +354,17 @@ async def run_job(app: Archivist, job: CrawlJob, worker_id: str, stop: asyncio.E
             )
         except Exception:
             logger.exception("job %s: could not record the failure", job.id)
+
+
+async def hand_back_when_possible(app: Archivist, job: CrawlJob, worker_id: str, exc: BaseException) -> None:
+    """Requeue a job interrupted by a database outage (retrying for up to a minute); it resumes from its
+    frontier on the next claim. If the database stays away, the stale heartbeat requeues it anyway."""
+    logger.warning("job %s paused: the database is unavailable (%s)", job.id, type(exc).__name__)
+    for _ in range(60):
+        try:
+            await app.jobs.release(job.id, worker_id)
+            return
+        except Exception as again:
+            if unavailable_from(again) is None:
+                raise
+            await asyncio.sleep(1)

@@ -1,0 +1,70 @@
+"""Health report (database, models, worker, queue) for `archivist doctor` and HTTP `/healthz`."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from services.errors import service_error_from
+
+
+async def database_state(app: Any) -> dict[str, Any]:
+    """Round-trip to the database (2 s at most), plus the embedded server's supervision state."""
+    state: dict[str, Any] = {"embedded": not app.settings.database_url}
+    supervisor = getattr(app.db, "supervisor", None)
+    if supervisor is not None:
+        state.update(supervisor.state())
+    try:
+        await asyncio.wait_for(app.db.pool.fetchval("SELECT 1"), 2)
+        state["ok"] = True
+    except Exception as exc:
+        mapped = service_error_from(exc)
+        state.update(ok=False, error=mapped.message if mapped else f"{type(exc).__name__}: {exc}"[:300])
+    return state
+
+
+async def queue_state(app: Any) -> dict[str, Any]:
+    try:
+        rows = await asyncio.wait_for(
+            app.db.pool.fetch("SELECT status, count(*) AS n FROM crawl_jobs GROUP BY status"), 2
+        )
+    except Exception:
+        return {"ok": False}
+    return {"ok": True, **{r["status"]: r["n"] for r in rows}}
+
+
+async def report(app: Any) -> dict[str, Any]:
+    """The whole report; `ok` is true when the database answers."""
+    database = await database_state(app)
+    queue = await queue_state(app) if database["ok"] else {"ok": False}
+    return {
+        "ok": database["ok"],
+        "database": database,
+        "models": {"embedding_model": app.embedder.name, "embedding_dim": app.embedder.dim},
+        "worker": {"in_process": bool(app.settings.run_worker), "running_jobs": queue.get("running", 0)},
+        "queue": queue,
+    }
+
+
+async def runtime_report(runtime: Any) -> tuple[dict[str, Any], int]:
+    """Report for a server whose services may still be starting: (body, HTTP status)."""
+    task = getattr(runtime, "_task", None)
+    if task is None or not task.done():
+        return {"ok": False, "status": "starting"}, 503
+    if task.cancelled() or task.exception() is not None:
+        exc = None if task.cancelled() else task.exception()
+        return {"ok": False, "status": "failed", "error": f"{type(exc).__name__}: {exc}"[:300]}, 503
+    body = await report(task.result())
+    return body, 200 if body["ok"] else 503
+
+
+def healthz_endpoint(runtime: Any) -> Any:
+    """A Starlette handler for GET /healthz."""
+    from starlette.requests import Request
+    from starlette.responses import JSONResponse
+
+    async def healthz(_: Request) -> JSONResponse:
+        body, status = await runtime_report(runtime)
+        return JSONResponse(body, status_code=status)
+
+    return healthz
