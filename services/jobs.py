@@ -1,6 +1,6 @@
 """Crawl jobs: queue, inspect, wait for, cancel and repeat crawls; the claim/heartbeat API for workers.
 
-A job is a row in `crawl_jobs`; its pages live in `crawl_frontier` (see services/crawler.py, which runs
+A job is a row in `crawl_jobs`; its pages live in `crawl_frontier` (see services/crawl/runner.py, which runs
 one job). Counters are computed from the frontier on every read, so they are exact even after a worker
 died mid-crawl and another one resumed the job.
 """

@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING, Any
 import asyncpg
 
 from models.jobs import CrawlJob
-from services.crawler import Frontier, RowResult, short_error, wait_any
+from services.crawl.frontier import Frontier, RowResult, short_error
+from services.crawl.runner import wait_any
 from services.documents import NewDocument, chunk_context, content_hash
 from services.errors import NotFound, ServiceError
 from services.paths import resolve_allowed_path

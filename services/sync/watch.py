@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from watchfiles import Change, awatch
 
-from services.crawler import wait_any
+from services.crawl.runner import wait_any
 from services.errors import ServiceError
 from services.sync.scan import FolderConfig
 
