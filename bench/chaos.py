@@ -27,6 +27,7 @@ from typing import Any
 
 import asyncpg
 import httpx
+import psutil
 from mcp import Client
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -56,7 +57,8 @@ class Server:
 
     async def start(self) -> Server:
         cmd = [ARCHIVIST, "serve", "--http", "--port", str(self.port), "--no-worker"]
-        self.proc = subprocess.Popen(cmd, env=self.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        log = open(os.environ.get("CHAOS_SERVER_LOG", os.devnull), "a")  # noqa: SIM115
+        self.proc = subprocess.Popen(cmd, env=self.env, stdout=subprocess.DEVNULL, stderr=log)
         deadline = time.monotonic() + 120
         async with httpx.AsyncClient() as http:
             while time.monotonic() < deadline:
@@ -133,9 +135,12 @@ async def database_faults(work: Path, clients: int) -> None:
                 os.kill(pid, signal.SIGKILL)
                 back_at = time.monotonic()  # the supervisor brings it back: recovery counts from the fault
             else:
-                os.kill(pid, signal.SIGSTOP)
+                frozen = [pid, *(p.pid for p in psutil.Process(pid).children())]  # postmaster + backends
+                for each in frozen:
+                    os.kill(each, signal.SIGSTOP)
                 await asyncio.sleep(3)
-                os.kill(pid, signal.SIGCONT)
+                for each in frozen:
+                    os.kill(each, signal.SIGCONT)
                 back_at = time.monotonic()
             healed = None
             while time.monotonic() - back_at < 30:
