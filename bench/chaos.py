@@ -90,7 +90,7 @@ class Server:
 
 def base_env(data_dir: Path, allowed: Path, database_url: str | None = None) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("ARCHIVIST_") and k != "DATABASE_URL"}
-    env.update(ARCHIVIST_DATA_DIR=str(data_dir), ARCHIVIST_ALLOWED_PATHS=str(allowed), ARCHIVIST_LOG_LEVEL="ERROR")
+    env.update(ARCHIVIST_DATA_DIR=str(data_dir), ARCHIVIST_ALLOWED_PATHS=str(allowed), ARCHIVIST_LOG_LEVEL="WARNING")
     env["HF_HUB_OFFLINE"] = "1"
     if database_url:
         env["DATABASE_URL"] = database_url

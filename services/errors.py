@@ -58,6 +58,7 @@ def unavailable_from(exc: BaseException) -> Unavailable | None:
         asyncpg.exceptions.AdminShutdownError,
         asyncpg.exceptions.CrashShutdownError,
         asyncpg.exceptions.InsufficientResourcesError,
+        asyncpg.exceptions.InternalClientError,  # a connection left mid-operation when the server vanished
         ConnectionError,
         TimeoutError,
     )
