@@ -191,14 +191,15 @@ async def kill_mid_ingest(work: Path, dsn: str, files: int) -> None:
         (folder / f"note_{i:03d}.md").write_text(f"# Note {i}\n\n" + f"Paragraph {i} about topic {i % 17}. " * 40)
     env = base_env(work / "ingest-data", work, dsn)
     server = await Server(env).start()
-    async with Client(f"{server.url}/mcp") as client:
-        ingest = asyncio.create_task(
-            tool(client, "manage_document", action="create", title="Bulk", file_path=str(folder))
-        )
-        await asyncio.sleep(4)
-        server.kill()
-        ingest.cancel()
-        await asyncio.gather(ingest, return_exceptions=True)
+
+    async def ingest() -> None:
+        async with Client(f"{server.url}/mcp") as client:
+            await tool(client, "manage_document", action="create", title="Bulk", file_path=str(folder))
+
+    task = asyncio.create_task(ingest())
+    await asyncio.sleep(4)
+    server.kill()
+    await asyncio.gather(task, return_exceptions=True)
     docs, empty, wrong = await integrity(dsn)
     row("server kill -9 mid ingest", f"{docs}/{files} stored; {empty} without chunks; {wrong} wrong chunk_count",
         empty == 0 and wrong == 0)  # fmt: skip
