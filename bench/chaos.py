@@ -235,8 +235,8 @@ async def agent(url: str, n: int, until: float, stats: dict[str, Any]) -> None:
             record(stats, "search", reply, took)
             reply, took = await tool(client, "manage_source", action="list", per_page=5)
             record(stats, "list", reply, took)
-            reply, took = await tool(client, "crawl_website", action="status", per_page=5)
-            record(stats, "crawl status", reply, took)
+            reply, took = await tool(client, "crawl_website", action="list", per_page=5)
+            record(stats, "crawl list", reply, took)
 
 
 def record(stats: dict[str, Any], name: str, reply: dict[str, Any], took: float) -> None:
