@@ -27,6 +27,7 @@ from typing import Any
 
 import asyncpg
 import httpx
+import psutil
 from mcp import Client
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -56,7 +57,8 @@ class Server:
 
     async def start(self) -> Server:
         cmd = [ARCHIVIST, "serve", "--http", "--port", str(self.port), "--no-worker"]
-        self.proc = subprocess.Popen(cmd, env=self.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        log = open(os.environ.get("CHAOS_SERVER_LOG", os.devnull), "a")  # noqa: SIM115
+        self.proc = subprocess.Popen(cmd, env=self.env, stdout=subprocess.DEVNULL, stderr=log)
         deadline = time.monotonic() + 120
         async with httpx.AsyncClient() as http:
             while time.monotonic() < deadline:
@@ -88,7 +90,7 @@ class Server:
 
 def base_env(data_dir: Path, allowed: Path, database_url: str | None = None) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("ARCHIVIST_") and k != "DATABASE_URL"}
-    env.update(ARCHIVIST_DATA_DIR=str(data_dir), ARCHIVIST_ALLOWED_PATHS=str(allowed), ARCHIVIST_LOG_LEVEL="ERROR")
+    env.update(ARCHIVIST_DATA_DIR=str(data_dir), ARCHIVIST_ALLOWED_PATHS=str(allowed), ARCHIVIST_LOG_LEVEL="WARNING")
     env["HF_HUB_OFFLINE"] = "1"
     if database_url:
         env["DATABASE_URL"] = database_url
@@ -133,9 +135,12 @@ async def database_faults(work: Path, clients: int) -> None:
                 os.kill(pid, signal.SIGKILL)
                 back_at = time.monotonic()  # the supervisor brings it back: recovery counts from the fault
             else:
-                os.kill(pid, signal.SIGSTOP)
+                frozen = [pid, *(p.pid for p in psutil.Process(pid).children())]  # postmaster + backends
+                for each in frozen:
+                    os.kill(each, signal.SIGSTOP)
                 await asyncio.sleep(3)
-                os.kill(pid, signal.SIGCONT)
+                for each in frozen:
+                    os.kill(each, signal.SIGCONT)
                 back_at = time.monotonic()
             healed = None
             while time.monotonic() - back_at < 30:
@@ -186,14 +191,15 @@ async def kill_mid_ingest(work: Path, dsn: str, files: int) -> None:
         (folder / f"note_{i:03d}.md").write_text(f"# Note {i}\n\n" + f"Paragraph {i} about topic {i % 17}. " * 40)
     env = base_env(work / "ingest-data", work, dsn)
     server = await Server(env).start()
-    async with Client(f"{server.url}/mcp") as client:
-        ingest = asyncio.create_task(
-            tool(client, "manage_document", action="create", title="Bulk", file_path=str(folder))
-        )
-        await asyncio.sleep(4)
-        server.kill()
-        ingest.cancel()
-        await asyncio.gather(ingest, return_exceptions=True)
+
+    async def ingest() -> None:
+        async with Client(f"{server.url}/mcp") as client:
+            await tool(client, "manage_document", action="create", title="Bulk", file_path=str(folder))
+
+    task = asyncio.create_task(ingest())
+    await asyncio.sleep(4)
+    server.kill()
+    await asyncio.gather(task, return_exceptions=True)
     docs, empty, wrong = await integrity(dsn)
     row("server kill -9 mid ingest", f"{docs}/{files} stored; {empty} without chunks; {wrong} wrong chunk_count",
         empty == 0 and wrong == 0)  # fmt: skip
@@ -229,8 +235,8 @@ async def agent(url: str, n: int, until: float, stats: dict[str, Any]) -> None:
             record(stats, "search", reply, took)
             reply, took = await tool(client, "manage_source", action="list", per_page=5)
             record(stats, "list", reply, took)
-            reply, took = await tool(client, "crawl_website", action="status", per_page=5)
-            record(stats, "crawl status", reply, took)
+            reply, took = await tool(client, "crawl_website", action="list", per_page=5)
+            record(stats, "crawl list", reply, took)
 
 
 def record(stats: dict[str, Any], name: str, reply: dict[str, Any], took: float) -> None:

@@ -58,6 +58,7 @@ def unavailable_from(exc: BaseException) -> Unavailable | None:
         asyncpg.exceptions.AdminShutdownError,
         asyncpg.exceptions.CrashShutdownError,
         asyncpg.exceptions.InsufficientResourcesError,
+        asyncpg.exceptions.InternalClientError,  # a connection left mid-operation when the server vanished
         ConnectionError,
         TimeoutError,
     )
@@ -67,7 +68,7 @@ def unavailable_from(exc: BaseException) -> Unavailable | None:
         word in str(exc).lower() for word in ("closed", "connection", "pool is closing", "released")
     ):
         return Unavailable("The database connection was lost.", RETRY_SUGGESTION)
-    if isinstance(exc, OSError) and getattr(exc, "errno", None) in (101, 111, 113):  # unreachable/refused
+    if isinstance(exc, OSError) and (getattr(exc, "errno", None) in (101, 111, 113) or _from_asyncpg(exc)):
         return Unavailable(f"The database cannot be reached ({exc.strerror or exc}).", RETRY_SUGGESTION)
     return None
 
@@ -112,3 +113,13 @@ def service_error_from(exc: BaseException) -> ServiceError | None:
             "Remove NUL (\\x00) and other control characters from the text and retry.",
         )
     return None
+
+
+def _from_asyncpg(exc: BaseException) -> bool:
+    """Whether an OSError came out of asyncpg's connecting (e.g. a restarting server's socket file missing)."""
+    tb = exc.__traceback__
+    while tb is not None:
+        if "asyncpg" in tb.tb_frame.f_code.co_filename:
+            return True
+        tb = tb.tb_next
+    return False

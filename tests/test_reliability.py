@@ -160,3 +160,12 @@ async def test_migration_006_merges_duplicates_without_losing_documents(app: Arc
         assert await conn.fetchval("SELECT count(*) FROM pg_indexes WHERE indexname = 'sources_identity_uq'") == 1
     with pytest.raises(Conflict):
         await app.sources.create("merged")
+
+
+async def test_health_report_names_database_models_worker_and_queue(app: Archivist) -> None:
+    from services.health import report
+
+    body = await report(app)
+    assert body["ok"] is True and body["database"]["ok"] is True and body["database"]["embedded"] is False
+    assert body["models"]["embedding_dim"] == app.embedder.dim
+    assert body["queue"]["ok"] is True and "running_jobs" in body["worker"]

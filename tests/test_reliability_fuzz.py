@@ -18,8 +18,9 @@ from server import build_server
 from services.app import Runtime
 from tests.mcp_helpers import call, client_in_own_task, ok
 
+# (a lone surrogate cannot be sent as JSON by the client at all; services strip it: tests/test_reliability.py)
 HOSTILE = st.sampled_from(
-    ["", " ", "\x00", "a\x00b", "'; DROP TABLE sources; --", "../../etc/passwd", "/etc", "%_\\", "\ud800", "🦦" * 50]
+    ["", " ", "\x00", "a\x00b", "'; DROP TABLE sources; --", "../../etc/passwd", "/etc", "%_\\", "🦦" * 50]
 )
 TEXT = st.one_of(HOSTILE, st.text(max_size=40), st.text(min_size=3000, max_size=3000, alphabet="ab \x00\n"))
 ID = st.one_of(st.uuids().map(str), HOSTILE, st.just("00000000-0000-0000-0000-000000000000"))
