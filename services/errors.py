@@ -36,3 +36,13 @@ class Unavailable(ServiceError):
 
 class PermissionDenied(ServiceError):
     code = "PERMISSION_DENIED"
+
+
+class CallTimeout(ServiceError):
+    code = "TIMEOUT"
+    retryable = True
+
+
+class RateLimited(ServiceError):
+    code = "RATE_LIMITED"
+    retryable = True

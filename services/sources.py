@@ -10,6 +10,7 @@ import asyncpg
 from models import Page, Source, SourceStats
 from services.database import Database
 from services.errors import InvalidArgument, NotFound
+from services.scope import current_scope
 from services.validation import check_page, parse_uuid, require_text
 
 SOURCE_TYPES = ("upload", "crawl", "api")
@@ -54,7 +55,7 @@ class SourceService:
     async def get(self, source_id: str | UUID | None) -> Source:
         sid = parse_uuid(source_id, "source_id", LIST_HINT)
         row = await self.db.pool.fetchrow(f"SELECT {SOURCE_COLUMNS} FROM sources WHERE id = $1", sid)
-        if row is None:
+        if row is None or not current_scope().allows(sid):
             raise NotFound(f"Source not found: {sid}", LIST_HINT)
         return _to_source(row)
 
@@ -83,7 +84,9 @@ class SourceService:
 
     async def list(self, page: int = 1, per_page: int = 10) -> Page[Source]:
         page, per_page = check_page(page, per_page)
-        rows, total = await self.db.fetch_page(SOURCE_COLUMNS, "sources", "created_at DESC, id", [], page, per_page)
+        scoped = current_scope().source_ids
+        where, params = ("sources WHERE id = ANY($1)", [list(scoped)]) if scoped is not None else ("sources", [])
+        rows, total = await self.db.fetch_page(SOURCE_COLUMNS, where, "created_at DESC, id", params, page, per_page)
         return Page[Source](items=[_to_source(r) for r in rows], total_count=total, page=page, per_page=per_page)
 
     async def update(
@@ -96,6 +99,9 @@ class SourceService:
         metadata: dict[str, Any] | None = None,
     ) -> Source:
         sid = parse_uuid(source_id, "source_id", LIST_HINT)
+        current_scope().check_write("Updating a source")
+        if not current_scope().allows(sid):
+            raise NotFound(f"Source not found: {sid}", LIST_HINT)
         if all(v is None for v in (title, description, url, source_type, metadata)):
             raise InvalidArgument("Nothing to update.", "Provide at least one of title, description, url, source_type.")
         if title is not None:
@@ -121,6 +127,9 @@ class SourceService:
     async def delete(self, source_id: str | UUID | None) -> dict[str, Any]:
         """Delete a source and (by cascade) its documents and chunks; returns what was removed."""
         sid = parse_uuid(source_id, "source_id", LIST_HINT)
+        current_scope().check_write("Deleting a source")
+        if not current_scope().allows(sid):
+            raise NotFound(f"Source not found: {sid}", LIST_HINT)
         async with self.db.pool.acquire() as conn, conn.transaction():
             row = await conn.fetchrow("SELECT title FROM sources WHERE id = $1 FOR UPDATE", sid)
             if row is None:

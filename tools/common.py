@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import Any
@@ -12,7 +14,8 @@ from uuid import UUID
 from mcp.types import CallToolResult, TextContent
 
 from models import Document, Page, Source
-from services.errors import InvalidArgument, ServiceError
+from services.errors import CallTimeout, InvalidArgument, ServiceError
+from services.scope import current_scope
 
 logger = logging.getLogger(__name__)
 
@@ -90,11 +93,52 @@ async def dispatch(
 ) -> CallToolResult:
     """Run the handler for `action` with the started services and the tool's arguments."""
 
-    async def body() -> dict[str, Any]:
-        handler = require_action(action, actions)
-        return await handler(await runtime.get(), args)
+    started = time.perf_counter()
+    app: Any = None
 
-    return await run_tool(tool, body)
+    async def body() -> dict[str, Any]:
+        nonlocal app
+        handler = require_action(action, actions)
+        app = await runtime.get()
+        if action in WRITE_ACTIONS:
+            current_scope().check_write(f"{tool}(action='{action}')")
+        limit = float(getattr(app.settings, "call_timeout_seconds", 60.0))
+        if action == "status":
+            limit += float(args.get("wait_seconds") or 0)
+        try:
+            async with asyncio.timeout(limit):
+                return await handler(app, args)
+        except TimeoutError:
+            raise CallTimeout(
+                f"{tool}(action='{action}') took longer than {limit:g}s and was cancelled.",
+                "Retry, or narrow the request.",
+                retryable=True,
+            ) from None
+
+    result = await run_tool(tool, body)
+    if app is not None:
+        record_call(app, tool, action, args, result, started)
+    return result
+
+
+WRITE_ACTIONS = frozenset({"create", "update", "delete", "start", "cancel", "recrawl"})
+
+
+def record_call(
+    app: Any, tool: str, action: str | None, args: dict[str, Any], result: CallToolResult, t0: float
+) -> None:
+    """Queue one audit entry (non-blocking, never raises; see services.audit)."""
+    try:
+        scope = current_scope()
+        text = result.content[0].text if result.content else ""
+        code = None
+        if text.startswith('{"success": false') or getattr(result, "is_error", False):
+            code = json.loads(text).get("error_code", "INTERNAL")
+        clean = {k: v for k, v in args.items() if v is not None and k not in ("self", "ctx", "runtime")}
+        latency = (time.perf_counter() - t0) * 1000
+        app.audit.record(tool, action, scope.who, scope.profiles, clean, code, latency, len(text))
+    except Exception:
+        logger.warning("audit record failed", exc_info=True)
 
 
 def page_fields(page: Page[Any], key: str, items: list[dict[str, Any]]) -> dict[str, Any]:

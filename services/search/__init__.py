@@ -12,6 +12,7 @@ from services.embeddings import embed_query_async
 from services.embeddings.base import Embedder
 from services.errors import InvalidArgument
 from services.reranking.base import Reranker
+from services.scope import current_scope
 from services.search.base import SearchRequest, SearchStrategy
 from services.settings import Settings
 from services.sources import SourceService
@@ -100,5 +101,7 @@ class SearchService:
         vector = await embed_query_async(self.embedder, query.strip())
         strategy = self.strategy(search_type)
         hits = await strategy.search(SearchRequest(query.strip(), vector, limit, sid))
+        scope = current_scope()
+        hits = [h for h in hits if scope.allows(h.source_id)]
         kept = [h for h in hits if similarity_threshold is None or h.similarity >= similarity_threshold]
         return SearchOutcome(kept, limit, match_count > limit, len(hits) - len(kept))
