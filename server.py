@@ -53,7 +53,16 @@ class ArchivistServer(MCPServer):
             names = ", ".join(t.name for t in self._tool_manager.list_tools())
             return failure("NOT_FOUND", f"Unknown tool: {name}", f"Use one of: {names}.")
         try:
-            return await super().call_tool(name, arguments, context)
+            from access_http import call_scope
+            from services.errors import ServiceError
+            from services.scope import use_scope
+
+            try:
+                scope = await call_scope(self.runtime, getattr(self, "profiles", []))
+            except ServiceError as exc:
+                return failure(exc.code, exc.message, exc.suggestion, exc.retryable)
+            with use_scope(scope):
+                return await super().call_tool(name, arguments, context)
         except ToolError as exc:
             if isinstance(exc.__cause__, ValidationError):
                 return validation_failure(name, exc.__cause__)
@@ -74,8 +83,14 @@ async def run_in_process_worker(runtime: Runtime, stop: asyncio.Event) -> None:
 
 
 def build_server(
-    settings: Settings | None = None, *, run_worker: bool | None = None, runtime: Runtime | None = None
+    settings: Settings | None = None,
+    *,
+    run_worker: bool | None = None,
+    runtime: Runtime | None = None,
+    profiles: list[str] | None = None,
+    auth: dict[str, Any] | None = None,
 ) -> ArchivistServer:
+    """`profiles` confine every call (stdio / no token); `auth` = token_verifier + auth kwargs for HTTP."""
     settings = settings or get_settings()
     runtime = runtime or Runtime(settings)
     worker_enabled = settings.run_worker if run_worker is None else run_worker
@@ -93,7 +108,11 @@ def build_server(
                 await asyncio.wait_for(asyncio.gather(worker, return_exceptions=True), 10)
             await runtime.close()
 
-    mcp = ArchivistServer(name="archivist", instructions=INSTRUCTIONS, lifespan=lifespan, version="0.1.0")
+    mcp = ArchivistServer(
+        name="archivist", instructions=INSTRUCTIONS, lifespan=lifespan, version="0.1.0", **(auth or {})
+    )
+    mcp.runtime = runtime
+    mcp.profiles = list(profiles or [])
     for module in (search_knowledge_base, manage_document, manage_source, crawl_website):
         module.register(mcp, runtime)
     return mcp
@@ -317,6 +336,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", default=None)
     serve.add_argument("--port", type=int, default=None)
     serve.add_argument("--no-worker", action="store_true", help="leave crawl jobs to `archivist worker`")
+    serve.add_argument("--profile", action="append", default=None, help="confine to this profile (repeatable)")
     config = sub.add_parser("config", help="print an MCP client configuration entry")
     config.add_argument("client", choices=["claude-code", "claude-desktop"])
     add_human_commands(sub)
@@ -328,12 +348,33 @@ def main(argv: list[str] | None = None) -> None:
     settings = get_settings()
     configure_logging(settings.log_level)
     if args.command == "serve":
-        server = build_server(settings, run_worker=False if args.no_worker else None)
+        import os
+
+        profiles = args.profile or [p for p in os.environ.get("ARCHIVIST_PROFILES", "").split(",") if p.strip()]
+        host, port = args.host or settings.http_host, args.port or settings.http_port
+        runtime = Runtime(settings)
+        auth = None
+        if args.http:
+            from access_http import ArchivistTokenVerifier, auth_settings, is_loopback, tokens_exist
+
+            has_tokens = asyncio.run(tokens_exist(settings))
+            if not has_tokens and not is_loopback(host):
+                print(
+                    f"error: refusing to serve on {host} without access tokens.\n"
+                    "Create one first: archivist token create --name NAME [--profile P]",
+                    file=sys.stderr,
+                )
+                raise SystemExit(2)
+            if has_tokens:
+                auth = {"token_verifier": ArchivistTokenVerifier(runtime), "auth": auth_settings(host, port)}
+        server = build_server(
+            settings, run_worker=False if args.no_worker else None, runtime=runtime, profiles=profiles, auth=auth
+        )
         if args.http:
             server.run(
                 "streamable-http",
-                host=args.host or settings.http_host,
-                port=args.port or settings.http_port,
+                host=host,
+                port=port,
                 streamable_http_path="/mcp",
             )
         else:
