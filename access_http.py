@@ -80,3 +80,15 @@ async def tokens_exist(settings: Any) -> bool:
         )
     finally:
         await conn.close()
+
+
+async def check_rate(runtime: Any) -> None:
+    """One call from the caller's bucket: the token's own (override or default), else the shared one."""
+    app = await runtime.get()
+    token = get_access_token()
+    rate = app.settings.rate_per_minute
+    key = "local"
+    if token is not None:
+        key = f"token:{token.client_id}"
+        rate = (token.claims or {}).get("rate") or rate
+    await app.ratelimit.take(key, int(rate))

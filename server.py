@@ -53,14 +53,20 @@ class ArchivistServer(MCPServer):
             names = ", ".join(t.name for t in self._tool_manager.list_tools())
             return failure("NOT_FOUND", f"Unknown tool: {name}", f"Use one of: {names}.")
         try:
-            from access_http import call_scope
+            from access_http import call_scope, check_rate
             from services.errors import ServiceError
             from services.scope import use_scope
 
             try:
                 scope = await call_scope(self.runtime, getattr(self, "profiles", []))
+                await check_rate(self.runtime)
             except ServiceError as exc:
-                return failure(exc.code, exc.message, exc.suggestion, exc.retryable)
+                result = failure(exc.code, exc.message, exc.suggestion, exc.retryable)
+                if hasattr(exc, "retry_after_seconds"):
+                    payload = json.loads(result.content[0].text)
+                    payload["retry_after_seconds"] = exc.retry_after_seconds
+                    result.content[0].text = json.dumps(payload)
+                return result
             with use_scope(scope):
                 return await super().call_tool(name, arguments, context)
         except ToolError as exc:

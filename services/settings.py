@@ -91,6 +91,11 @@ class Settings(BaseSettings):
     job_stale_seconds: float = 15.0
     job_poll_seconds: float = 1.0
 
+    # --- access (profiles, tokens, audit, limits) ---
+    rate_per_minute: int = 120  # default token bucket per token (one shared bucket for stdio/loopback)
+    call_timeout_seconds: float = 60.0  # per tool call; job status wait_seconds counts apart
+    audit_retention_days: int = 30
+
     @field_validator("allowed_paths", mode="before")
     @classmethod
     def _split_paths(cls, value: object) -> object:
