@@ -147,11 +147,27 @@ def client_env(settings: Settings) -> dict[str, str]:
     return env
 
 
-def print_client_config(client: str, settings: Settings) -> None:
+def print_client_config(
+    client: str, settings: Settings, http_url: str | None = None, profiles: list[str] | None = None
+) -> None:
+    """Print a client entry; secrets appear only as environment-variable references."""
+    from cli_access import http_entry, redact_dsn
+
+    if http_url:
+        print(json.dumps(http_entry(client, http_url), indent=2))
+        return
     command, *args = server_command()
-    entry = {"command": command, "args": args, "env": client_env(settings)}
+    env = client_env(settings)
+    if "DATABASE_URL" in env:
+        env["DATABASE_URL"] = redact_dsn(env["DATABASE_URL"])
+    if profiles:
+        env["ARCHIVIST_PROFILES"] = ",".join(profiles)
+    entry = {"command": command, "args": args, "env": env}
     if client == "claude-code":
         entry = {"type": "stdio", **entry}
+    if client == "vscode":
+        print(json.dumps({"servers": {"archivist": {"type": "stdio", **entry}}}, indent=2))
+        return
     print(json.dumps({"mcpServers": {"archivist": entry}}, indent=2))
 
 
@@ -322,6 +338,9 @@ async def run_human_command(args: argparse.Namespace, settings: Settings) -> Non
         "crawl": cli_crawl,
         "jobs": cli_jobs,
     }
+    from cli_access import cli_audit, cli_profile, cli_token
+
+    commands.update({"profile": cli_profile, "token": cli_token, "audit": cli_audit})
     from services.errors import ServiceError
 
     app = await open_archivist(settings)
@@ -344,8 +363,13 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--no-worker", action="store_true", help="leave crawl jobs to `archivist worker`")
     serve.add_argument("--profile", action="append", default=None, help="confine to this profile (repeatable)")
     config = sub.add_parser("config", help="print an MCP client configuration entry")
-    config.add_argument("client", choices=["claude-code", "claude-desktop"])
+    config.add_argument("client", choices=["claude-code", "claude-desktop", "cursor", "vscode"])
+    config.add_argument("--http", default=None, metavar="URL", help="entry for a running HTTP server (bearer token)")
+    config.add_argument("--profile", action="append", default=None, help="confine the stdio server (repeatable)")
     add_human_commands(sub)
+    from cli_access import add_access_commands
+
+    add_access_commands(sub)
     return parser
 
 
@@ -386,7 +410,7 @@ def main(argv: list[str] | None = None) -> None:
         else:
             server.run("stdio")
     elif args.command == "config":
-        print_client_config(args.client, settings)
+        print_client_config(args.client, settings, http_url=args.http, profiles=args.profile)
     else:
         asyncio.run(run_human_command(args, settings))
 
