@@ -133,7 +133,7 @@ async def cli_audit(app: Any, args: argparse.Namespace) -> None:
 def redact_dsn(url: str) -> str:
     """DATABASE_URL with its password replaced by an environment reference."""
     parts = urlsplit(url)
-    if parts.password is None:
+    if not parts.password:
         return url
     netloc = parts.netloc.replace(f":{parts.password}@", ":${ARCHIVIST_DB_PASSWORD}@", 1)
     return urlunsplit(parts._replace(netloc=netloc))
