@@ -64,7 +64,22 @@ class ArchivistServer(MCPServer):
             names = ", ".join(t.name for t in self._tool_manager.list_tools())
             return failure("NOT_FOUND", f"Unknown tool: {name}", f"Use one of: {names}.")
         try:
-            return await super().call_tool(name, arguments, context)
+            from access_http import call_scope, check_rate
+            from services.errors import ServiceError
+            from services.scope import use_scope
+
+            try:
+                scope = await call_scope(self.runtime, getattr(self, "profiles", []))
+                await check_rate(self.runtime)
+            except ServiceError as exc:
+                result = failure(exc.code, exc.message, exc.suggestion, exc.retryable)
+                if hasattr(exc, "retry_after_seconds"):
+                    payload = json.loads(result.content[0].text)
+                    payload["retry_after_seconds"] = exc.retry_after_seconds
+                    result.content[0].text = json.dumps(payload)
+                return result
+            with use_scope(scope):
+                return await super().call_tool(name, arguments, context)
         except ToolError as exc:
             if isinstance(exc.__cause__, ValidationError):
                 return validation_failure(name, exc.__cause__)
@@ -102,7 +117,10 @@ def build_server(
     run_worker: bool | None = None,
     runtime: Runtime | None = None,
     watch: bool | None = None,
+    profiles: list[str] | None = None,
+    auth: dict[str, Any] | None = None,
 ) -> ArchivistServer:
+    """`profiles` confine every call (stdio / no token); `auth` = token_verifier + auth kwargs for HTTP."""
     settings = settings or get_settings()
     runtime = runtime or Runtime(settings)
     worker_enabled = settings.run_worker if run_worker is None else run_worker
@@ -124,7 +142,11 @@ def build_server(
                 await asyncio.wait_for(asyncio.gather(worker, return_exceptions=True), 10)
             await runtime.close()
 
-    mcp = ArchivistServer(name="archivist", instructions=INSTRUCTIONS, lifespan=lifespan, version="0.1.0")
+    mcp = ArchivistServer(
+        name="archivist", instructions=INSTRUCTIONS, lifespan=lifespan, version="0.1.0", **(auth or {})
+    )
+    mcp.runtime = runtime
+    mcp.profiles = list(profiles or [])
     for module in (search_knowledge_base, manage_document, manage_source, crawl_website, resources):
         module.register(mcp, runtime)
     from services.health import healthz_endpoint
@@ -156,11 +178,27 @@ def client_env(settings: Settings) -> dict[str, str]:
     return env
 
 
-def print_client_config(client: str, settings: Settings) -> None:
+def print_client_config(
+    client: str, settings: Settings, http_url: str | None = None, profiles: list[str] | None = None
+) -> None:
+    """Print a client entry; secrets appear only as environment-variable references."""
+    from cli_access import http_entry, redact_dsn
+
+    if http_url:
+        print(json.dumps(http_entry(client, http_url), indent=2))
+        return
     command, *args = server_command()
-    entry = {"command": command, "args": args, "env": client_env(settings)}
+    env = client_env(settings)
+    if "DATABASE_URL" in env:
+        env["DATABASE_URL"] = redact_dsn(env["DATABASE_URL"])
+    if profiles:
+        env["ARCHIVIST_PROFILES"] = ",".join(profiles)
+    entry = {"command": command, "args": args, "env": env}
     if client == "claude-code":
         entry = {"type": "stdio", **entry}
+    if client == "vscode":
+        print(json.dumps({"servers": {"archivist": {"type": "stdio", **entry}}}, indent=2))
+        return
     print(json.dumps({"mcpServers": {"archivist": entry}}, indent=2))
 
 
@@ -357,6 +395,9 @@ async def run_human_command(args: argparse.Namespace, settings: Settings) -> Non
         "jobs": cli_jobs,
         "sync": cli_sync,
     }
+    from cli_access import cli_audit, cli_profile, cli_token
+
+    commands.update({"profile": cli_profile, "token": cli_token, "audit": cli_audit})
     from services.errors import ServiceError
 
     app = await open_archivist(settings)
@@ -399,10 +440,16 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=int, default=None)
     serve.add_argument("--no-worker", action="store_true", help="leave crawl jobs to `archivist worker`")
     serve.add_argument("--watch", action="store_true", help="keep folder sources in sync as their files change")
+    serve.add_argument("--profile", action="append", default=None, help="confine to this profile (repeatable)")
     config = sub.add_parser("config", help="print an MCP client configuration entry")
-    config.add_argument("client", choices=["claude-code", "claude-desktop"])
+    config.add_argument("client", choices=["claude-code", "claude-desktop", "cursor", "vscode"])
+    config.add_argument("--http", default=None, metavar="URL", help="entry for a running HTTP server (bearer token)")
+    config.add_argument("--profile", action="append", default=None, help="confine the stdio server (repeatable)")
     add_human_commands(sub)
     sub.add_parser("doctor", help="report database, models, worker and queue health")
+    from cli_access import add_access_commands
+
+    add_access_commands(sub)
     return parser
 
 
@@ -411,24 +458,43 @@ def main(argv: list[str] | None = None) -> None:
     settings = get_settings()
     configure_logging(settings.log_level)
     if args.command == "serve":
+        import os
+
+        profiles = args.profile or [p for p in os.environ.get("ARCHIVIST_PROFILES", "").split(",") if p.strip()]
+        host, port = args.host or settings.http_host, args.port or settings.http_port
         runtime = Runtime(settings)
+        auth = None
+        if args.http:
+            from access_http import ArchivistTokenVerifier, auth_settings, is_loopback, tokens_exist
+
+            has_tokens = asyncio.run(tokens_exist(settings))
+            if not has_tokens and not is_loopback(host):
+                print(
+                    f"error: refusing to serve on {host} without access tokens.\n"
+                    "Create one first: archivist token create --name NAME [--profile P]",
+                    file=sys.stderr,
+                )
+                raise SystemExit(2)
+            if has_tokens:
+                auth = {"token_verifier": ArchivistTokenVerifier(runtime), "auth": auth_settings(host, port)}
         server = build_server(
             settings,
             run_worker=False if args.no_worker else None,
             runtime=runtime,
             watch=True if args.watch else None,
+            profiles=profiles,
+            auth=auth,
         )
         if args.http:
             from web import mount_console
 
-            host, port = args.host or settings.http_host, args.port or settings.http_port
             mount_console(server, runtime, settings, host)
             print(f"Archivist console: http://{host}:{port}/  (MCP: http://{host}:{port}/mcp)", file=sys.stderr)
             server.run("streamable-http", host=host, port=port, streamable_http_path="/mcp")
         else:
             server.run("stdio")
     elif args.command == "config":
-        print_client_config(args.client, settings)
+        print_client_config(args.client, settings, http_url=args.http, profiles=args.profile)
     else:
         asyncio.run(run_human_command(args, settings))
 

@@ -14,6 +14,7 @@ from services.embeddings import create_embedder
 from services.embeddings.base import Embedder
 from services.errors import ServiceError, Unavailable
 from services.profiles import ProfileService
+from services.ratelimit import RateLimiter
 from services.reranking import create_reranker
 from services.reranking.base import Reranker
 from services.search import SearchService
@@ -40,6 +41,7 @@ class Archivist:
         self.profiles = ProfileService(db)
         self.tokens = TokenService(db)
         self.audit = AuditService(db)
+        self.ratelimit = RateLimiter(db)
 
     @classmethod
     async def open(cls, settings: Settings, embedder: Embedder | None = None) -> Archivist:

@@ -24,6 +24,7 @@ from services.errors import Conflict, InvalidArgument, NotFound, ServiceError
 from services.fetchers.base import FetchResult
 from services.parsers import parse_bytes, supported_extensions
 from services.paths import check_file_size, resolve_allowed_path, walk_files
+from services.scope import current_scope
 from services.settings import Settings
 from services.sources import LIST_HINT as SOURCE_LIST_HINT
 from services.sources import SourceService
@@ -407,7 +408,7 @@ class DocumentService:
     async def get(self, document_id: str | UUID | None) -> Document:
         did = parse_uuid(document_id, "document_id", DOC_HINT)
         row = await self.db.pool.fetchrow(f"SELECT {DOCUMENT_COLUMNS} FROM documents WHERE id = $1", did)
-        if row is None:
+        if row is None or not current_scope().allows(row["source_id"]):
             raise NotFound(f"Document not found: {did}", DOC_HINT)
         return _to_document(row)
 
@@ -456,6 +457,8 @@ class DocumentService:
         sid = None
         if source_id:
             sid = (await self.sources.get(source_id)).id
+        elif current_scope().source_ids is not None:
+            raise InvalidArgument("source_id is required under a profile scope.", "Pass one of your sources' ids.")
         rows, total = await self.db.fetch_page(
             DOCUMENT_COLUMNS,
             "documents WHERE $1::uuid IS NULL OR source_id = $1",

@@ -38,6 +38,16 @@ class PermissionDenied(ServiceError):
     code = "PERMISSION_DENIED"
 
 
+class CallTimeout(ServiceError):
+    code = "TIMEOUT"
+    retryable = True
+
+
+class RateLimited(ServiceError):
+    code = "RATE_LIMITED"
+    retryable = True
+
+
 RETRY_SUGGESTION = "The database is unreachable or restarting; retry in a few seconds."
 _DISK_ERRNOS = {28: "is full", 30: "is read-only", 122: "is over its disk quota"}  # ENOSPC, EROFS, EDQUOT
 

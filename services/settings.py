@@ -116,6 +116,11 @@ class Settings(BaseSettings):
     #: Ask for an access token in the console even on loopback with no tokens (off loopback it always asks).
     console_require_sign_in: bool = False
 
+    # --- access (profiles, tokens, audit, limits) ---
+    rate_per_minute: int = 120  # default token bucket per token (one shared bucket for stdio/loopback)
+    call_timeout_seconds: float = 60.0  # per tool call; job status wait_seconds counts apart
+    audit_retention_days: int = 30
+
     @field_validator("allowed_paths", mode="before")
     @classmethod
     def _split_paths(cls, value: object) -> object:

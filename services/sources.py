@@ -10,6 +10,7 @@ import asyncpg
 from models import Page, Source, SourceStats
 from services.database import Database
 from services.errors import Conflict, InvalidArgument, NotFound
+from services.scope import current_scope
 from services.validation import check_page, clean_text, parse_uuid, require_text
 
 SOURCE_TYPES = ("upload", "crawl", "api", "folder")
@@ -104,7 +105,7 @@ class SourceService:
     async def get(self, source_id: str | UUID | None) -> Source:
         sid = parse_uuid(source_id, "source_id", LIST_HINT)
         row = await self.db.pool.fetchrow(f"SELECT {SOURCE_COLUMNS} FROM sources WHERE id = $1", sid)
-        if row is None:
+        if row is None or not current_scope().allows(sid):
             raise NotFound(f"Source not found: {sid}", LIST_HINT)
         return _to_source(row)
 
@@ -143,13 +144,16 @@ class SourceService:
     async def list(self, page: int = 1, per_page: int = 10, title: str | None = None) -> Page[Source]:
         """Newest first; `title` keeps sources whose title contains it (any case)."""
         page, per_page = check_page(page, per_page)
+        conditions, params = [], []
+        scoped = current_scope().source_ids
+        if scoped is not None:
+            params.append(list(scoped))
+            conditions.append(f"id = ANY(${len(params)})")
         if title and title.strip():
-            pattern = "%" + title.strip().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
-            rows, total = await self.db.fetch_page(
-                SOURCE_COLUMNS, "sources WHERE title ILIKE $1", "created_at DESC, id", [pattern], page, per_page
-            )
-        else:
-            rows, total = await self.db.fetch_page(SOURCE_COLUMNS, "sources", "created_at DESC, id", [], page, per_page)
+            params.append("%" + title.strip().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%")
+            conditions.append(f"title ILIKE ${len(params)}")
+        where = "sources WHERE " + " AND ".join(conditions) if conditions else "sources"
+        rows, total = await self.db.fetch_page(SOURCE_COLUMNS, where, "created_at DESC, id", params, page, per_page)
         return Page[Source](items=[_to_source(r) for r in rows], total_count=total, page=page, per_page=per_page)
 
     async def update(
@@ -163,6 +167,9 @@ class SourceService:
         version: str | None = None,
     ) -> Source:
         sid = parse_uuid(source_id, "source_id", LIST_HINT)
+        current_scope().check_write("Updating a source")
+        if not current_scope().allows(sid):
+            raise NotFound(f"Source not found: {sid}", LIST_HINT)
         if all(v is None for v in (title, description, url, source_type, metadata, version)):
             raise InvalidArgument("Nothing to update.", "Provide at least one of title, description, url, source_type.")
         if title is not None:
@@ -197,6 +204,9 @@ class SourceService:
     async def delete(self, source_id: str | UUID | None) -> dict[str, Any]:
         """Delete a source and (by cascade) its documents and chunks; returns what was removed."""
         sid = parse_uuid(source_id, "source_id", LIST_HINT)
+        current_scope().check_write("Deleting a source")
+        if not current_scope().allows(sid):
+            raise NotFound(f"Source not found: {sid}", LIST_HINT)
         async with self.db.pool.acquire() as conn, conn.transaction():
             row = await conn.fetchrow("SELECT title FROM sources WHERE id = $1 FOR UPDATE", sid)
             if row is None:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import Any
@@ -12,7 +14,8 @@ from uuid import UUID
 from mcp.types import CallToolResult, ResourceLink, TextContent
 
 from models import Document, Page, Source
-from services.errors import InvalidArgument, ServiceError, service_error_from
+from services.errors import CallTimeout, InvalidArgument, ServiceError, service_error_from
+from services.scope import current_scope
 from services.validation import MAX_PER_PAGE, clean_text
 
 logger = logging.getLogger(__name__)
@@ -127,19 +130,59 @@ async def dispatch(
 ) -> CallToolResult:
     """Run the handler for `action` with the started services and the tool's arguments."""
 
+    started = time.perf_counter()
+    app: Any = None
+
     async def body() -> dict[str, Any]:
+        nonlocal app
         handler = require_action(action, actions)
         cleaned = clean_text(args)  # NUL etc. removed from every text argument, at one place
         note = clamp_per_page(cleaned)
         app = await runtime.get()
-        if action in READ_ACTIONS:
-            async with app.db.reading():
-                payload = await handler(app, cleaned)
-        else:
-            payload = await handler(app, cleaned)
-        return {**payload, "note": note} if note else payload
+        if action in WRITE_ACTIONS:
+            current_scope().check_write(f"{tool}(action='{action}')")
+        limit = float(getattr(app.settings, "call_timeout_seconds", 60.0))
+        if action == "status":
+            limit += float(cleaned.get("wait_seconds") or 0)
+        try:
+            async with asyncio.timeout(limit):
+                if action in READ_ACTIONS:
+                    async with app.db.reading():
+                        payload = await handler(app, cleaned)
+                else:
+                    payload = await handler(app, cleaned)
+            return {**payload, "note": note} if note else payload
+        except TimeoutError:
+            raise CallTimeout(
+                f"{tool}(action='{action}') took longer than {limit:g}s and was cancelled.",
+                "Retry, or narrow the request.",
+                retryable=True,
+            ) from None
 
-    return await run_tool(tool, body)
+    result = await run_tool(tool, body)
+    if app is not None:
+        record_call(app, tool, action, args, result, started)
+    return result
+
+
+WRITE_ACTIONS = frozenset({"create", "update", "delete", "start", "cancel", "recrawl", "sync"})
+
+
+def record_call(
+    app: Any, tool: str, action: str | None, args: dict[str, Any], result: CallToolResult, t0: float
+) -> None:
+    """Queue one audit entry (non-blocking, never raises; see services.audit)."""
+    try:
+        scope = current_scope()
+        text = result.content[0].text if result.content else ""
+        code = None
+        if text.startswith('{"success": false') or getattr(result, "is_error", False):
+            code = json.loads(text).get("error_code", "INTERNAL")
+        clean = {k: v for k, v in args.items() if v is not None and k not in ("self", "ctx", "runtime")}
+        latency = (time.perf_counter() - t0) * 1000
+        app.audit.record(tool, action, scope.who, scope.profiles, clean, code, latency, len(text))
+    except Exception:
+        logger.warning("audit record failed", exc_info=True)
 
 
 def clamp_per_page(args: dict[str, Any]) -> str | None:

@@ -12,6 +12,7 @@ from services.embeddings import embed_query_async
 from services.embeddings.base import Embedder
 from services.errors import InvalidArgument
 from services.reranking.base import Reranker
+from services.scope import current_scope
 from services.search.base import SearchRequest, SearchStrategy
 from services.search.passages import distinct_passages
 from services.settings import Settings
@@ -105,6 +106,8 @@ class SearchService:
         strategy = self.strategy(search_type)
         pool = min(max(limit * POOL_FACTOR, limit + 10), POOL_MAX)
         hits = await strategy.search(SearchRequest(query.strip(), vector, pool, sid))
+        scope = current_scope()
+        hits = [h for h in hits if scope.allows(h.source_id)]
         kept = [h for h in hits if similarity_threshold is None or h.similarity >= similarity_threshold]
         passages = distinct_passages(kept, limit, self.settings.results_per_document)
         return SearchOutcome(passages, limit, match_count > limit, len(hits) - len(kept))
