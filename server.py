@@ -21,7 +21,7 @@ from pydantic import ValidationError
 from services.app import Runtime
 from services.settings import Settings, get_settings
 from tools import crawl_website, manage_document, manage_source, resources, search_knowledge_base
-from tools.common import failure
+from tools.common import failure, failure_from
 
 logger = logging.getLogger("archivist")
 
@@ -65,19 +65,18 @@ class ArchivistServer(MCPServer):
             return failure("NOT_FOUND", f"Unknown tool: {name}", f"Use one of: {names}.")
         try:
             from access_http import call_scope, check_rate
-            from services.errors import ServiceError
+            from services.errors import service_error_from
             from services.scope import use_scope
 
             try:
                 scope = await call_scope(self.runtime, getattr(self, "profiles", []))
                 await check_rate(self.runtime)
-            except ServiceError as exc:
-                result = failure(exc.code, exc.message, exc.suggestion, exc.retryable)
-                if hasattr(exc, "retry_after_seconds"):
-                    payload = json.loads(result.content[0].text)
-                    payload["retry_after_seconds"] = exc.retry_after_seconds
-                    result.content[0].text = json.dumps(payload)
-                return result
+            except Exception as exc:  # e.g. the database is down while checking the token or the rate
+                mapped = service_error_from(exc)
+                if mapped is None:
+                    logger.exception("access check for %s failed", name)
+                    return failure("INTERNAL", f"{name} failed with an internal error.", "Retry once.", retryable=True)
+                return failure_from(mapped)
             with use_scope(scope):
                 return await super().call_tool(name, arguments, context)
         except ToolError as exc:

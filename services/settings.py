@@ -117,7 +117,7 @@ class Settings(BaseSettings):
     console_require_sign_in: bool = False
 
     # --- access (profiles, tokens, audit, limits) ---
-    rate_per_minute: int = 120  # default token bucket per token (one shared bucket for stdio/loopback)
+    rate_per_minute: int = 600  # default token bucket per token (one shared bucket for stdio/loopback)
     call_timeout_seconds: float = 60.0  # per tool call; job status wait_seconds counts apart
     audit_retention_days: int = 30
 

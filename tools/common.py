@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import math
 import time
 from collections.abc import Awaitable, Callable
 from datetime import datetime
@@ -36,8 +37,19 @@ def _json_default(value: Any) -> Any:
     return str(value)
 
 
+def _finite(value: Any) -> Any:
+    """NaN and infinities (e.g. echoed from bad input) as strings: JSON has no such numbers."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(v) for v in value]
+    return value
+
+
 def to_json(payload: dict[str, Any]) -> str:
-    return json.dumps(payload, default=_json_default, ensure_ascii=False)
+    return json.dumps(_finite(payload), default=_json_default, ensure_ascii=False, allow_nan=False)
 
 
 def tool_result(body: dict[str, Any], is_error: bool = False) -> CallToolResult:
@@ -51,13 +63,16 @@ def success(payload: dict[str, Any]) -> CallToolResult:
     return tool_result({"success": True, **payload})
 
 
-def failure(code: str, error: str, suggestion: str, retryable: bool = False) -> CallToolResult:
+def failure(
+    code: str, error: str, suggestion: str, retryable: bool = False, extra: dict[str, Any] | None = None
+) -> CallToolResult:
     body = {
         "success": False,
         "error": error,
         "error_code": code,
         "retryable": retryable,
         "suggestion": suggestion or "Check the arguments against the tool description and try again.",
+        **(extra or {}),
     }
     return tool_result(body, is_error=True)
 
@@ -85,7 +100,8 @@ def resource_links(body: dict[str, Any]) -> list[ResourceLink]:
 
 
 def failure_from(exc: ServiceError) -> CallToolResult:
-    return failure(exc.code, exc.message, exc.suggestion, exc.retryable)
+    extra = {"retry_after_seconds": exc.retry_after_seconds} if hasattr(exc, "retry_after_seconds") else None
+    return failure(exc.code, exc.message, exc.suggestion, exc.retryable, extra)
 
 
 async def run_tool(name: str, body: Callable[[], Awaitable[dict[str, Any]]]) -> CallToolResult:
