@@ -8,6 +8,7 @@ from uuid import UUID
 
 from models import ChunkView, Document, Page
 from services.database import Database
+from services.scope import current_scope
 from services.validation import check_page
 
 DOCUMENT_SORTS = {
@@ -21,6 +22,12 @@ DOC_COLUMNS = (
     "id, source_id, title, url, document_type, content_hash, length(content) AS content_length, "
     "metadata, chunk_count, created_at, updated_at"
 )
+
+
+def scoped_ids() -> list[UUID] | None:
+    """The sources the current call may see (services.scope), or None for all."""
+    ids = current_scope().source_ids
+    return None if ids is None else list(ids)
 
 
 class BrowseService:
@@ -37,11 +44,15 @@ class BrowseService:
             "(SELECT max(updated_at) FROM documents d WHERE d.source_id = s.id) AS last_updated, "
             "(SELECT max(coalesce(completed_at, started_at, created_at)) FROM crawl_jobs j "
             " WHERE j.source_id = s.id) AS last_crawl "
-            "FROM sources s ORDER BY s.created_at DESC, s.id LIMIT $1 OFFSET $2",
+            "FROM sources s WHERE ($3::uuid[] IS NULL OR s.id = ANY($3)) "
+            "ORDER BY s.created_at DESC, s.id LIMIT $1 OFFSET $2",
             per_page,
             (page - 1) * per_page,
+            scoped_ids(),
         )
-        total = await self.db.pool.fetchval("SELECT count(*) FROM sources")
+        total = await self.db.pool.fetchval(
+            "SELECT count(*) FROM sources WHERE ($1::uuid[] IS NULL OR id = ANY($1))", scoped_ids()
+        )
         return [dict(r) for r in rows], total
 
     async def documents(
@@ -74,5 +85,10 @@ class BrowseService:
 
     async def source_choices(self, limit: int = 500) -> list[dict[str, Any]]:
         """Every source's id and title (for pickers), by title."""
-        rows = await self.db.pool.fetch("SELECT id, title FROM sources ORDER BY lower(title), id LIMIT $1", limit)
+        rows = await self.db.pool.fetch(
+            "SELECT id, title FROM sources WHERE ($2::uuid[] IS NULL OR id = ANY($2)) "
+            "ORDER BY lower(title), id LIMIT $1",
+            limit,
+            scoped_ids(),
+        )
         return [dict(r) for r in rows]

@@ -101,6 +101,13 @@ def test_profiles_tokens_connect_and_read_only(browser: Any, base_url: str) -> N
         page.click("#add-text")
         page.wait_for_url(re.compile(r"/documents/"))
         doc_url = page.url
+        page.goto(f"{base_url}/add")
+        page.fill("#text-new-source", "Private notes")
+        page.fill("#text-title", "Salaries")
+        page.fill("#text-content", "Nobody outside the team profile may read this.")
+        page.click("#add-text")
+        page.wait_for_url(re.compile(r"/documents/"))
+        private_url = page.url
 
         page.goto(f"{base_url}/access")
         page.fill("#profile-name", "team")
@@ -141,6 +148,12 @@ def test_profiles_tokens_connect_and_read_only(browser: Any, base_url: str) -> N
         reader_page.goto(doc_url)
         expect(reader_page.locator("#doc-title")).to_have_text("Runbook")
         assert reader_page.locator("#delete-document").count() == 0
+        # the token's profile confines the console as it confines MCP calls
+        reader_page.goto(f"{base_url}/")
+        expect(reader_page.locator("main")).to_contain_text("Team docs")
+        assert "Private notes" not in reader_page.locator("main").inner_text()
+        assert reader_page.goto(private_url).status == 404
+        assert reader_page.goto(f"{base_url}/activity").status == 403
         reader_page.goto(f"{base_url}/add")
         assert reader_page.locator("#add-text").count() == 0
         # the server refuses a read-only write even with a valid session and CSRF token

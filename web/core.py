@@ -12,12 +12,14 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 
 from services.app import Runtime
 from services.errors import ServiceError
+from services.scope import Scope, use_scope
 from services.settings import Settings
 from web import auth
 from web.clients import client_entries
 from web.render import build_environment
 
 logger = logging.getLogger(__name__)
+ADMIN_PATHS = ("/access", "/activity")
 
 STATUS_BY_CODE = {"NOT_FOUND": 404, "CONFLICT": 409, "UNAVAILABLE": 503, "PERMISSION_DENIED": 403}
 FORM_OVERHEAD = 64 * 1024
@@ -85,6 +87,14 @@ class Console:
     def error(self, request: Request, status: int, message: str, suggestion: str = "") -> HTMLResponse:
         return self.render(request, "error.html", status=status, message=message, suggestion=suggestion)
 
+    async def scope_of(self, viewer: auth.Viewer) -> Scope:
+        """What the signed-in token may see and change (everything without a token)."""
+        token = viewer.token
+        if token is None:
+            return Scope(source_ids=None, read_only=False, profiles=[], who="console")
+        app = await self.app()
+        return await app.profiles.scope_for(list(token.profiles), bool(token.read_only), token.name)
+
     def page(self, handler: Handler, *, write: bool = False, public: bool = False) -> Handler:
         """Wrap a handler: sign-in gate, CSRF + read-only checks on writes, service errors as pages."""
 
@@ -108,7 +118,11 @@ class Console:
                         raise Refused(403, "This form is stale or came from another site (CSRF check failed).")
                     if write and viewer.read_only:
                         raise Refused(403, "This token is read-only: it cannot change the knowledge base.")
-                return await handler(request)
+                scope = await self.scope_of(viewer)
+                if scope.source_ids is not None and request.url.path.startswith(ADMIN_PATHS):
+                    raise Refused(403, "A token limited to profiles cannot manage access or read the activity log.")
+                with use_scope(scope):  # the same confinement as MCP calls with this token
+                    return await handler(request)
             except Refused as exc:
                 hint = "Reload the page and try again." if exc.status == 403 else ""
                 return self.error(request, exc.status, exc.message, hint)

@@ -138,10 +138,11 @@ class PageCrawler:
             content_hash=known.content_hash,
             chunks=known.chunk_count,
         )
-        await self.frontier.finish_row(row.url, result)
-        self.ingested += 1
+        # links first: a worker killed between the two steps must not leave a "done" page whose links were lost
         links = await self.app.db.pool.fetch("SELECT to_url FROM document_links WHERE from_document_id = $1", known.id)
         await self._enqueue_links(row, [r["to_url"] for r in links])
+        await self.frontier.finish_row(row.url, result)
+        self.ingested += 1
 
     async def _ingest_fetched(self, row: FrontierRow, known: KnownDocument | None, page: FetchResult) -> None:
         """A 2xx page: settle a redirect, then store the page under the URL it was finally served from."""
@@ -183,6 +184,7 @@ class PageCrawler:
         async with self.app.db.pool.acquire() as conn:
             await self.app.documents.set_links(conn, document.id, self.job.source_id, page.links)
         outcome = self._outcome_after_recovery(target, result.status, document.created_at, document.updated_at)
+        await self._enqueue_links(target, page.links)  # before "done", so a killed worker loses no links
         await self.frontier.finish_row(
             target.url,
             RowResult(
@@ -198,7 +200,6 @@ class PageCrawler:
             ),
         )
         self.ingested += 1
-        await self._enqueue_links(target, page.links)
 
     async def _follow_redirect(
         self, row: FrontierRow, known: KnownDocument | None, final_url: str
