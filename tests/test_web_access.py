@@ -114,6 +114,12 @@ def test_profiles_tokens_connect_and_read_only(browser: Any, base_url: str) -> N
         page.select_option("#profile-sources", label="Team docs")
         page.click("#create-profile")
         expect(page.locator("#profiles-h + ul")).to_contain_text("team")
+        # the search playground can search as a profile: only its sources answer
+        page.goto(f"{base_url}/search?q=team+profile+read&type=vector")
+        expect(page.locator("main")).to_contain_text("Salaries")
+        page.goto(f"{base_url}/search?q=team+profile+read&type=vector&profile=team")
+        expect(page.locator("main")).to_contain_text("Runbook")
+        assert "Salaries" not in page.locator("main").inner_text()
         admin = create_token(page, base_url, "admin", read_only=False)
         page.click("#open-connect")
         expect(page.locator("#connect-dialog")).to_be_visible()

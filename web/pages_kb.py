@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
@@ -10,11 +11,22 @@ from starlette.routing import Route
 
 from services.browse import DOCUMENT_SORTS, BrowseService
 from services.errors import InvalidArgument
+from services.scope import Scope, current_scope, use_scope
 from services.search import SEARCH_TYPES
 from services.validation import parse_uuid
 from web.core import Console, query_int
 
 PER_PAGE = 20
+
+
+async def narrowed_to_profile(app: Any, profile: str | None) -> Scope:
+    """The caller's scope, narrowed to one profile's sources when the playground names one."""
+    current = current_scope()
+    if not profile:
+        return current
+    chosen = await app.profiles.scope_for([profile], current.read_only, current.who)
+    ids = chosen.source_ids if current.source_ids is None else (chosen.source_ids or frozenset()) & current.source_ids
+    return Scope(source_ids=ids, read_only=current.read_only, profiles=[profile], who=current.who)
 
 
 def routes(console: Console) -> list[Route]:
@@ -108,8 +120,10 @@ def routes(console: Console) -> list[Route]:
         query = request.query_params.get("q", "").strip()
         search_type = request.query_params.get("type", "hybrid")
         source_id = request.query_params.get("source") or None
+        profile = request.query_params.get("profile") or None
         count = query_int(request, "k", 10, 1, 20)
         all_sources = await console.source_choices()
+        profiles = [p.name for p in await app.profiles.list() if p.enabled]
         outcome, latency_ms = None, None
         if query:
             if source_id:
@@ -117,7 +131,8 @@ def routes(console: Console) -> list[Route]:
             if search_type not in SEARCH_TYPES:
                 raise InvalidArgument(f"Invalid search type '{search_type}'.", "Use vector, hybrid or rerank.")
             started = time.perf_counter()
-            outcome = await app.search.search(query, source_id, count, search_type)
+            with use_scope(await narrowed_to_profile(app, profile)):
+                outcome = await app.search.search(query, source_id, count, search_type)
             latency_ms = (time.perf_counter() - started) * 1000
         titles = {str(s["id"]): s["title"] for s in all_sources}
         return console.render(
@@ -132,6 +147,8 @@ def routes(console: Console) -> list[Route]:
             outcome=outcome,
             latency_ms=latency_ms,
             search_types=SEARCH_TYPES,
+            profiles=profiles,
+            profile=profile or "",
         )
 
     return [
