@@ -84,3 +84,18 @@ async def test_audit_batched_and_query(app) -> None:
     assert long and "sha256" in long[0].arguments["query"]
     assert app.audit.dropped == 0
     assert Scope().allows(None)
+
+
+async def test_scoped_document_delete_cannot_reach_other_sources(app) -> None:
+    mine = await app.sources.create(title="Mine", source_type="api")
+    theirs = await app.sources.create(title="Theirs", source_type="api")
+    kept = (await app.documents.create_from_text(theirs.id, "Someone else's notes on tides.")).document
+    own = (await app.documents.create_from_text(mine.id, "My notes on currents.")).document
+    with use_scope(Scope(source_ids=frozenset({mine.id}), who="t")):
+        with pytest.raises(NotFound) as missing:
+            await app.documents.delete(kept.id)
+        with pytest.raises(NotFound) as random:
+            await app.documents.delete(uuid4())
+        assert missing.value.suggestion == random.value.suggestion  # out of scope reads as missing
+        assert (await app.documents.delete(own.id))["chunks_deleted"] == own.chunk_count
+    assert (await app.documents.get(kept.id)).chunk_count == kept.chunk_count

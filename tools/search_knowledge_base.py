@@ -79,8 +79,8 @@ async def context_payload(
             "text": p.text,
             "tokens": p.tokens,
             "truncated": p.truncated,
-            "score": p.span.best.score,
-            "uri": document_uri(p.span.hits[0].document_id),
+            "score": p.span.hit.score,
+            "uri": document_uri(p.span.hit.document_id),
             "citation": p.citation,
         }
         for p in passages

@@ -1,7 +1,7 @@
 """Answer-ready context: search hits packed into numbered passages within a token budget.
 
 Tokens are counted with the embedding model's own tokenizer. Neighbouring chunks of a document
-are merged into one passage (`merge_neighbours`, one small replaceable function), near-duplicate
+are merged into one passage (`merge_neighbours`, the merge result lists use), near-duplicate
 passages are dropped, and passages are packed best first until the budget is spent.
 """
 
@@ -11,12 +11,12 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
-from uuid import UUID
 
 from models import SearchHit
 from services.database import Database
 from services.embeddings.base import Embedder
 from services.errors import InvalidArgument
+from services.search.passages import merge_adjacent
 
 MIN_TOKENS = 50
 MAX_TOKENS = 8000
@@ -61,16 +61,12 @@ def check_max_tokens(max_tokens: int) -> int:
 
 @dataclass
 class Span:
-    """Hits of one document merged into one continuous range of its content."""
+    """One passage of a document: a hit whose touching neighbours are merged into it."""
 
-    hits: list[SearchHit]
+    hit: SearchHit
     char_start: int
     char_end: int
     text: str = ""
-
-    @property
-    def best(self) -> SearchHit:
-        return max(self.hits, key=lambda h: h.score)
 
 
 @dataclass
@@ -84,25 +80,9 @@ class Passage:
 
 
 def merge_neighbours(hits: list[SearchHit]) -> list[Span]:
-    """Hits of the same document whose chunks touch or overlap become one span; best span first."""
-    by_doc: dict[UUID, list[SearchHit]] = {}
-    for hit in hits:
-        by_doc.setdefault(hit.document_id, []).append(hit)
-    spans: list[Span] = []
-    for doc_hits in by_doc.values():
-        doc_hits.sort(key=lambda h: h.char_start)
-        current = Span([doc_hits[0]], doc_hits[0].char_start, doc_hits[0].char_end)
-        for hit in doc_hits[1:]:
-            adjacent = hit.chunk_index - max(h.chunk_index for h in current.hits) == 1
-            if hit.char_start <= current.char_end or adjacent:
-                current.hits.append(hit)
-                current.char_end = max(current.char_end, hit.char_end)
-            else:
-                spans.append(current)
-                current = Span([hit], hit.char_start, hit.char_end)
-        spans.append(current)
-    rank = {hit.chunk_id: i for i, hit in enumerate(hits)}
-    return sorted(spans, key=lambda s: min(rank[h.chunk_id] for h in s.hits))
+    """Hits of one document whose chunks touch or overlap become one span (the same merge as
+    result lists, `passages.merge_adjacent`); best span first."""
+    return [Span(h, h.char_start, h.char_end) for h in merge_adjacent(hits)]
 
 
 def words(text: str) -> set[str]:
@@ -138,28 +118,26 @@ async def fill_text(db: Database, spans: list[Span]) -> None:
     rows = await db.pool.fetch(
         "SELECT s.i, substr(d.content, s.a + 1, s.b - s.a) AS text FROM unnest($1::uuid[], $2::int[], $3::int[]) "
         "WITH ORDINALITY AS s(doc, a, b, i) JOIN documents d ON d.id = s.doc",
-        [s.hits[0].document_id for s in spans],
+        [s.hit.document_id for s in spans],
         [s.char_start for s in spans],
         [min(s.char_end, s.char_start + PASSAGE_CHAR_LIMIT) for s in spans],
     )
     texts = {r["i"]: r["text"] for r in rows}
     for i, span in enumerate(spans, 1):
-        span.text = texts.get(i) or "\n".join(h.text for h in span.hits)
+        span.text = texts.get(i) or span.hit.text
         span.char_end = span.char_start + len(span.text)
 
 
 def citation(span: Span) -> dict[str, Any]:
-    best = span.best
+    hit = span.hit
     return {
-        "document_id": str(best.document_id),
-        "document_title": best.document_title[:200],
-        "url": best.url,
-        "heading_path": best.heading_path,
+        "document_id": str(hit.document_id),
+        "document_title": hit.document_title[:200],
+        "url": hit.url,
+        "heading_path": hit.heading_path,
         "char_start": span.char_start,
         "char_end": span.char_end,
-        "chunk_ids": [
-            str(cid) for h in sorted(span.hits, key=lambda h: h.chunk_index) for cid in (h.chunk_ids or [h.chunk_id])
-        ],
+        "chunk_ids": [str(cid) for cid in (hit.chunk_ids or [hit.chunk_id])],
     }
 
 

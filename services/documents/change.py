@@ -1,0 +1,125 @@
+"""Changing documents: update (an atomic re-chunk/re-embed swap), outlinks, delete."""
+
+from __future__ import annotations
+
+from typing import Any
+from uuid import UUID
+
+import asyncpg
+
+from models import IngestResult
+from services.chunking.base import Chunk
+from services.database import Database
+from services.documents.text import (
+    DOC_HINT,
+    check_metadata,
+    content_hash,
+    guess_text_type,
+)
+from services.embeddings.base import Embedder
+from services.errors import Conflict, InvalidArgument, NotFound
+from services.scope import current_scope
+from services.settings import Settings
+from services.sources import SourceService
+from services.validation import parse_uuid
+
+
+class ChangeMixin:
+    """Part of DocumentService (services/documents/service.py)."""
+
+    db: Database
+    sources: SourceService
+    embedder: Embedder
+    settings: Settings
+
+    async def update(
+        self,
+        document_id: str | UUID | None,
+        title: str | None = None,
+        url: str | None = None,
+        metadata: dict[str, Any] | None = None,
+        content: str | None = None,
+    ) -> IngestResult:
+        """Merge title/url/metadata; new content (or a new title, which is embedded with every chunk)
+        re-chunks and re-embeds, swapped in one transaction so readers never see a half-updated document."""
+        current = await self.get(document_id)
+        if all(v is None for v in (title, url, metadata, content)):
+            raise InvalidArgument("Nothing to update.", "Provide title, url, metadata or content.")
+        if content is not None and not content.strip():
+            raise InvalidArgument("content must not be empty.", "Delete the document instead of emptying it.")
+        new_title = title.strip()[:500] if title and title.strip() else current.title
+        reindex = (content is not None and content_hash(content) != current.content_hash) or (
+            new_title != current.title
+        )
+        chunks: list[Chunk] = []
+        vectors: list[Any] = []
+        if reindex:
+            text = content if content is not None else await self._content(current.id)
+            doc_type = self._updated_type(current.document_type, content)
+            chunks, vectors = await self.prepare_chunks(new_title, text, doc_type, current.metadata)
+        async with self.db.pool.acquire() as conn, conn.transaction():
+            locked = await conn.fetchval("SELECT id FROM documents WHERE id = $1 FOR UPDATE", current.id)
+            if locked is None:
+                raise NotFound(f"Document not found: {current.id}", DOC_HINT)
+            try:
+                await conn.execute(
+                    "UPDATE documents SET title = $2, url = coalesce($3, url), "
+                    "metadata = metadata || $4, updated_at = now() WHERE id = $1",
+                    current.id,
+                    new_title,
+                    url,
+                    check_metadata(metadata),
+                )
+            except asyncpg.UniqueViolationError:
+                raise Conflict(
+                    f"Another document in this source already has url {url}.",
+                    "Use a different url, or update that document instead.",
+                ) from None
+            if reindex:
+                if content is not None:
+                    await conn.execute(
+                        "UPDATE documents SET content = $2, content_hash = $3, document_type = $4 WHERE id = $1",
+                        current.id,
+                        content,
+                        content_hash(content),
+                        doc_type,
+                    )
+                await conn.execute("UPDATE documents SET chunk_count = $2 WHERE id = $1", current.id, len(chunks))
+                await self._write_chunks(conn, current.id, current.source_id, new_title, chunks, vectors)
+        return IngestResult(
+            document=await self.get(current.id),
+            status="updated",
+            chunks_created=len(chunks) if reindex else 0,
+        )
+
+    async def set_links(self, conn: asyncpg.Connection, document_id: UUID, source_id: UUID, urls: list[str]) -> None:
+        """Replace a document's outlinks (absolute, normalised URLs)."""
+        await conn.execute("DELETE FROM document_links WHERE from_document_id = $1", document_id)
+        await conn.executemany(
+            "INSERT INTO document_links (from_document_id, source_id, to_url) VALUES ($1, $2, $3) "
+            "ON CONFLICT DO NOTHING",
+            [(document_id, source_id, u) for u in dict.fromkeys(urls)],
+        )
+
+    @staticmethod
+    def _updated_type(current_type: str, content: str | None) -> str:
+        if content is not None and current_type in ("text", "markdown"):
+            return guess_text_type(content)
+        return current_type
+
+    async def delete(self, document_id: str | UUID | None) -> dict[str, Any]:
+        did = parse_uuid(document_id, "document_id", DOC_HINT)
+        async with self.db.pool.acquire() as conn, conn.transaction():
+            source_id = await conn.fetchval("SELECT source_id FROM documents WHERE id = $1 FOR UPDATE", did)
+            if source_id is None or not current_scope().allows(source_id):
+                raise NotFound(f"Document not found: {did}", DOC_HINT)  # out of scope reads as missing
+            row = await conn.fetchrow(
+                "DELETE FROM documents WHERE id = $1 RETURNING title, source_id, chunk_count", did
+            )
+            await conn.execute("UPDATE sources SET updated_at = now() WHERE id = $1", row["source_id"])
+        return {
+            "document_id": str(did),
+            "title": row["title"],
+            "source_id": str(row["source_id"]),
+            "chunks_deleted": row["chunk_count"],
+        }

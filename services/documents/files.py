@@ -1,0 +1,167 @@
+"""Documents from text, files, directories and single web pages (all through IngestMixin.ingest_many)."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+from uuid import UUID
+
+from models import FileFailure, IngestResult
+from services.database import Database
+from services.documents.text import (
+    DIRECTORY_BATCH,
+    MAX_DIRECTORY_FILES,
+    NewDocument,
+    ProgressFn,
+    check_metadata,
+    guess_text_type,
+    guess_title,
+    page_content,
+)
+from services.embeddings.base import Embedder
+from services.errors import InvalidArgument, ServiceError
+from services.parsers import parse_bytes, supported_extensions
+from services.paths import check_file_size, resolve_allowed_path, walk_files
+from services.settings import Settings
+from services.sources import SourceService
+
+logger = logging.getLogger(__name__)
+
+
+class FilesMixin:
+    """Part of DocumentService (services/documents/service.py)."""
+
+    db: Database
+    sources: SourceService
+    embedder: Embedder
+    settings: Settings
+
+    async def create_from_text(
+        self,
+        source_id: UUID,
+        content: str,
+        title: str | None = None,
+        url: str | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> IngestResult:
+        doc_title = (title or guess_title(content)).strip()[:500]
+        return await self.ingest(source_id, doc_title, content, guess_text_type(content), url, metadata)
+
+    def read_file(
+        self, path: Path, title: str | None = None, url: str | None = None, metadata: dict[str, Any] | None = None
+    ) -> NewDocument:
+        """Check (allowed roots, size) and parse one file into a document to ingest."""
+        resolved = resolve_allowed_path(str(path), self.settings.allowed_paths)
+        if not resolved.is_file():
+            raise InvalidArgument(f"{path} is not a regular file.", "Pass a file or a directory path.")
+        size = check_file_size(resolved, self.settings.max_file_bytes)
+        parsed = parse_bytes(resolved.read_bytes(), resolved)
+        if not parsed.content.strip():
+            raise InvalidArgument(f"{resolved.name} has no text content.", "Skip empty files.")
+        meta = {"file_path": str(resolved), "file_size": size, **parsed.metadata, **check_metadata(metadata)}
+        doc_title = (title or parsed.title or resolved.name).strip()[:500]
+        return NewDocument(doc_title, parsed.content, parsed.document_type, url or resolved.as_uri(), meta)
+
+    async def create_from_file(
+        self,
+        source_id: UUID,
+        path: Path,
+        title: str | None = None,
+        url: str | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> IngestResult:
+        return (await self.ingest_many(source_id, [self.read_file(path, title, url, metadata)]))[0]
+
+    async def create_from_directory(
+        self,
+        source_id: UUID,
+        directory: Path,
+        extensions: list[str] | None = None,
+        metadata: dict[str, Any] | None = None,
+        progress: ProgressFn | None = None,
+        recursive: bool = True,
+    ) -> tuple[list[tuple[Path, IngestResult]], list[FileFailure], int]:
+        """Ingest every matching file under a directory, in batches; one file's failure never stops
+        the rest. Returns (results, failures, files_skipped_over_limit)."""
+        wanted = self._extension_filter(extensions)
+        results: list[tuple[Path, IngestResult]] = []
+        failures: list[FileFailure] = []
+        batch: list[tuple[Path, NewDocument]] = []
+        skipped = 0
+
+        def fail(path: Path, message: str) -> None:
+            failures.append(FileFailure(path=str(path), error=message))
+            if progress:
+                progress(path, None, message)
+
+        for path in walk_files(directory, wanted, recursive):
+            if len(results) + len(failures) + len(batch) >= MAX_DIRECTORY_FILES:
+                skipped += 1
+                continue
+            try:
+                batch.append((path, self.read_file(path, metadata=metadata)))
+            except ServiceError as exc:
+                fail(path, exc.message)
+            except Exception as exc:  # a parser bug must not stop the directory
+                logger.exception("failed to read %s", path)
+                fail(path, f"unexpected error: {type(exc).__name__}")
+            if len(batch) >= DIRECTORY_BATCH:
+                results += await self._ingest_batch(source_id, batch, progress)
+                batch = []
+        if batch:
+            results += await self._ingest_batch(source_id, batch, progress)
+        return results, failures, skipped
+
+    async def _ingest_batch(
+        self, source_id: UUID, batch: list[tuple[Path, NewDocument]], progress: ProgressFn | None
+    ) -> list[tuple[Path, IngestResult]]:
+        stored = await self.ingest_many(source_id, [item for _, item in batch])
+        done = [(path, result) for (path, _), result in zip(batch, stored, strict=True)]
+        for path, result in done:
+            if progress:
+                progress(path, result, None)
+        return done
+
+    @staticmethod
+    def _extension_filter(extensions: list[str] | None) -> set[str]:
+        supported = set(supported_extensions())
+        if not extensions:
+            return supported
+        wanted = {e.lower() if e.startswith(".") else f".{e.lower()}" for e in extensions}
+        unknown = wanted - supported
+        if unknown:
+            raise InvalidArgument(
+                f"Unsupported extensions: {', '.join(sorted(unknown))}.",
+                f"Supported: {', '.join(sorted(supported))}.",
+            )
+        return wanted
+
+    async def create_from_url(
+        self,
+        source_id: UUID,
+        url: str,
+        title: str | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> IngestResult:
+        """Fetch one web page (same fetcher and safety checks as the crawler) and ingest it."""
+        from services.crawl.safety import check_url_allowed
+        from services.crawl.urls import normalize_url
+        from services.fetchers import create_fetcher
+
+        normalized = normalize_url(url)
+        if normalized is None:
+            raise InvalidArgument(f"Invalid URL: {url[:200]}", "Use a full http:// or https:// URL.")
+        await check_url_allowed(normalized, self.settings.crawl_allow_private)
+        fetcher = create_fetcher(self.settings)
+        try:
+            page = await fetcher.fetch(normalized)
+        finally:
+            await fetcher.close()
+        parsed_title, content, doc_type = page_content(page)
+        meta = {"http_status": page.status, "content_type": page.content_type, **check_metadata(metadata)}
+        doc_title = (title or parsed_title or normalized).strip()[:500]
+        result = await self.ingest(source_id, doc_title, content, doc_type, page.final_url or normalized, meta)
+        async with self.db.pool.acquire() as conn:
+            await self.set_links(conn, result.document.id, source_id, page.links)
+        return result

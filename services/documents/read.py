@@ -1,0 +1,135 @@
+"""Reading documents: get, content windows, single chunks, listing and links."""
+
+from __future__ import annotations
+
+from typing import Any
+from uuid import UUID
+
+from models import ChunkView, ContentWindow, Document, Page
+from services.database import Database
+from services.documents.text import (
+    DOC_HINT,
+    DOCUMENT_COLUMNS,
+    WINDOW_SIZE,
+    _to_document,
+)
+from services.embeddings.base import Embedder
+from services.errors import InvalidArgument, NotFound
+from services.scope import current_scope
+from services.settings import Settings
+from services.sources import SourceService
+from services.validation import check_page, parse_uuid
+
+
+class ReadMixin:
+    """Part of DocumentService (services/documents/service.py)."""
+
+    db: Database
+    sources: SourceService
+    embedder: Embedder
+    settings: Settings
+
+    async def get(self, document_id: str | UUID | None) -> Document:
+        did = parse_uuid(document_id, "document_id", DOC_HINT)
+        row = await self.db.pool.fetchrow(f"SELECT {DOCUMENT_COLUMNS} FROM documents WHERE id = $1", did)
+        if row is None or not current_scope().allows(row["source_id"]):
+            raise NotFound(f"Document not found: {did}", DOC_HINT)
+        return _to_document(row)
+
+    async def read_window(self, document_id: UUID, offset: int = 0, size: int = WINDOW_SIZE) -> ContentWindow:
+        if offset < 0:
+            raise InvalidArgument(f"offset must be 0 or more (got {offset}).", "Use offset=0 to read from the start.")
+        row = await self.db.pool.fetchrow(
+            "SELECT substr(content, $2 + 1, $3) AS text, length(content) AS total FROM documents WHERE id = $1",
+            document_id,
+            offset,
+            size,
+        )
+        if row is None:
+            raise NotFound(f"Document not found: {document_id}", DOC_HINT)
+        total = row["total"]
+        if offset > total:
+            raise InvalidArgument(
+                f"offset {offset} is past the end of the document ({total} characters).",
+                "Use an offset below the document's content_length.",
+            )
+        end = offset + len(row["text"])
+        return ContentWindow(
+            offset=offset, text=row["text"], next_offset=end if end < total else None, total_length=total
+        )
+
+    async def get_chunk(self, document_id: UUID, chunk_index: int) -> ChunkView:
+        row = await self.db.pool.fetchrow(
+            "SELECT id, document_id, chunk_index, text, char_start, char_end, heading_path, page_start, page_end "
+            "FROM chunks "
+            "WHERE document_id = $1 AND chunk_index = $2",
+            document_id,
+            chunk_index,
+        )
+        if row is None:
+            count = await self.db.pool.fetchval("SELECT chunk_count FROM documents WHERE id = $1", document_id)
+            if count is None:
+                raise NotFound(f"Document not found: {document_id}", DOC_HINT)
+            raise InvalidArgument(
+                f"chunk_index {chunk_index} is out of range: the document has {count} chunks.",
+                f"Use a chunk_index from 0 to {max(count - 1, 0)}.",
+            )
+        return ChunkView(**dict(row))
+
+    async def list(self, source_id: str | UUID | None, page: int = 1, per_page: int = 10) -> Page[Document]:
+        page, per_page = check_page(page, per_page)
+        sid = None
+        if source_id:
+            sid = (await self.sources.get(source_id)).id
+        elif current_scope().source_ids is not None:
+            raise InvalidArgument("source_id is required under a profile scope.", "Pass one of your sources' ids.")
+        rows, total = await self.db.fetch_page(
+            DOCUMENT_COLUMNS,
+            "documents WHERE $1::uuid IS NULL OR source_id = $1",
+            "created_at, id",
+            [sid],
+            page,
+            per_page,
+        )
+        return Page[Document](items=[_to_document(r) for r in rows], total_count=total, page=page, per_page=per_page)
+
+    async def links(self, document_id: UUID, limit: int = 20) -> dict[str, Any] | None:
+        """Outlinks and backlinks inside the knowledge base (None when the document has neither)."""
+        async with self.db.pool.acquire() as conn:
+            doc = await conn.fetchrow("SELECT source_id, url FROM documents WHERE id = $1", document_id)
+            out_total = await conn.fetchval(
+                "SELECT count(*) FROM document_links WHERE from_document_id = $1", document_id
+            )
+            back_total = 0
+            if doc["url"]:
+                back_total = await conn.fetchval(
+                    "SELECT count(*) FROM document_links WHERE source_id = $1 AND to_url = $2",
+                    doc["source_id"],
+                    doc["url"],
+                )
+            if not out_total and not back_total:
+                return None
+            outlinks = await conn.fetch(
+                "SELECT l.to_url AS url, d.id AS document_id, d.title FROM document_links l "
+                "LEFT JOIN documents d ON d.source_id = l.source_id AND d.url = l.to_url "
+                "WHERE l.from_document_id = $1 ORDER BY (d.id IS NULL), l.to_url LIMIT $2",
+                document_id,
+                limit,
+            )
+            backlinks = await conn.fetch(
+                "SELECT d.url, d.id AS document_id, d.title FROM document_links l "
+                "JOIN documents d ON d.id = l.from_document_id "
+                "WHERE l.source_id = $1 AND l.to_url = $2 ORDER BY d.url LIMIT $3",
+                doc["source_id"],
+                doc["url"],
+                limit,
+            )
+        return {
+            "outlinks": [dict(r) for r in outlinks],
+            "outlinks_total": out_total,
+            "backlinks": [dict(r) for r in backlinks],
+            "backlinks_total": back_total,
+        }
+
+    async def _content(self, document_id: UUID) -> str:
+        return await self.db.pool.fetchval("SELECT content FROM documents WHERE id = $1", document_id)

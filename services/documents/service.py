@@ -1,0 +1,38 @@
+"""DocumentService: ingestion, reading, listing, updating and deleting documents."""
+
+from __future__ import annotations
+
+from uuid import UUID
+
+from services.database import Database
+from services.documents.change import ChangeMixin
+from services.documents.files import FilesMixin
+from services.documents.ingest import IngestMixin
+from services.documents.read import ReadMixin
+from services.embeddings.base import Embedder
+from services.errors import InvalidArgument
+from services.settings import Settings
+from services.sources import LIST_HINT as SOURCE_LIST_HINT
+from services.sources import SourceService
+
+
+class DocumentService(IngestMixin, FilesMixin, ReadMixin, ChangeMixin):
+    """Documents of sources; every ingestion path ends in `IngestMixin.ingest_many`."""
+
+    def __init__(self, db: Database, sources: SourceService, embedder: Embedder, settings: Settings) -> None:
+        self.db = db
+        self.sources = sources
+        self.embedder = embedder
+        self.settings = settings
+
+    async def resolve_source(self, source_id: str | UUID | None, title: str | None) -> tuple[UUID, bool]:
+        """The target source: the given id (must exist), else one found or created by title."""
+        if source_id:
+            return (await self.sources.get(source_id)).id, False
+        if not title:
+            raise InvalidArgument(
+                "source_id is required (or a title, to create a source named after it).",
+                SOURCE_LIST_HINT + " Or pass title='My notes' to create one.",
+            )
+        source, created = await self.sources.get_or_create(title)
+        return source.id, created

@@ -1,0 +1,120 @@
+"""Documents: shared constants and pure helpers (hashing, titles, metadata checks, page text)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+
+from models import Document, IngestResult
+from services.errors import InvalidArgument
+from services.fetchers.base import FetchResult
+from services.parsers import parse_bytes
+
+DOC_HINT = "Use manage_document(action='list', source_id=...) to find document ids."
+DOCUMENT_COLUMNS = (
+    "id, source_id, title, url, document_type, content_hash, length(content) AS content_length, "
+    "metadata, chunk_count, created_at, updated_at"
+)
+# Column order of the records written to `chunks` with COPY.
+CHUNK_COLUMNS = [
+    "document_id",
+    "source_id",
+    "chunk_index",
+    "text",
+    "char_start",
+    "char_end",
+    "heading_path",
+    "context",
+    "embedding",
+    "page_start",
+    "page_end",
+]
+WINDOW_SIZE = 1000
+MAX_METADATA_BYTES = 16_384
+MAX_DIRECTORY_FILES = 1000
+DIRECTORY_BATCH = 32
+
+ProgressFn = Callable[[Path, IngestResult | None, str | None], None]
+
+
+def content_hash(content: str) -> str:
+    return hashlib.sha256(content.encode("utf-8")).hexdigest()
+
+
+def embedding_text(title: str, heading_path: list[str], text: str) -> str:
+    """What is embedded for a chunk: the document title and heading path give it context."""
+    header = " > ".join([title, *heading_path]) if heading_path else title
+    return f"{header}\n\n{text}"
+
+
+def chunk_context(title: str, heading_path: list[str]) -> str:
+    return " ".join([title, *heading_path])
+
+
+def guess_title(content: str, fallback: str = "Untitled") -> str:
+    """First markdown heading, else the first non-empty line, cut to 200 characters."""
+    match = re.search(r"^#{1,6}\s+(.+?)\s*#*\s*$", content, flags=re.MULTILINE)
+    if match:
+        return match.group(1)[:200]
+    for line in content.splitlines():
+        if line.strip():
+            return line.strip()[:200]
+    return fallback
+
+
+def guess_text_type(content: str) -> str:
+    return "markdown" if re.search(r"^#{1,6}\s|^```|^\s*[-*]\s|\[[^\]]+\]\([^)]+\)", content, re.M) else "text"
+
+
+def check_metadata(metadata: dict[str, Any] | None) -> dict[str, Any]:
+    if metadata is None:
+        return {}
+    if not isinstance(metadata, dict):
+        raise InvalidArgument("metadata must be a JSON object.", 'Pass metadata like {"author": "..."}.')
+    size = len(json.dumps(metadata, default=str))
+    if size > MAX_METADATA_BYTES:
+        raise InvalidArgument(
+            f"metadata is {size} bytes, over the {MAX_METADATA_BYTES}-byte limit.", "Store less metadata."
+        )
+    return metadata
+
+
+def page_content(page: FetchResult) -> tuple[str | None, str, str]:
+    """(title, text, document_type) of a fetched page; errors name the HTTP outcome."""
+    if not page.ok:
+        detail = page.error or f"HTTP {page.status}"
+        raise InvalidArgument(
+            f"Could not fetch {page.url}: {detail}",
+            "Check the URL in a browser; only text pages and PDFs are ingested.",
+        )
+    if page.raw is not None:  # the fetcher hands over raw bytes only for PDFs
+        parsed = parse_bytes(page.raw, Path("page.pdf"))
+        return parsed.title, parsed.content, parsed.document_type
+    if not page.markdown.strip():
+        raise InvalidArgument(f"{page.url} has no text content.", "Pages rendered by JavaScript need browser mode.")
+    return page.title, page.markdown, PAGE_TYPES.get(page.content_type.split(";")[0].strip().lower(), "html")
+
+
+PAGE_TYPES = {"text/markdown": "markdown", "text/x-markdown": "markdown", "text/plain": "text"}
+
+
+@dataclass
+class NewDocument:
+    """One document to ingest."""
+
+    title: str
+    content: str
+    document_type: str
+    url: str | None = None
+    metadata: dict[str, Any] | None = None
+
+
+def _to_document(row: asyncpg.Record) -> Document:
+    return Document(**dict(row))
