@@ -1,5 +1,12 @@
 """Bearer-token auth for streamable HTTP through the mcp SDK's own hooks (TokenVerifier +
-AuthSettings: 401 with WWW-Authenticate, protected-resource metadata), and the per-call scope."""
+AuthSettings: 401 with WWW-Authenticate, protected-resource metadata), decided per request.
+
+Every HTTP server installs the SDK's verifier and auth settings. `AuthGate` replaces the SDK's
+`RequireAuthMiddleware` on /mcp with a subclass that lets a request without a bearer through only
+while the server binds loopback and no active token exists; the check runs on each such request, so
+the first `archivist token create` (from any process) takes effect on the next request, without a
+restart. Token checks use a small pool of their own: they never wait for the models to load.
+"""
 
 from __future__ import annotations
 
@@ -7,37 +14,120 @@ import ipaddress
 import logging
 from typing import Any
 
-from mcp.server.auth.middleware.auth_context import get_access_token
+import asyncpg
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser, RequireAuthMiddleware
 from mcp.server.auth.provider import AccessToken as SdkToken
 from mcp.server.auth.settings import AuthSettings
+from starlette.types import Receive, Send
+from starlette.types import Scope as AsgiScope
 
-from services.scope import Scope
+from services.tokens import TokenService
 
 logger = logging.getLogger(__name__)
+ACTIVE_TOKENS_SQL = (
+    "SELECT EXISTS (SELECT 1 FROM access_tokens WHERE revoked_at IS NULL "
+    "AND (expires_at IS NULL OR expires_at > now()))"
+)
+
+
+class AuthDb:
+    """A two-connection pool for token checks (the `pool` attribute TokenService reads)."""
+
+    def __init__(self, settings: Any) -> None:
+        self.settings = settings
+        self._pool: asyncpg.Pool | None = None
+
+    @property
+    def pool(self) -> asyncpg.Pool:
+        assert self._pool is not None, "AuthDb.open() first"
+        return self._pool
+
+    async def open(self) -> AuthDb:
+        if self._pool is None:
+            from services.database import resolve_dsn
+
+            self._pool = await asyncpg.create_pool(await resolve_dsn(self.settings), min_size=0, max_size=2)
+        return self
+
+    async def close(self) -> None:
+        if self._pool is not None:
+            await self._pool.close()
 
 
 class ArchivistTokenVerifier:
     """Checks each request's bearer secret in PostgreSQL (revocation/expiry apply on the next request)."""
 
-    def __init__(self, runtime: Any) -> None:
-        self.runtime = runtime
+    def __init__(self, auth_db: AuthDb) -> None:
+        self.auth_db = auth_db
 
     async def verify_token(self, token: str) -> SdkToken | None:
-        app = await self.runtime.get()
-        record = await app.tokens.verify(token)
+        record = await TokenService(await self.auth_db.open()).verify(token)  # type: ignore[arg-type]
         if record is None:
             return None
-        return SdkToken(
-            token="",
-            client_id=record.name,
-            scopes=[],
-            claims={"profiles": record.profiles, "read_only": record.read_only, "rate": record.rate_per_minute},
-        )
+        claims = {
+            "profiles": record.profiles,
+            "read_only": record.read_only,
+            "rate": record.rate_per_minute,
+            "max_jobs": record.max_running_jobs,
+        }
+        return SdkToken(token="", client_id=record.name, scopes=[], claims=claims)
 
 
-def auth_settings(host: str, port: int) -> AuthSettings:
+class AuthGate:
+    """Whether /mcp may be used without a bearer right now: loopback bind and no active token."""
+
+    def __init__(self, auth_db: AuthDb, host: str) -> None:
+        self.auth_db = auth_db
+        self.loopback = is_loopback(host)
+        self.last_open = self.loopback  # the answer of the last successful check
+
+    async def open_without_token(self) -> bool:
+        if not self.loopback:
+            return False
+        try:
+            db = await self.auth_db.open()
+            self.last_open = not await db.pool.fetchval(ACTIVE_TOKENS_SQL)
+        except asyncpg.UndefinedTableError:
+            self.last_open = True  # not migrated yet: no token can exist
+        except Exception:
+            # Database unreachable: keep the last answer (an open server stays open, so its calls answer
+            # UNAVAILABLE in the JSON contract; a token-protected one stays closed).
+            logger.warning("token check failed; keeping the last answer (open=%s)", self.last_open, exc_info=True)
+        return self.last_open
+
+    def install(self, app: Any, path: str = "/mcp") -> None:
+        """Swap the SDK's RequireAuthMiddleware on `path` for one that consults this gate."""
+        for route in getattr(app, "routes", []):
+            if getattr(route, "path", None) == path and isinstance(route.app, RequireAuthMiddleware):
+                gated = BearerUnlessOpen(route.app, self)
+                route.app = route.endpoint = gated
+                return
+        raise RuntimeError(f"no auth-protected route at {path}")
+
+
+class BearerUnlessOpen(RequireAuthMiddleware):
+    """The SDK's RequireAuthMiddleware (401 + WWW-Authenticate), unless the gate is open and the
+    request carries no Authorization header (a wrong token is refused even then)."""
+
+    def __init__(self, inner: RequireAuthMiddleware, gate: AuthGate) -> None:
+        super().__init__(inner.app, inner.required_scopes, inner.resource_metadata_url)
+        self.gate = gate
+
+    async def __call__(self, scope: AsgiScope, receive: Receive, send: Send) -> None:
+        authed = isinstance(scope.get("user"), AuthenticatedUser)
+        has_header = any(k.lower() == b"authorization" for k, _ in scope.get("headers") or [])
+        if not authed and not has_header and await self.gate.open_without_token():
+            await self.app(scope, receive, send)
+            return
+        await super().__call__(scope, receive, send)
+
+
+def http_auth(settings: Any, host: str, port: int) -> tuple[dict[str, Any], AuthGate]:
+    """The SDK auth arguments for build_server, and the gate to install on the app."""
+    auth_db = AuthDb(settings)
     url = f"http://{host}:{port}/mcp"
-    return AuthSettings(issuer_url=f"http://{host}:{port}", resource_server_url=url, validate_token_resource=False)
+    sdk = AuthSettings(issuer_url=f"http://{host}:{port}", resource_server_url=url, validate_token_resource=False)
+    return {"token_verifier": ArchivistTokenVerifier(auth_db), "auth": sdk}, AuthGate(auth_db, host)
 
 
 def is_loopback(host: str) -> bool:
@@ -49,46 +139,14 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-async def call_scope(runtime: Any, profiles: list[str]) -> Scope:
-    """The scope of this call: the bearer token's profiles/read-only flag, else the server's --profile."""
-    app = await runtime.get()
-    token = get_access_token()
-    if token is not None:
-        claims = token.claims or {}
-        return await app.profiles.scope_for(
-            list(claims.get("profiles") or []), read_only=bool(claims.get("read_only")), who=token.client_id
-        )
-    return await app.profiles.scope_for(profiles, who="stdio")
-
-
 async def tokens_exist(settings: Any) -> bool:
-    """Whether any active token exists (decides at start-up whether HTTP requires a bearer token)."""
-    import asyncpg
-
+    """Whether any active token exists (start-up: a non-loopback bind without one refuses to start)."""
     from services.database import resolve_dsn
 
     conn = await asyncpg.connect(await resolve_dsn(settings))
     try:
-        exists = await conn.fetchval("SELECT to_regclass('access_tokens') IS NOT NULL")
-        if not exists:
+        if not await conn.fetchval("SELECT to_regclass('access_tokens') IS NOT NULL"):
             return False
-        return bool(
-            await conn.fetchval(
-                "SELECT EXISTS (SELECT 1 FROM access_tokens WHERE revoked_at IS NULL "
-                "AND (expires_at IS NULL OR expires_at > now()))"
-            )
-        )
+        return bool(await conn.fetchval(ACTIVE_TOKENS_SQL))
     finally:
         await conn.close()
-
-
-async def check_rate(runtime: Any) -> None:
-    """One call from the caller's bucket: the token's own (override or default), else the shared one."""
-    app = await runtime.get()
-    token = get_access_token()
-    rate = app.settings.rate_per_minute
-    key = "local"
-    if token is not None:
-        key = f"token:{token.client_id}"
-        rate = (token.claims or {}).get("rate") or rate
-    await app.ratelimit.take(key, int(rate))

@@ -48,6 +48,7 @@ def add_access_commands(sub: Any) -> None:
     create.add_argument("--read-only", action="store_true")
     create.add_argument("--expires", default=None, help="e.g. 30d")
     create.add_argument("--rate", default=None, help="e.g. 120/min")
+    create.add_argument("--max-jobs", type=int, default=None, help="crawl/sync jobs running at once")
     token.add_parser("list")
     token.add_parser("revoke").add_argument("token", help="name or id")
     audit = sub.add_parser("audit", help="show the audit log of tool calls")
@@ -102,6 +103,7 @@ async def cli_token(app: Any, args: argparse.Namespace) -> None:
             read_only=args.read_only,
             expires_in=parse_duration(args.expires) if args.expires else None,
             rate_per_minute=parse_rate(args.rate) if args.rate else None,
+            max_running_jobs=args.max_jobs,
         )
         print(f"token {token.name} ({token.id}) created; the secret is shown once:\n{secret}")
         print("Give it to the client as an environment variable, e.g. export ARCHIVIST_TOKEN=<secret>")

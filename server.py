@@ -21,7 +21,7 @@ from pydantic import ValidationError
 from services.app import Runtime
 from services.settings import Settings, get_settings
 from tools import crawl_website, manage_document, manage_source, resources, search_knowledge_base
-from tools.common import failure, failure_from
+from tools.common import failure
 
 logger = logging.getLogger("archivist")
 
@@ -49,6 +49,9 @@ class ArchivistServer(MCPServer):
     """MCPServer whose tool errors are always the JSON error contract, never SDK prose."""
 
     resource_pager: Any = None  # set by tools.resources.register: resources/list, 20 per page
+    auth_gate: Any = None  # access_http.AuthGate on HTTP: bearer required once any token exists
+    profiles: list[str] = []  # noqa: RUF012  (`serve --profile`; replaced per instance)
+    profile_notes: dict[str, str] = {}  # noqa: RUF012  (their descriptions, read at start-up)
 
     async def _handle_list_resources(self, ctx: Any, params: Any) -> Any:
         if self.resource_pager is None:
@@ -60,30 +63,34 @@ class ArchivistServer(MCPServer):
         return result if isinstance(result, InputRequiredResult) else resources.with_window_meta(result)
 
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Context | None = None) -> Any:
-        if self._tool_manager.get_tool(name) is None:
-            names = ", ".join(t.name for t in self._tool_manager.list_tools())
-            return failure("NOT_FOUND", f"Unknown tool: {name}", f"Use one of: {names}.")
-        try:
-            from access_http import call_scope, check_rate
-            from services.errors import service_error_from
-            from services.scope import use_scope
+        from access_calls import guarded_call
 
+        async def run() -> Any:
+            if self._tool_manager.get_tool(name) is None:
+                names = ", ".join(t.name for t in self._tool_manager.list_tools())
+                return failure("NOT_FOUND", f"Unknown tool: {name}", f"Use one of: {names}.")
             try:
-                scope = await call_scope(self.runtime, getattr(self, "profiles", []))
-                await check_rate(self.runtime)
-            except Exception as exc:  # e.g. the database is down while checking the token or the rate
-                mapped = service_error_from(exc)
-                if mapped is None:
-                    logger.exception("access check for %s failed", name)
-                    return failure("INTERNAL", f"{name} failed with an internal error.", "Retry once.", retryable=True)
-                return failure_from(mapped)
-            with use_scope(scope):
-                return await super().call_tool(name, arguments, context)
-        except ToolError as exc:
-            if isinstance(exc.__cause__, ValidationError):
-                return validation_failure(name, exc.__cause__)
-            logger.exception("tool %s raised", name)
-            return failure("INTERNAL", f"{name} failed with an internal error.", "Retry once.", retryable=True)
+                return await super(ArchivistServer, self).call_tool(name, arguments, context)
+            except ToolError as exc:
+                if isinstance(exc.__cause__, ValidationError):
+                    return validation_failure(name, exc.__cause__)
+                logger.exception("tool %s raised", name)
+                return failure("INTERNAL", f"{name} failed with an internal error.", "Retry once.", retryable=True)
+
+        return await guarded_call(self.runtime, self.profiles, name, arguments, run)
+
+    async def list_tools(self) -> list[Any]:
+        """With profiles selected (or a token limited to profiles), the search tool names them."""
+        from tools.profile_search import describe_profiles
+
+        tools = await super().list_tools()
+        return await describe_profiles(tools, self.runtime, self.profiles, self.profile_notes)
+
+    def streamable_http_app(self, **kwargs: Any) -> Any:
+        app = super().streamable_http_app(**kwargs)
+        if self.auth_gate is not None:
+            self.auth_gate.install(app)
+        return app
 
 
 async def run_in_process_worker(runtime: Runtime, stop: asyncio.Event) -> None:
@@ -118,6 +125,8 @@ def build_server(
     watch: bool | None = None,
     profiles: list[str] | None = None,
     auth: dict[str, Any] | None = None,
+    auth_gate: Any = None,
+    profile_notes: dict[str, str] | None = None,
 ) -> ArchivistServer:
     """`profiles` confine every call (stdio / no token); `auth` = token_verifier + auth kwargs for HTTP."""
     settings = settings or get_settings()
@@ -146,6 +155,8 @@ def build_server(
     )
     mcp.runtime = runtime
     mcp.profiles = list(profiles or [])
+    mcp.profile_notes = dict(profile_notes or {})
+    mcp.auth_gate = auth_gate
     for module in (search_knowledge_base, manage_document, manage_source, crawl_website, resources):
         module.register(mcp, runtime)
     from services.health import healthz_endpoint
@@ -211,6 +222,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--no-worker", action="store_true", help="leave crawl jobs to `archivist worker`")
     serve.add_argument("--watch", action="store_true", help="keep folder sources in sync as their files change")
     serve.add_argument("--profile", action="append", default=None, help="confine to this profile (repeatable)")
+    serve.add_argument("--stateless", action="store_true", help="HTTP without sessions (behind a load balancer)")
     config = sub.add_parser("config", help="print an MCP client configuration entry")
     config.add_argument("client", choices=["claude-code", "claude-desktop", "cursor", "vscode"])
     config.add_argument("--http", default=None, metavar="URL", help="entry for a running HTTP server (bearer token)")
@@ -235,20 +247,20 @@ def main(argv: list[str] | None = None) -> None:
         profiles = args.profile or [p for p in os.environ.get("ARCHIVIST_PROFILES", "").split(",") if p.strip()]
         host, port = args.host or settings.http_host, args.port or settings.http_port
         runtime = Runtime(settings)
-        auth = None
+        auth, gate = None, None
         if args.http:
-            from access_http import ArchivistTokenVerifier, auth_settings, is_loopback, tokens_exist
+            from access_http import http_auth, is_loopback, tokens_exist
 
-            has_tokens = asyncio.run(tokens_exist(settings))
-            if not has_tokens and not is_loopback(host):
+            if not is_loopback(host) and not asyncio.run(tokens_exist(settings)):
                 print(
                     f"error: refusing to serve on {host} without access tokens.\n"
                     "Create one first: archivist token create --name NAME [--profile P]",
                     file=sys.stderr,
                 )
                 raise SystemExit(2)
-            if has_tokens:
-                auth = {"token_verifier": ArchivistTokenVerifier(runtime), "auth": auth_settings(host, port)}
+            auth, gate = http_auth(settings, host, port)
+        from services.profiles import read_profile_notes
+
         server = build_server(
             settings,
             run_worker=False if args.no_worker else None,
@@ -256,13 +268,16 @@ def main(argv: list[str] | None = None) -> None:
             watch=True if args.watch else None,
             profiles=profiles,
             auth=auth,
+            auth_gate=gate,
+            profile_notes=asyncio.run(read_profile_notes(settings, profiles)),
         )
         if args.http:
             from web import mount_console
 
             mount_console(server, runtime, settings, host)
             print(f"Archivist console: http://{host}:{port}/  (MCP: http://{host}:{port}/mcp)", file=sys.stderr)
-            server.run("streamable-http", host=host, port=port, streamable_http_path="/mcp")
+            stateless = bool(args.stateless or settings.stateless_http)
+            server.run("streamable-http", host=host, port=port, streamable_http_path="/mcp", stateless_http=stateless)
         else:
             server.run("stdio")
     elif args.command == "config":

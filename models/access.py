@@ -36,6 +36,7 @@ class AccessToken(BaseModel):
     profiles: list[str] = Field(default_factory=list)
     read_only: bool = False
     rate_per_minute: int | None = None
+    max_running_jobs: int | None = None
     expires_at: datetime | None = None
     revoked_at: datetime | None = None
     last_used_at: datetime | None = None

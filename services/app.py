@@ -40,7 +40,9 @@ class Archivist:
         self._jobs: Any = None
         self.profiles = ProfileService(db)
         self.tokens = TokenService(db)
-        self.audit = AuditService(db)
+        self.audit = AuditService(
+            db, write_timeout=settings.audit_write_timeout_seconds, enabled=settings.audit_enabled
+        )
         self.ratelimit = RateLimiter(db)
 
     @classmethod
@@ -117,6 +119,13 @@ class Runtime:
                 "Check the server's log (stderr) and its DATABASE_URL / ARCHIVIST_* settings, then restart it.",
                 retryable=False,
             ) from exc
+
+    def ready(self) -> Archivist | None:
+        """The started services, or None while starting (or after a failed start); never waits."""
+        task = self._task
+        if task is None or not task.done() or task.cancelled() or task.exception() is not None:
+            return None
+        return task.result()
 
     async def close(self) -> None:
         if self._task is None:

@@ -1,5 +1,10 @@
 """Audit log of tool calls: `record()` only queues; a background task writes batches, off the
-request path. A full queue or a failing write drops entries (counted in `dropped`), never the call."""
+request path, so a slow or failing write never slows or fails a call.
+
+A batch write waits at most `write_timeout` seconds (PostgreSQL's statement_timeout, e.g. behind a
+locked table); a failed batch is retried with backoff and counted in `late` once written, or in
+`dropped` after `max_attempts` (as are entries refused by a full queue). `stats()` reports the counts
+(also in /healthz and `archivist doctor`)."""
 
 from __future__ import annotations
 
@@ -33,14 +38,33 @@ def redact(arguments: dict[str, Any]) -> dict[str, Any]:
 
 
 class AuditService:
-    def __init__(self, db: Database, max_queue: int = 10_000, batch: int = 200, flush_seconds: float = 0.5) -> None:
+    def __init__(
+        self,
+        db: Database,
+        max_queue: int = 10_000,
+        batch: int = 200,
+        flush_seconds: float = 0.5,
+        write_timeout: float = 2.0,
+        max_attempts: int = 6,
+        enabled: bool = True,
+    ) -> None:
         self.db = db
+        self.enabled = enabled
         self.batch = batch
         self.flush_seconds = flush_seconds
+        self.write_timeout = write_timeout
+        self.max_attempts = max_attempts
         self._queue: asyncio.Queue[tuple[Any, ...]] = asyncio.Queue(max_queue)
         self._task: asyncio.Task[None] | None = None
+        self._retry: list[tuple[Any, ...]] = []  # the batch that failed, written before anything newer
+        self._attempts = 0
         self.dropped = 0
         self.written = 0
+        self.late = 0  # entries written only after a failed attempt
+
+    def stats(self) -> dict[str, int]:
+        queued = self._queue.qsize() + len(self._retry)
+        return {"queued": queued, "written": self.written, "late": self.late, "dropped": self.dropped}
 
     def record(
         self,
@@ -54,6 +78,8 @@ class AuditService:
         response_bytes: int,
     ) -> None:
         """Queue one entry; never blocks, never raises."""
+        if not self.enabled:
+            return
         try:
             args = json.dumps(redact(arguments), default=str)
             self._queue.put_nowait((tool, action, who, list(profiles), args, error_code, latency_ms, response_bytes))
@@ -64,34 +90,51 @@ class AuditService:
 
     async def _run(self) -> None:
         while True:
-            item = await self._queue.get()
-            rows = [item]
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(self.flush_seconds):
-                    while len(rows) < self.batch:
-                        rows.append(await self._queue.get())
-            await self._write(rows)
+            if self._retry:
+                rows, self._retry = self._retry, []
+            else:
+                rows = [await self._queue.get()]
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(self.flush_seconds):
+                        while len(rows) < self.batch:
+                            rows.append(await self._queue.get())
+            if await self._write(rows):
+                continue
+            self._attempts += 1
+            if self._attempts >= self.max_attempts:
+                self.dropped += len(rows)
+                self._attempts = 0
+                logger.warning("audit write failed %d times; %d entries dropped", self.max_attempts, len(rows))
+            else:
+                self._retry = rows
+                await asyncio.sleep(min(0.25 * 2**self._attempts, 5.0))
 
-    async def _write(self, rows: list[tuple[Any, ...]]) -> None:
+    async def _write(self, rows: list[tuple[Any, ...]]) -> bool:
+        """Write one batch within write_timeout; True when written (counted), False to retry it."""
         try:
-            async with self.db.pool.acquire() as conn:
+            async with asyncio.timeout(self.write_timeout + 5), self.db.pool.acquire() as conn, conn.transaction():
+                await conn.execute(f"SET LOCAL statement_timeout = {max(1, int(self.write_timeout * 1000))}")
                 await conn.executemany(
                     "INSERT INTO audit_log (tool, action, who, profiles, arguments, error_code, latency_ms, "
                     "response_bytes) VALUES ($1, $2, $3, $4, $5::jsonb, $6, $7, $8)",
                     rows,
                 )
-            self.written += len(rows)
-        except Exception:
-            self.dropped += len(rows)
-            logger.warning("audit write failed; %d entries dropped", len(rows), exc_info=True)
+        except Exception as exc:
+            logger.warning("audit write of %d entries failed (%s: %s); will retry", len(rows), type(exc).__name__, exc)
+            return False
+        self.written += len(rows)
+        if self._attempts:
+            self.late += len(rows)
+            self._attempts = 0
+        return True
 
     async def flush(self) -> None:
-        """Write everything queued now (tests, shutdown)."""
-        rows: list[tuple[Any, ...]] = []
+        """Write everything queued now (tests, shutdown); what cannot be written is counted as dropped."""
+        rows, self._retry = self._retry, []
         while not self._queue.empty():
             rows.append(self._queue.get_nowait())
-        if rows:
-            await self._write(rows)
+        if rows and not await self._write(rows):
+            self.dropped += len(rows)
 
     async def close(self) -> None:
         if self._task is not None:

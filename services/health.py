@@ -43,6 +43,7 @@ async def report(app: Any) -> dict[str, Any]:
         "models": {"embedding_model": app.embedder.name, "embedding_dim": app.embedder.dim},
         "worker": {"in_process": bool(app.settings.run_worker), "running_jobs": queue.get("running", 0)},
         "queue": queue,
+        "audit": app.audit.stats(),
     }
 
 

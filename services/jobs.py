@@ -13,17 +13,19 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
 from uuid import UUID
 
 import asyncpg
 
 from models import Page
 from models.jobs import ACTIVE_STATUSES, JOB_STATUSES, CrawlJob, CrawlParams, PageError, StartedJob
+from services.crawl.job_sql import COUNTERS_JOIN, JOB_COLUMNS
+from services.crawl.params import SCOPES, _check_patterns, check_start_url, default_source_title
 from services.crawl.politeness import HostThrottle, SharedHostGate
 from services.crawl.safety import check_url_allowed
-from services.crawl.urls import normalize_url
 from services.errors import Conflict, InvalidArgument, NotFound
+from services.job_limits import insert_job, scoped_ids
+from services.scope import current_scope
 from services.validation import check_page, parse_uuid
 
 if TYPE_CHECKING:
@@ -32,38 +34,10 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 JOB_HINT = "Use crawl_website(action='list') to find job ids."
-SCOPES = ("same-host", "same-domain", "under-path")
-MAX_PATTERNS = 20
-MAX_PATTERN_LENGTH = 300
 RECENT_ERRORS = 10
 CANCEL_WAIT_SECONDS = 2.5
 # A job claimed this many times without finishing has crashed its workers repeatedly: give up on it.
 MAX_ATTEMPTS = 5
-
-JOB_COLUMNS = """
-    j.id, j.source_id, j.kind, j.status, j.params, j.error, j.warnings, j.cancel_requested,
-    j.worker_id, j.attempts, j.created_at, j.started_at, j.completed_at, j.heartbeat_at,
-    c.pages_crawled, c.pages_failed, c.pages_pending, c.pages_skipped, c.documents_created,
-    c.documents_updated, c.documents_unchanged, c.documents_deleted, c.total_chunks, c.chunks_embedded,
-    coalesce((SELECT jsonb_object_agg(s.reason, s.n) FROM (
-        SELECT coalesce(f.skip_reason, 'other') AS reason, count(*) AS n FROM crawl_frontier f
-        WHERE f.job_id = j.id AND f.state = 'skipped' GROUP BY 1) s), '{}'::jsonb) AS skipped_by_reason
-"""
-COUNTERS_JOIN = """
-    CROSS JOIN LATERAL (
-        SELECT count(*) FILTER (WHERE f.state = 'done') AS pages_crawled,
-               count(*) FILTER (WHERE f.state = 'failed') AS pages_failed,
-               count(*) FILTER (WHERE f.state IN ('pending', 'fetching') AND f.linked) AS pages_pending,
-               count(*) FILTER (WHERE f.state = 'skipped') AS pages_skipped,
-               count(*) FILTER (WHERE f.outcome = 'created') AS documents_created,
-               count(*) FILTER (WHERE f.outcome = 'updated') AS documents_updated,
-               count(*) FILTER (WHERE f.outcome = 'unchanged') AS documents_unchanged,
-               count(*) FILTER (WHERE f.outcome = 'deleted') AS documents_deleted,
-               coalesce(sum(f.chunks) FILTER (WHERE f.state = 'done'), 0) AS total_chunks,
-               coalesce(sum(f.chunks_embedded), 0) AS chunks_embedded
-        FROM crawl_frontier f WHERE f.job_id = j.id
-    ) c
-"""
 
 ProgressFn = Callable[[CrawlJob], Awaitable[None]]
 
@@ -74,40 +48,6 @@ class Heartbeat:
 
     owned: bool  # False: the job is no longer ours (finished elsewhere, or resumed by another worker)
     cancel_requested: bool
-
-
-def default_source_title(url: str) -> str:
-    """The source title for a crawl started without one: the URL's host (and port, if any)."""
-    return urlsplit(url).netloc or url
-
-
-def _check_patterns(patterns: list[str] | None, name: str) -> list[str]:
-    if not patterns:
-        return []
-    if not isinstance(patterns, list) or not all(isinstance(p, str) for p in patterns):
-        raise InvalidArgument(f"{name} must be a list of strings.", f'Pass {name} like ["/docs/*", "blog"].')
-    cleaned = [p.strip() for p in patterns if p.strip()]
-    if len(cleaned) > MAX_PATTERNS:
-        raise InvalidArgument(f"{name} has {len(cleaned)} patterns (at most {MAX_PATTERNS}).", "Use fewer patterns.")
-    too_long = [p for p in cleaned if len(p) > MAX_PATTERN_LENGTH]
-    if too_long:
-        raise InvalidArgument(
-            f"A pattern in {name} is longer than {MAX_PATTERN_LENGTH} characters.", "Use shorter patterns."
-        )
-    return cleaned
-
-
-def check_start_url(url: str | None) -> str:
-    """The normalised http(s) start URL, or InvalidArgument."""
-    if not url or not url.strip():
-        raise InvalidArgument("url is required to start a crawl.", "Pass url='https://example.com/docs/'.")
-    scheme = urlsplit(url.strip()).scheme.lower()
-    normalized = normalize_url(url)
-    if scheme not in ("http", "https") or normalized is None:
-        raise InvalidArgument(
-            f"Invalid crawl URL: {url[:200]}", "Only absolute http:// and https:// URLs can be crawled."
-        )
-    return normalized
 
 
 def _to_job(row: asyncpg.Record, errors: list[PageError] | None = None) -> CrawlJob:
@@ -216,8 +156,9 @@ class JobService:
                 where, arg = "params->>'url' = $1", check_start_url(url)
             row = await self.db.pool.fetchrow(
                 f"SELECT source_id, params FROM crawl_jobs WHERE {where} AND kind <> 'sync' "
-                "ORDER BY created_at DESC LIMIT 1",
+                "AND ($2::uuid[] IS NULL OR source_id = ANY($2::uuid[])) ORDER BY created_at DESC LIMIT 1",
                 arg,
+                scoped_ids(),
             )
             if row is None and source_id and url:
                 row = {"source_id": sid, "params": {"url": url}}
@@ -263,12 +204,7 @@ class JobService:
             )
 
     async def _insert(self, source_id: UUID, kind: str, params: CrawlParams) -> CrawlJob:
-        job_id = await self.db.pool.fetchval(
-            "INSERT INTO crawl_jobs (source_id, kind, params) VALUES ($1, $2, $3) RETURNING id",
-            source_id,
-            kind,
-            params.model_dump(),
-        )
+        job_id = await insert_job(self.db, self.settings, source_id, kind, params.model_dump())
         logger.info("queued %s job %s for %s", kind, job_id, params.url)
         self.wakeup.set()
         return await self.get(job_id)
@@ -280,7 +216,7 @@ class JobService:
         jid = parse_uuid(job_id, "job_id", JOB_HINT)
         async with self.db.pool.acquire() as conn:
             row = await conn.fetchrow(f"SELECT {JOB_COLUMNS} FROM crawl_jobs j {COUNTERS_JOIN} WHERE j.id = $1", jid)
-            if row is None:
+            if row is None or not current_scope().allows(row["source_id"]):  # out of scope reads as missing
                 raise NotFound(f"Crawl job not found: {jid}", JOB_HINT)
             errors = await conn.fetch(
                 "SELECT url, error, http_status FROM crawl_frontier WHERE job_id = $1 AND state = 'failed' "
@@ -302,9 +238,10 @@ class JobService:
         sid = (await self.app.sources.get(source_id)).id if source_id else None
         rows, total = await self.db.fetch_page(
             JOB_COLUMNS,
-            "crawl_jobs j WHERE ($1::text IS NULL OR j.status = $1) AND ($2::uuid IS NULL OR j.source_id = $2)",
+            "crawl_jobs j WHERE ($1::text IS NULL OR j.status = $1) AND ($2::uuid IS NULL OR j.source_id = $2) "
+            "AND ($3::uuid[] IS NULL OR j.source_id = ANY($3::uuid[]))",
             "j.created_at DESC, j.id",
-            [status, sid],
+            [status, sid, scoped_ids()],
             page,
             per_page,
             join=COUNTERS_JOIN,
@@ -333,7 +270,7 @@ class JobService:
 
         Returns the job and whether it was still active. Pages already ingested stay.
         """
-        jid = parse_uuid(job_id, "job_id", JOB_HINT)
+        jid = (await self.get(job_id)).id  # NOT_FOUND outside the caller's scope
         async with self.db.pool.acquire() as conn, conn.transaction():
             row = await conn.fetchrow(
                 "UPDATE crawl_jobs SET cancel_requested = true, updated_at = now(), "

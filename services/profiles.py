@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import re
 from typing import Any
 from uuid import UUID
@@ -13,6 +14,7 @@ from services.database import Database
 from services.errors import Conflict, InvalidArgument, NotFound
 from services.scope import Scope
 
+logger = logging.getLogger(__name__)
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
 FIELDS = (
     "description",
@@ -169,3 +171,22 @@ class ProfileService:
             ids.update(p.source_ids)
             ro = ro or p.read_only
         return Scope(source_ids=frozenset(ids), read_only=ro, profiles=list(names), who=who)
+
+
+async def read_profile_notes(settings: Any, names: list[str]) -> dict[str, str]:
+    """The named (enabled) profiles' descriptions on a connection of its own: read at server start-up,
+    before the models load. Empty when none are named or the database cannot be read."""
+    if not names:
+        return {}
+    from services.database import resolve_dsn
+
+    try:
+        conn = await asyncpg.connect(await resolve_dsn(settings))
+        try:
+            rows = await conn.fetch("SELECT name, description FROM profiles WHERE name = ANY($1) AND enabled", names)
+        finally:
+            await conn.close()
+    except Exception:
+        logger.warning("could not read the selected profiles' descriptions", exc_info=True)
+        return {}
+    return {r["name"]: r["description"] for r in rows}

@@ -14,7 +14,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 from contextvars import ContextVar
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from uuid import UUID
 
 from services.errors import NotFound, PermissionDenied
@@ -28,6 +28,12 @@ class Scope:
     read_only: bool = False
     profiles: list[str] = field(default_factory=list)
     who: str = "local"
+    #: running/queued crawl+sync jobs this caller may have at once (None = the setting's default)
+    max_running_jobs: int | None = None
+
+    @property
+    def restricted(self) -> bool:
+        return self.source_ids is not None
 
     def allows(self, source_id: UUID | str | None) -> bool:
         if self.source_ids is None:
@@ -58,6 +64,14 @@ _current: ContextVar[Scope] = ContextVar("archivist_scope", default=UNRESTRICTED
 
 def current_scope() -> Scope:
     return _current.get()
+
+
+def admit(source_id: UUID) -> None:
+    """Widen the current call's scope by a source it has just created (the source joined the caller's
+    first profile), so the rest of the call, e.g. queueing a crawl into it, may use it."""
+    scope = _current.get()
+    if scope.source_ids is not None:
+        _current.set(replace(scope, source_ids=scope.source_ids | {UUID(str(source_id))}))
 
 
 @contextlib.contextmanager

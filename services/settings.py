@@ -120,6 +120,10 @@ class Settings(BaseSettings):
     rate_per_minute: int = 600  # default token bucket per token (one shared bucket for stdio/loopback)
     call_timeout_seconds: float = 60.0  # per tool call; job status wait_seconds counts apart
     audit_retention_days: int = 30
+    audit_enabled: bool = True  # off: tool calls are not recorded (for measuring the audit's overhead)
+    max_running_jobs_per_token: int = 3  # queued/running crawl+sync jobs per token (override: token --max-jobs)
+    audit_write_timeout_seconds: float = 2.0  # an audit batch waiting longer (e.g. a locked table) is retried later
+    stateless_http: bool = False  # `serve --http --stateless`: no sessions, for servers behind a load balancer
 
     @field_validator("allowed_paths", mode="before")
     @classmethod

@@ -10,7 +10,7 @@ import asyncpg
 from models import Page, Source, SourceStats
 from services.database import Database
 from services.errors import Conflict, InvalidArgument, NotFound
-from services.scope import current_scope
+from services.scope import admit, current_scope
 from services.validation import check_page, clean_text, parse_uuid, require_text
 
 SOURCE_TYPES = ("upload", "crawl", "api", "folder")
@@ -71,6 +71,20 @@ async def _insert(
         ) from None
 
 
+async def join_first_profile(conn: asyncpg.Connection, source_id: UUID) -> None:
+    """A source created while profiles are selected joins the first of them (for a token: its first
+    profile), and the current call may use it at once."""
+    scope = current_scope()
+    if scope.restricted and scope.profiles:
+        await conn.execute(
+            "UPDATE profiles SET source_ids = array_append(source_ids, $2), updated_at = now() "
+            "WHERE name = $1 AND NOT ($2 = ANY(source_ids))",
+            scope.profiles[0],
+            source_id,
+        )
+        admit(source_id)
+
+
 class SourceService:
     def __init__(self, db: Database) -> None:
         self.db = db
@@ -98,8 +112,11 @@ class SourceService:
                 version,
             )
             if existing is not None:
+                if not current_scope().allows(existing["id"]):
+                    raise Conflict(f"A source titled '{title[:200]}' already exists.", "Use a different title.")
                 raise conflict(existing)
             row = await _insert(conn, title, description, url, source_type, metadata, version)
+            await join_first_profile(conn, row["id"])
         return _to_source(row)
 
     async def get(self, source_id: str | UUID | None) -> Source:
@@ -118,19 +135,23 @@ class SourceService:
     async def get_or_create(
         self, title: str, source_type: str = "upload", url: str | None = None
     ) -> tuple[Source, bool]:
-        """The oldest source with this title (any case), or a new one; the flag says whether it was created.
-        Atomic across concurrent calls and processes (an advisory lock on the title)."""
+        """The oldest source with this title (any case) in the caller's scope, or a new one; the flag says
+        whether it was created. Atomic across concurrent calls and processes (an advisory lock on the title)."""
         title = require_text(clean_text(title), "title", max_length=500)
         async with self.db.pool.acquire() as conn, conn.transaction():
             await lock_title(conn, title)
+            scoped = current_scope().source_ids
             row = await conn.fetchrow(
                 f"SELECT {SOURCE_COLUMNS} FROM sources WHERE lower(title) = lower($1) "
+                "AND ($2::uuid[] IS NULL OR id = ANY($2::uuid[])) "
                 "ORDER BY (title = $1) DESC, created_at LIMIT 1",
                 title,
+                None if scoped is None else list(scoped),
             )
             if row is not None:
                 return _to_source(row), False
             row = await _insert(conn, title, None, url, _check_source_type(source_type), None, None)
+            await join_first_profile(conn, row["id"])
         return _to_source(row), True
 
     async def stats(self, source_id: UUID) -> SourceStats:

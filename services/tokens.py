@@ -14,7 +14,10 @@ from services.database import Database
 from services.errors import Conflict, InvalidArgument, NotFound
 
 PREFIX = "arch_"
-COLUMNS = "id, name, prefix, profiles, read_only, rate_per_minute, expires_at, revoked_at, last_used_at, created_at"
+COLUMNS = (
+    "id, name, prefix, profiles, read_only, rate_per_minute, max_running_jobs, expires_at, revoked_at, "
+    "last_used_at, created_at"
+)
 
 
 def hash_secret(secret: str) -> str:
@@ -36,12 +39,15 @@ class TokenService:
         read_only: bool = False,
         expires_in: timedelta | None = None,
         rate_per_minute: int | None = None,
+        max_running_jobs: int | None = None,
     ) -> tuple[AccessToken, str]:
         """Create a token; returns its record and the secret (shown once, never stored)."""
         if not name or not name.strip():
             raise InvalidArgument("A token needs a name.", "Pass --name, e.g. --name alice-laptop.")
         if rate_per_minute is not None and rate_per_minute < 1:
             raise InvalidArgument("rate_per_minute must be 1 or more.", "Use e.g. 120.")
+        if max_running_jobs is not None and max_running_jobs < 1:
+            raise InvalidArgument("max_running_jobs must be 1 or more.", "Use e.g. 3.")
         if profiles:
             known = {r["name"] for r in await self.db.pool.fetch("SELECT name FROM profiles")}
             missing = [p for p in profiles if p not in known]
@@ -51,8 +57,8 @@ class TokenService:
         try:
             row = await self.db.pool.fetchrow(
                 "INSERT INTO access_tokens (name, token_hash, prefix, profiles, read_only, rate_per_minute, "
-                "expires_at) "
-                f"VALUES ($1, $2, $3, $4, $5, $6, now() + $7::interval) RETURNING {COLUMNS}",
+                "expires_at, max_running_jobs) "
+                f"VALUES ($1, $2, $3, $4, $5, $6, now() + $7::interval, $8) RETURNING {COLUMNS}",
                 name.strip(),
                 hash_secret(secret),
                 secret[:9],
@@ -60,6 +66,7 @@ class TokenService:
                 read_only,
                 rate_per_minute,
                 expires_in,
+                max_running_jobs,
             )
         except asyncpg.UniqueViolationError:
             raise Conflict(f"A token named '{name}' already exists.", "Revoke it or pick another name.") from None

@@ -6,8 +6,8 @@ import asyncio
 import json
 import logging
 import math
-import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from datetime import datetime
 from typing import Any
 from uuid import UUID
@@ -141,64 +141,46 @@ def require_action(action: str | None, handlers: dict[str, Any]) -> Any:
     return handlers[action]
 
 
+@asynccontextmanager
+async def call_time_limit(app: Any, label: str, extra: float = 0.0) -> AsyncIterator[None]:
+    """The per-call execution limit (ARCHIVIST_CALL_TIMEOUT_SECONDS, plus `extra`): past it the work
+    is cancelled (transactions roll back) and the call answers TIMEOUT, retryable."""
+    limit = float(getattr(app.settings, "call_timeout_seconds", 60.0)) + extra
+    try:
+        async with asyncio.timeout(limit):
+            yield
+    except TimeoutError:
+        raise CallTimeout(
+            f"{label} took longer than {limit:g}s and was cancelled.", "Retry, or narrow the request.", retryable=True
+        ) from None
+
+
 async def dispatch(
     tool: str, runtime: Any, actions: dict[str, Any], action: str | None, args: dict[str, Any]
 ) -> CallToolResult:
-    """Run the handler for `action` with the started services and the tool's arguments."""
-
-    started = time.perf_counter()
-    app: Any = None
+    """Run the handler for `action` with the started services and the tool's arguments (the server's
+    call_tool has set the caller's scope and audits the call; see access_calls.py)."""
 
     async def body() -> dict[str, Any]:
-        nonlocal app
         handler = require_action(action, actions)
         cleaned = clean_text(args)  # NUL etc. removed from every text argument, at one place
         note = clamp_per_page(cleaned)
         app = await runtime.get()
         if action in WRITE_ACTIONS:
             current_scope().check_write(f"{tool}(action='{action}')")
-        limit = float(getattr(app.settings, "call_timeout_seconds", 60.0))
-        if action == "status":
-            limit += float(cleaned.get("wait_seconds") or 0)
-        try:
-            async with asyncio.timeout(limit):
-                if action in READ_ACTIONS:
-                    async with app.db.reading():
-                        payload = await handler(app, cleaned)
-                else:
+        extra = float(cleaned.get("wait_seconds") or 0) if action == "status" else 0.0
+        async with call_time_limit(app, f"{tool}(action='{action}')", extra):
+            if action in READ_ACTIONS:
+                async with app.db.reading():
                     payload = await handler(app, cleaned)
-            return {**payload, "note": note} if note else payload
-        except TimeoutError:
-            raise CallTimeout(
-                f"{tool}(action='{action}') took longer than {limit:g}s and was cancelled.",
-                "Retry, or narrow the request.",
-                retryable=True,
-            ) from None
+            else:
+                payload = await handler(app, cleaned)
+        return {**payload, "note": note} if note else payload
 
-    result = await run_tool(tool, body)
-    if app is not None:
-        record_call(app, tool, action, args, result, started)
-    return result
+    return await run_tool(tool, body)
 
 
 WRITE_ACTIONS = frozenset({"create", "update", "delete", "start", "cancel", "recrawl", "sync"})
-
-
-def record_call(
-    app: Any, tool: str, action: str | None, args: dict[str, Any], result: CallToolResult, t0: float
-) -> None:
-    """Queue one audit entry (non-blocking, never raises; see services.audit)."""
-    try:
-        scope = current_scope()
-        text = result.content[0].text if result.content else ""
-        code = None
-        if text.startswith('{"success": false') or getattr(result, "is_error", False):
-            code = json.loads(text).get("error_code", "INTERNAL")
-        clean = {k: v for k, v in args.items() if v is not None and k not in ("self", "ctx", "runtime")}
-        latency = (time.perf_counter() - t0) * 1000
-        app.audit.record(tool, action, scope.who, scope.profiles, clean, code, latency, len(text))
-    except Exception:
-        logger.warning("audit record failed", exc_info=True)
 
 
 def clamp_per_page(args: dict[str, Any]) -> str | None:

@@ -9,12 +9,14 @@ from mcp.types import CallToolResult, InputRequiredResult, ToolAnnotations
 
 from models import SearchHit
 from services.app import Archivist, Runtime
+from services.scope import use_scope
 from services.search import SearchOutcome
 from services.search.context import check_max_tokens, pack_context, token_counter
 from services.validation import clean_text
 from services.versions import ResolvedVersion, resolve
 from tools import sampling
-from tools.common import TITLE_LIMIT, cut, document_uri, page_number_field, run_tool
+from tools.common import TITLE_LIMIT, call_time_limit, cut, document_uri, page_number_field, run_tool
+from tools.profile_search import choose_profile, with_defaults
 from tools.schemas import publish
 
 READ_HINT = "Read a cut result in full with manage_document(action='get', chunk_id=...)."
@@ -116,13 +118,14 @@ def register(mcp: MCPServer, runtime: Runtime) -> None:
         query: str,
         ctx: Context,
         source_id: str | None = None,
-        match_count: int = 10,
-        search_type: Literal["hybrid", "vector", "rerank"] = "hybrid",
+        match_count: int | None = None,
+        search_type: Literal["hybrid", "vector", "rerank"] | None = None,
         similarity_threshold: float | None = None,
         max_tokens: int | None = None,
         answer: bool = False,
         library: str | None = None,
         version: str | None = None,
+        profile: str | None = None,
     ) -> CallToolResult | InputRequiredResult:
         """Search the knowledge base; distinct passages, best first.
 
@@ -132,6 +135,7 @@ def register(mcp: MCPServer, runtime: Runtime) -> None:
         with manage_document get, offset=char_end. max_tokens (50-8000): numbered, cited passages in
         that budget. answer=true: the client's model answers citing [n] (needs sampling, else null).
         library + version ("3.11", "3.x", ">=2.1"): that library version; lists versions if absent.
+        profile: search as that profile (its sources; its defaults fill arguments left out).
         """
         pending: list[InputRequiredResult] = []
         query, source_id, library, version = clean_text((query, source_id, library, version))
@@ -145,16 +149,26 @@ def register(mcp: MCPServer, runtime: Runtime) -> None:
                 if budget is not None:
                     check_max_tokens(budget)
                 app = await runtime.get()
-                served = await resolve_version(app, source_id, library, version) if library or version else None
-                sid = served.source_id if served else source_id
-                async with app.db.reading():
-                    outcome = await app.search.search(query, sid, match_count, search_type, similarity_threshold)
-                if budget is None:
-                    payload = search_payload(outcome, query, search_type, match_count)
-                else:
-                    payload = await context_payload(app, outcome, query, search_type, match_count, budget)
+                chosen, scope = await choose_profile(app, clean_text(profile))
+                given = dict(match_count=match_count, search_type=search_type, keyword_weight=None)
+                opts = with_defaults(chosen, {**given, "similarity_threshold": similarity_threshold})
+                kind, count = opts["search_type"], opts["match_count"]
+                with use_scope(scope):
+                    async with call_time_limit(app, "search_knowledge_base"):
+                        served = await resolve_version(app, source_id, library, version) if library or version else None
+                        sid = served.source_id if served else source_id
+                        async with app.db.reading():
+                            outcome = await app.search.search(
+                                query, sid, count, kind, opts["similarity_threshold"], opts["keyword_weight"]
+                            )
+                        if budget is None:
+                            payload = search_payload(outcome, query, kind, count)
+                        else:
+                            payload = await context_payload(app, outcome, query, kind, count, budget)
                 if served is not None:
                     payload.update(library=served.library, version=served.version, source_id=served.source_id)
+                if chosen is not None:
+                    payload["profile"] = chosen.name
                 if not answer:
                     return payload
             answered = await sampling.answer(ctx, query, payload)

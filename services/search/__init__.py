@@ -98,6 +98,7 @@ class SearchService:
         match_count: int = 10,
         search_type: str = "hybrid",
         similarity_threshold: float | None = None,
+        keyword_weight: float | None = None,
     ) -> SearchOutcome:
         check_search_args(query, match_count, search_type, similarity_threshold)
         sid = (await self.sources.get(source_id)).id if source_id else None
@@ -105,7 +106,7 @@ class SearchService:
         vector = await embed_query_async(self.embedder, query.strip())
         strategy = self.strategy(search_type)
         pool = min(max(limit * POOL_FACTOR, limit + 10), POOL_MAX)
-        hits = await strategy.search(SearchRequest(query.strip(), vector, pool, sid))
+        hits = await strategy.search(SearchRequest(query.strip(), vector, pool, sid, keyword_weight))
         scope = current_scope()
         hits = [h for h in hits if scope.allows(h.source_id)]
         kept = [h for h in hits if similarity_threshold is None or h.similarity >= similarity_threshold]

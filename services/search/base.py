@@ -26,6 +26,8 @@ class SearchRequest:
     query_vector: np.ndarray
     limit: int
     source_id: UUID | None = None
+    #: hybrid keyword-leg weight for this search (vector weight = 1 - it); None = the settings' weights
+    keyword_weight: float | None = None
 
 
 def to_hit(row: Mapping[str, Any], score: float, match_type: str) -> SearchHit:

@@ -159,28 +159,35 @@ class HybridSearch(SearchStrategy):
         s = self.settings
         depth = max(s.hybrid_candidates, limit)
         keyword, *bm25 = await self.keyword_args(request.query)
+        vector_weight, keyword_weight = self.weights(request)
         return await self.db.pool.fetch(
             self._sql(),
             request.query_vector,
             request.source_id,
             depth,
             keyword,
-            float(s.hybrid_vector_weight),
-            float(s.hybrid_keyword_weight),
+            vector_weight,
+            keyword_weight,
             float(s.rrf_k),
             limit,
             *bm25,
         )
 
-    def max_rrf(self) -> float:
+    def weights(self, request: SearchRequest | None = None) -> tuple[float, float]:
+        """(vector, keyword) weights: the request's keyword weight (a profile's default), else the settings'."""
+        if request is not None and request.keyword_weight is not None:
+            return 1.0 - float(request.keyword_weight), float(request.keyword_weight)
+        return float(self.settings.hybrid_vector_weight), float(self.settings.hybrid_keyword_weight)
+
+    def max_rrf(self, request: SearchRequest | None = None) -> float:
         s = self.settings
         if s.hybrid_fusion == "convex":
             return 1.0
-        return (s.hybrid_vector_weight + s.hybrid_keyword_weight) / (s.rrf_k + 1)
+        return max(sum(self.weights(request)), 1e-9) / (s.rrf_k + 1)
 
     async def search(self, request: SearchRequest) -> list[SearchHit]:
         rows = await self.fused_rows(request, request.limit)
-        top = self.max_rrf()
+        top = self.max_rrf(request)
         return [to_hit(_hit_fields(r), r["rrf"] / top, match_type(r["vrank"], r["krank"])) for r in rows]
 
 

@@ -15,8 +15,9 @@ from uuid import UUID
 
 from models import Source
 from models.jobs import CrawlParams, StartedJob
+from services.crawl.params import _check_patterns
 from services.errors import InvalidArgument, NotFound
-from services.jobs import _check_patterns
+from services.job_limits import insert_job
 from services.paths import resolve_allowed_path
 from services.sources import LIST_HINT
 from services.sync.scan import FolderConfig
@@ -145,11 +146,7 @@ class SyncService:
             include_patterns=config.include_patterns,
             exclude_patterns=config.exclude_patterns,
         )
-        job_id = await self.db.pool.fetchval(
-            "INSERT INTO crawl_jobs (source_id, kind, params) VALUES ($1, 'sync', $2) RETURNING id",
-            config.source_id,
-            params.model_dump(),
-        )
+        job_id = await insert_job(self.db, self.app.settings, config.source_id, "sync", params.model_dump())
         logger.info("queued sync job %s for %s", job_id, config.path)
         self.app.jobs.wakeup.set()
         return StartedJob(job=await self.app.jobs.get(job_id))

@@ -1,0 +1,26 @@
+"""SQL of a crawl job as read everywhere: its columns and counters computed from the frontier."""
+
+JOB_COLUMNS = """
+    j.id, j.source_id, j.kind, j.status, j.params, j.error, j.warnings, j.cancel_requested,
+    j.worker_id, j.attempts, j.created_at, j.started_at, j.completed_at, j.heartbeat_at,
+    c.pages_crawled, c.pages_failed, c.pages_pending, c.pages_skipped, c.documents_created,
+    c.documents_updated, c.documents_unchanged, c.documents_deleted, c.total_chunks, c.chunks_embedded,
+    coalesce((SELECT jsonb_object_agg(s.reason, s.n) FROM (
+        SELECT coalesce(f.skip_reason, 'other') AS reason, count(*) AS n FROM crawl_frontier f
+        WHERE f.job_id = j.id AND f.state = 'skipped' GROUP BY 1) s), '{}'::jsonb) AS skipped_by_reason
+"""
+COUNTERS_JOIN = """
+    CROSS JOIN LATERAL (
+        SELECT count(*) FILTER (WHERE f.state = 'done') AS pages_crawled,
+               count(*) FILTER (WHERE f.state = 'failed') AS pages_failed,
+               count(*) FILTER (WHERE f.state IN ('pending', 'fetching') AND f.linked) AS pages_pending,
+               count(*) FILTER (WHERE f.state = 'skipped') AS pages_skipped,
+               count(*) FILTER (WHERE f.outcome = 'created') AS documents_created,
+               count(*) FILTER (WHERE f.outcome = 'updated') AS documents_updated,
+               count(*) FILTER (WHERE f.outcome = 'unchanged') AS documents_unchanged,
+               count(*) FILTER (WHERE f.outcome = 'deleted') AS documents_deleted,
+               coalesce(sum(f.chunks) FILTER (WHERE f.state = 'done'), 0) AS total_chunks,
+               coalesce(sum(f.chunks_embedded), 0) AS chunks_embedded
+        FROM crawl_frontier f WHERE f.job_id = j.id
+    ) c
+"""
