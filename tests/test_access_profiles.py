@@ -64,8 +64,9 @@ async def test_selected_profiles_limit_the_choice_and_name_themselves(world, set
     async with client_in_own_task(server_for(settings, embedder, ["pa", "pb"])) as c:
         listed = await c.list_tools()
         search = next(t for t in listed.tools if t.name == "search_knowledge_base")
-        assert "pa (Alpha tides for the harbour team)" in search.description and "pb (Beta and gamma)" in search.description
-        assert "pk0" not in search.description
+        described = search.description or ""
+        assert "pa (Alpha tides for the harbour team)" in described and "pb (Beta and gamma)" in described
+        assert "pk0" not in described
         assert len(json.dumps([t.model_dump(mode="json", exclude_none=True) for t in listed.tools])) < 10_000
         r = await ok(c, "search_knowledge_base", query="tide")  # two profiles: no defaults, both scopes
         assert "profile" not in r and {h["source_id"] for h in r["results"]} <= {str(world[k]) for k in "abc"}
