@@ -135,7 +135,7 @@ def register(mcp: MCPServer, runtime: Runtime) -> None:
         with manage_document get, offset=char_end. max_tokens (50-8000): numbered, cited passages in
         that budget. answer=true: the client's model answers citing [n] (needs sampling, else null).
         library + version ("3.11", "3.x", ">=2.1"): that library version; lists versions if absent.
-        profile: search as that profile (its sources; its defaults fill arguments left out).
+        profile: search as that profile (its sources and defaults).
         """
         pending: list[InputRequiredResult] = []
         query, source_id, library, version = clean_text((query, source_id, library, version))
