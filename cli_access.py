@@ -113,7 +113,8 @@ async def cli_token(app: Any, args: argparse.Namespace) -> None:
     else:
         for t in await app.tokens.list():
             state = "revoked" if t.revoked_at else ("active" if t.active else "expired")
-            print(f"{t.name:20} {t.prefix}…  {state:8} profiles={','.join(t.profiles) or '*'} ro={t.read_only}")
+            limits = f" rate={t.rate_per_minute or '-'} jobs={t.max_running_jobs or '-'}"
+            print(f"{t.name:20} {t.prefix}…  {state:8} profiles={','.join(t.profiles) or '*'} ro={t.read_only}{limits}")
 
 
 async def cli_audit(app: Any, args: argparse.Namespace) -> None:
