@@ -4,7 +4,7 @@ request path, so a slow or failing write never slows or fails a call.
 A batch write waits at most `write_timeout` seconds (PostgreSQL's statement_timeout, e.g. behind a
 locked table); a failed batch is retried with backoff and counted in `late` once written, or in
 `dropped` after `max_attempts` (as are entries refused by a full queue). `stats()` reports the counts
-(also in /healthz and `archivist doctor`)."""
+(the server's /healthz shows them)."""
 
 from __future__ import annotations
 
