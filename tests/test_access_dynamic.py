@@ -7,7 +7,7 @@ import subprocess
 from pathlib import Path
 
 import httpx
-from mcp import Client
+from mcp import Client, StdioServerParameters
 
 from tests.mcp_helpers import err, ok
 from tests.test_access_http import HEADERS, INIT, authed
@@ -55,6 +55,8 @@ async def test_auth_turns_on_and_off_without_restart(app, database_url: str, fil
         assert (await post_init(url, "arch_wrong")).status_code == 401
         assert (await post_init(url, secret)).status_code == 200
         async with authed(url, secret) as c:
+            search = next(t for t in (await c.list_tools()).tools if t.name == "search_knowledge_base")
+            assert "pj2 (two); pj1 (one)" in (search.description or "")  # the token's profiles, in its order
             made = (await ok(c, "manage_source", action="create", title="Dyn made"))["source"]["id"]
             await ok(c, "manage_source", action="get", source_id=made)
             # two running/queued jobs at most (the setting); the third is refused, retryable
@@ -83,3 +85,17 @@ async def test_auth_turns_on_and_off_without_restart(app, database_url: str, fil
         proc.wait(timeout=15)
     for job in (await app.jobs.list("queued", None, 1, 20)).items:
         await app.jobs.cancel(job.id, wait_seconds=0)
+
+
+async def test_stdio_serve_profile_names_it_and_applies_its_defaults(app, database_url: str, files_dir: Path) -> None:
+    src = await app.sources.create(title="Stdio prof", source_type="api")
+    await app.documents.create_from_text(src.id, "Lighthouse keepers log the weather every hour.", title="Log")
+    await app.profiles.create("stdio-p", "Lighthouse logs", [src.id], search_type="vector", match_count=1)
+    env = server_env(database_url, files_dir)
+    params = StdioServerParameters(command=ARCHIVIST, args=["serve", "--profile", "stdio-p"], env=env)
+    async with Client(params) as c:
+        search = next(t for t in (await c.list_tools()).tools if t.name == "search_knowledge_base")
+        assert "stdio-p (Lighthouse logs)" in (search.description or "")
+        r = await ok(c, "search_knowledge_base", query="lighthouse weather")
+        assert r["profile"] == "stdio-p" and r["search_type"] == "vector" and r["count"] == 1
+        assert {h["source_id"] for h in r["results"]} == {str(src.id)}
