@@ -182,3 +182,45 @@ async def test_timeouts_leave_no_half_written_document(app, database_url: str, f
     await consistent(app, "Steady")
     for i in range(3):
         await consistent(app, f"Big {i}")
+
+
+async def test_timeout_in_the_middle_of_the_write_rolls_back(app, database_url: str, files_dir: Path, embedder) -> None:
+    """The chunk write blocks (another connection holds chunks in SHARE mode, so reads go on) after the
+    document row is inserted in the same transaction: the TIMEOUT must roll the document back too."""
+    settings = make_settings(database_url, files_dir, call_timeout_seconds=4.0)
+    server = build_server(settings, runtime=Runtime(settings, embedder=embedder), run_worker=False)
+    source = await app.sources.create(title="Mid-write", source_type="api")
+    kept = (await app.documents.create_from_text(source.id, "Original words on herons.", title="Kept")).document
+    async with client_in_own_task(server) as c:
+        await call(c, "manage_source", action="get", source_id=str(source.id))  # started
+        blocker = await asyncpg.connect(database_url)
+        try:
+            locking = blocker.transaction()
+            await locking.start()
+            await blocker.execute("LOCK TABLE chunks IN SHARE MODE")
+            created = await err(
+                c,
+                "manage_document",
+                "TIMEOUT",
+                action="create",
+                source_id=str(source.id),
+                title="Blocked",
+                content="Herons stand still in shallow water, waiting for fish.",
+            )
+            updated = await err(
+                c,
+                "manage_document",
+                "TIMEOUT",
+                action="update",
+                document_id=str(kept.id),
+                content="Replacement words that must not land.",
+            )
+            assert created["retryable"] and updated["retryable"]
+            assert await app.db.pool.fetchval("SELECT count(*) FROM documents WHERE title = 'Blocked'") == 0
+            await locking.rollback()
+        finally:
+            await blocker.close()
+    assert await consistent(app, "Blocked") == 0
+    after = await app.documents.get(kept.id)
+    assert after.content_length == kept.content_length and after.chunk_count == kept.chunk_count
+    await consistent(app, "Kept")
