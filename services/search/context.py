@@ -81,8 +81,8 @@ class Passage:
 
 def merge_neighbours(hits: list[SearchHit]) -> list[Span]:
     """Hits of one document whose chunks touch or overlap become one span (the same merge as
-    result lists, `passages.merge_adjacent`); best span first."""
-    return [Span(h, h.char_start, h.char_end) for h in merge_adjacent(hits)]
+    result lists, `passages.merge_adjacent`), cited under the heading of its best chunk; best span first."""
+    return [Span(h, h.char_start, h.char_end) for h in merge_adjacent(hits, best_heading=True)]
 
 
 def words(text: str) -> set[str]:

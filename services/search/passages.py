@@ -56,8 +56,9 @@ def _ids(hit: SearchHit) -> list[UUID]:
     return list(hit.chunk_ids) or [hit.chunk_id]
 
 
-def _merge_run(run: list[SearchHit]) -> SearchHit:
-    """One passage from hits of one document sorted by char_start, each touching the one before."""
+def _merge_run(run: list[SearchHit], best_heading: bool = False) -> SearchHit:
+    """One passage from hits of one document sorted by char_start, each touching the one before.
+    Its heading path is the part its chunks share, or with `best_heading` its best chunk's."""
     if len(run) == 1:
         return run[0]
     text, end = run[0].text, run[0].char_end
@@ -76,7 +77,7 @@ def _merge_run(run: list[SearchHit]) -> SearchHit:
             "chunk_index_end": last,
             "char_start": run[0].char_start,
             "char_end": end,
-            "heading_path": _common_prefix([h.heading_path for h in run]),
+            "heading_path": best.heading_path if best_heading else _common_prefix([h.heading_path for h in run]),
             "similarity": max(h.similarity for h in run),
             "chunk_ids": [cid for h in run for cid in _ids(h)],
             **_page_range(run),
@@ -91,9 +92,10 @@ def _page_range(run: list[SearchHit]) -> dict[str, int | None]:
     return {"page_start": min(starts) if starts else None, "page_end": max(ends) if ends else None}
 
 
-def merge_adjacent(hits: list[SearchHit]) -> list[SearchHit]:
+def merge_adjacent(hits: list[SearchHit], best_heading: bool = False) -> list[SearchHit]:
     """Hits (best first) with adjacent or overlapping chunks of one document merged into one
-    passage each; a passage takes the place of its best part."""
+    passage each; a passage takes the place of its best part (and, with `best_heading`, the
+    heading path of its best part, e.g. to cite a passage that crosses a section boundary)."""
     rank = {id(h): i for i, h in enumerate(hits)}
     by_document: dict[UUID, list[SearchHit]] = {}
     for hit in hits:
@@ -108,9 +110,9 @@ def merge_adjacent(hits: list[SearchHit]) -> list[SearchHit]:
             if _touches(span, hit) or _touches(tail, hit):
                 run.append(hit)
             else:
-                placed.append((min(rank[id(h)] for h in run), _merge_run(run)))
+                placed.append((min(rank[id(h)] for h in run), _merge_run(run, best_heading)))
                 run = [hit]
-        placed.append((min(rank[id(h)] for h in run), _merge_run(run)))
+        placed.append((min(rank[id(h)] for h in run), _merge_run(run, best_heading)))
     return [hit for _, hit in sorted(placed, key=lambda pair: pair[0])]
 
 
