@@ -211,7 +211,10 @@ class Database:
         if self.settings.read_database_url:
             self._read_pool = await self._create_pool(self.settings.read_database_url, track_writes=False)
         if not self.settings.database_url:  # the embedded server is ours to keep alive
+            from services.errors import watch_data_dir
             from services.supervisor import Supervisor
+
+            watch_data_dir(self.settings.data_dir / "pgdata")  # a full / read-only disk is named in errors
 
             self.supervisor = Supervisor(self.settings.data_dir / "pgdata", on_restart=self._pool.expire_connections)
             self.supervisor.start()
@@ -303,7 +306,10 @@ class Database:
 
     async def close(self) -> None:
         if getattr(self, "supervisor", None) is not None:
+            from services.errors import watch_data_dir
+
             await self.supervisor.stop()
+            watch_data_dir(None)
         if self._read_pool is not None:
             await self._read_pool.close()
             self._read_pool = None
