@@ -158,7 +158,8 @@ async def swarm_checks(dsn: str, stats: dict[str, Any]) -> dict[str, int]:
 
 
 async def swarm(work: Path, dsn: str, agents: int, seconds: float) -> None:
-    server = await Server(base_env(work / "swarm-data", work, dsn)).start()
+    # 50 agents share the loopback caller's one rate bucket: lift it, the swarm measures the service itself
+    server = await Server(base_env(work / "swarm-data", work, dsn, rate_per_minute="1000000")).start()
     stats: dict[str, Any] = {"times": {}, "errors": [], "created": [], "updated": {}, "deleted": set()}
     try:
         until = time.monotonic() + seconds
