@@ -24,8 +24,11 @@ async def test_a_query_overtakes_a_large_document_embedding(embedder: Any) -> No
     vectors = await documents
     whole = time.monotonic() - started
     assert waited < whole / 3, (waited, whole)
-    np.testing.assert_allclose(vectors, embedder.embed_documents(texts), atol=2e-3)  # input order kept
-    np.testing.assert_allclose(query, embedder.embed_query("otters holding hands"), atol=2e-3)
+    # Input order kept: each row matches its own text's vector (an int8 model quantizes per batch, so
+    # other batch neighbours move the vectors a little) better than any other text's.
+    similarity = vectors @ embedder.embed_documents(texts).T
+    assert (np.diag(similarity) > 0.99).all() and (similarity.argmax(axis=1) == np.arange(len(texts))).all()
+    assert float(query @ embedder.embed_query("otters holding hands")) > 0.99
 
 
 async def test_priority_order_and_cancellation() -> None:
