@@ -157,9 +157,10 @@ async def swarm_checks(dsn: str, stats: dict[str, Any]) -> dict[str, int]:
             "dupe_sources": dupe_sources, "dupe_docs": dupe_docs}  # fmt: skip
 
 
-async def swarm(work: Path, dsn: str, agents: int, seconds: float) -> None:
+async def swarm(work: Path, dsn: str, agents: int, seconds: float, **settings: str) -> None:
     # 50 agents share the loopback caller's one rate bucket: lift it, the swarm measures the service itself
-    server = await Server(base_env(work / "swarm-data", work, dsn, rate_per_minute="1000000")).start()
+    env = base_env(work / "swarm-data", work, dsn, rate_per_minute="1000000", **settings)
+    server = await Server(env).start()
     stats: dict[str, Any] = {"times": {}, "errors": [], "created": [], "updated": {}, "deleted": set()}
     try:
         until = time.monotonic() + seconds
@@ -197,6 +198,7 @@ async def main() -> None:
     parser.add_argument("--documents", type=int, default=20, help="documents in the large content update")
     parser.add_argument("--pages", type=int, default=100, help="pages of the crawled local site (max 100)")
     parser.add_argument("--clients", type=int, default=4)
+    parser.add_argument("--set", action="append", default=[], help="server setting for the swarm, e.g. db_pool_max=20")
     parser.add_argument("--only", help=f"comma-separated subset of {','.join(SCENARIOS)}")
     args = parser.parse_args()
     chosen = set(args.only.split(",")) if args.only else set(SCENARIOS)
@@ -222,7 +224,7 @@ async def main() -> None:
                     elif name == "crawl":
                         await kill_mid_crawl(work, dsn, args.pages)
                     else:
-                        await swarm(work, dsn, args.agents, args.seconds)
+                        await swarm(work, dsn, args.agents, args.seconds, **dict(kv.split("=", 1) for kv in args.set))
             finally:
                 pg.cleanup()
     print("| scenario | measured | held |\n|---|---|---|")

@@ -121,13 +121,16 @@ class SourceService:
         """The oldest source with this title (any case), or a new one; the flag says whether it was created.
         Atomic across concurrent calls and processes (an advisory lock on the title)."""
         title = require_text(clean_text(title), "title", max_length=500)
+        find = (
+            f"SELECT {SOURCE_COLUMNS} FROM sources WHERE lower(title) = lower($1) "
+            "ORDER BY (title = $1) DESC, created_at LIMIT 1"
+        )
+        row = await self.db.pool.fetchrow(find, title)  # the common case: it exists (one round trip, no lock)
+        if row is not None:
+            return _to_source(row), False
         async with self.db.pool.acquire() as conn, conn.transaction():
             await lock_title(conn, title)
-            row = await conn.fetchrow(
-                f"SELECT {SOURCE_COLUMNS} FROM sources WHERE lower(title) = lower($1) "
-                "ORDER BY (title = $1) DESC, created_at LIMIT 1",
-                title,
-            )
+            row = await conn.fetchrow(find, title)
             if row is not None:
                 return _to_source(row), False
             row = await _insert(conn, title, None, url, _check_source_type(source_type), None, None)

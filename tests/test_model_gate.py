@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from services.embeddings import embed_documents_async, embed_query_async
-from services.embeddings.gate import DOCUMENT_SLICE, DOCUMENTS, QUERY, model_gate
+from services.embeddings.gate import DOCUMENT_SLICE, DOCUMENTS, QUERY, ModelGate
 
 
 async def test_a_query_overtakes_a_large_document_embedding(embedder: Any) -> None:
@@ -32,7 +32,7 @@ async def test_a_query_overtakes_a_large_document_embedding(embedder: Any) -> No
 
 
 async def test_priority_order_and_cancellation() -> None:
-    gate = model_gate()
+    gate = ModelGate(slots=1)
     order: list[str] = []
     release = asyncio.Event()
     loop = asyncio.get_running_loop()

@@ -115,7 +115,8 @@ class ChangeMixin:
             row = await conn.fetchrow(
                 "DELETE FROM documents WHERE id = $1 RETURNING title, source_id, chunk_count", did
             )
-            await conn.execute("UPDATE sources SET updated_at = now() WHERE id = $1", row["source_id"])
+        # After the commit, as ingestion does: the source's row is not held locked across a round trip.
+        await self.db.pool.execute("UPDATE sources SET updated_at = now() WHERE id = $1", row["source_id"])
         return {
             "document_id": str(did),
             "title": row["title"],

@@ -1,11 +1,11 @@
-"""One CPU slot for model inference (embedder and reranker), searches first.
+"""Slots for model inference (embedder and reranker), one per core, searches first.
 
-The ONNX / torch models already use every core for one call, so running several calls at once only
-makes each slower. Work waits for the slot in priority order: a search's query embedding and reranking
+Model calls wait for a slot in priority order: a search's query embedding and reranking
 (`QUERY`) go before document embeddings (`DOCUMENTS`), and document texts are embedded in slices of
 `DOCUMENT_SLICE`, so a search waits behind at most one slice of a large ingest, update or crawl batch,
-never behind the whole batch. Measured on 2 shared cores (bench/RESULTS.md, issue 10): batches larger
-than a few texts gained no throughput, while a 64-text call held the CPU for 5 s.
+never behind the whole batch (nor behind more model calls than there are cores). Measured on 2 shared
+cores (issue 10): batches larger than a few texts gained no throughput, while a 64-text call held the
+CPU for 5 s; one slot in all halved the throughput of 50 agents' small embeddings.
 """
 
 from __future__ import annotations
@@ -19,6 +19,8 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from services.embeddings.models import cpu_threads
+
 T = TypeVar("T")
 
 QUERY = 0
@@ -27,10 +29,10 @@ DOCUMENT_SLICE = 4
 
 
 class ModelGate:
-    """A priority semaphore (default one slot) whose holders run a function in a worker thread."""
+    """A priority semaphore (default: one slot per core) whose holders run a function in a worker thread."""
 
-    def __init__(self, slots: int = 1) -> None:
-        self.slots = slots
+    def __init__(self, slots: int | None = None) -> None:
+        self.slots = slots or cpu_threads()
         self._busy = 0
         self._waiters: list[tuple[int, int, asyncio.Future[None]]] = []
         self._order = itertools.count()
