@@ -64,12 +64,15 @@ def judge(replies: list[dict[str, Any]], directory: Path) -> tuple[dict[str, int
 
 
 async def heal_time(client: Client, mark: str, limit: float = 30) -> float | None:
+    """Seconds from now until a small write that succeeds was sent (its own duration not counted)."""
     started = time.monotonic()
     i = 0
     while time.monotonic() - started < limit:
         i += 1
-        if (await probe(client, mark, i))["write"]["success"]:
-            return time.monotonic() - started
+        sent = time.monotonic()
+        reply, _ = await tool(client, "manage_document", action="create", title=f"Disk {mark}", content=f"{mark} {i}")
+        if reply["success"]:
+            return sent - started
         await asyncio.sleep(0.3)
     return None
 

@@ -34,7 +34,9 @@ async def kill_mid_ingest(work: Path, dsn: str, files: int) -> None:
             await tool(client, "manage_document", action="create", title="Bulk", file_path=str(folder))
 
     task = asyncio.create_task(ingest())
-    await asyncio.sleep(4)
+    deadline = time.monotonic() + 120
+    while (await integrity(dsn))[0] < files // 10 and time.monotonic() < deadline:  # well under way
+        await asyncio.sleep(0.1)
     server.kill()
     await asyncio.gather(task, return_exceptions=True)
     docs, empty, wrong = await integrity(dsn)
