@@ -187,6 +187,14 @@ async def swarm(work: Path, dsn: str, agents: int, seconds: float, **settings: s
         row(f"  {name} latency", f"p50 {statistics.median(ms):.0f} ms, p95 {p95:.0f} ms (n={len(ms)})", held)
 
 
+async def survive(name: str, scenario: Any) -> None:
+    """Run one scenario; if the harness itself fails, the table gets a row saying so and the rest still run."""
+    try:
+        await scenario
+    except Exception as exc:  # noqa: BLE001 - reported as a failed row
+        row(f"{name}: scenario did not complete", f"{type(exc).__name__}: {str(exc)[:200]}", False)
+
+
 SCENARIOS = ("db", "ingest", "update", "crawl", "disk", "swarm")
 
 
@@ -207,9 +215,9 @@ async def main() -> None:
     with tempfile.TemporaryDirectory(prefix="chaos-") as tmp:
         work = Path(tmp)
         if "db" in chosen:
-            await database_faults(work, args.clients)
+            await survive("database faults", database_faults(work, args.clients))
         if "disk" in chosen:
-            await disk_faults(work)
+            await survive("disk faults", disk_faults(work))
         shared = [name for name in ("ingest", "update", "crawl", "swarm") if name in chosen]
         if shared:
             pg = pgserver.get_server(work / "pg", cleanup_mode="stop")
@@ -218,13 +226,14 @@ async def main() -> None:
                     pg.psql(f"CREATE DATABASE {name};")
                     dsn = pg.get_uri(database=name)
                     if name == "ingest":
-                        await kill_mid_ingest(work, dsn, args.files)
+                        await survive(name, kill_mid_ingest(work, dsn, args.files))
                     elif name == "update":
-                        await kill_mid_update(work, dsn, args.documents)
+                        await survive(name, kill_mid_update(work, dsn, args.documents))
                     elif name == "crawl":
-                        await kill_mid_crawl(work, dsn, args.pages)
+                        await survive(name, kill_mid_crawl(work, dsn, args.pages))
                     else:
-                        await swarm(work, dsn, args.agents, args.seconds, **dict(kv.split("=", 1) for kv in args.set))
+                        settings = dict(kv.split("=", 1) for kv in args.set)
+                        await survive(name, swarm(work, dsn, args.agents, args.seconds, **settings))
             finally:
                 pg.cleanup()
     print("| scenario | measured | held |\n|---|---|---|")

@@ -26,12 +26,12 @@ async def kill_mid_ingest(work: Path, dsn: str, files: int) -> None:
     folder.mkdir()
     for i in range(files):
         (folder / f"note_{i:03d}.md").write_text(f"# Note {i}\n\n" + f"Paragraph {i} about topic {i % 17}. " * 40)
-    env = base_env(work / "ingest-data", work, dsn)
+    env = base_env(work / "ingest-data", work, dsn, call_timeout_seconds="1200")  # one call ingests 300 files
     server = await Server(env).start()
 
     async def ingest() -> None:
         async with Client(f"{server.url}/mcp") as client:
-            await tool(client, "manage_document", action="create", title="Bulk", file_path=str(folder))
+            await tool(client, "manage_document", 1200, action="create", title="Bulk", file_path=str(folder))
 
     task = asyncio.create_task(ingest())
     deadline = time.monotonic() + 120
@@ -45,7 +45,7 @@ async def kill_mid_ingest(work: Path, dsn: str, files: int) -> None:
     server = await Server(env).start()
     try:
         async with Client(f"{server.url}/mcp") as client:
-            reply, _ = await tool(client, "manage_document", action="create", title="Bulk", file_path=str(folder))
+            reply, _ = await tool(client, "manage_document", 1200, action="create", title="Bulk", file_path=str(folder))
         docs, empty, wrong = await integrity(dsn)
         row("restart + same ingest again", f"{reply['success']}; {docs}/{files} stored; {empty} empty; "
             f"{wrong} wrong chunk_count", reply["success"] and docs == files and empty == 0 and wrong == 0)  # fmt: skip
@@ -99,7 +99,7 @@ async def kill_mid_update(work: Path, dsn: str, documents: int) -> None:
     async with Client(f"{server.url}/mcp") as client:
         for i in range(documents):
             text = version_text("old", i, 16)  # ~12 KB: ~14 chunks
-            reply, _ = await tool(client, "manage_document", action="create", title=f"Update {i}", content=text)
+            reply, _ = await tool(client, "manage_document", 300, action="create", title=f"Update {i}", content=text)
             did = reply["document"]["id"]
             old[did], new[did] = text, version_text("new", i, 32)  # ~24 KB: ~28 chunks
     ids = list(old)
@@ -108,7 +108,8 @@ async def kill_mid_update(work: Path, dsn: str, documents: int) -> None:
     async def updater(mine: list[str], url: str) -> None:
         async with Client(f"{url}/mcp") as client:
             for did in mine:
-                reply, _ = await tool(client, "manage_document", action="update", document_id=did, content=new[did])
+                args = {"action": "update", "document_id": did, "content": new[did]}
+                reply, _ = await tool(client, "manage_document", 300, **args)
                 if reply["success"]:
                     done.append(did)
 

@@ -91,9 +91,9 @@ def base_env(data_dir: Path, allowed: Path, database_url: str | None = None, **s
     return env
 
 
-async def tool(client: Client, name: str, **args: Any) -> tuple[dict[str, Any], float]:
+async def tool(client: Client, name: str, wait: float = 30, **args: Any) -> tuple[dict[str, Any], float]:
     started = time.monotonic()
-    result = await asyncio.wait_for(client.call_tool(name, args), 30)
+    result = await asyncio.wait_for(client.call_tool(name, args), wait)
     return json.loads(result.content[0].text), time.monotonic() - started
 
 
