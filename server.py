@@ -150,8 +150,14 @@ def build_server(
                 await asyncio.wait_for(asyncio.gather(worker, return_exceptions=True), 10)
             await runtime.close()
 
+    level = settings.log_level.upper()  # also uvicorn's: WARNING silences its per-request access log
     mcp = ArchivistServer(
-        name="archivist", instructions=INSTRUCTIONS, lifespan=lifespan, version="0.1.0", **(auth or {})
+        name="archivist",
+        instructions=INSTRUCTIONS,
+        lifespan=lifespan,
+        version="0.1.0",
+        log_level=level if level in ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL") else "INFO",
+        **(auth or {}),
     )
     mcp.runtime = runtime
     mcp.profiles = list(profiles or [])

@@ -2,23 +2,21 @@
 
 Scenarios: kill -9 of the embedded PostgreSQL and SIGSTOP/SIGCONT of it under several search clients
 (every answer success or retryable UNAVAILABLE, recovery time); kill -9 of the server in the middle of a
-directory ingest, then restart (no document without chunks, chunk_count exact); N concurrent agents
-over HTTP (0 INTERNAL, 0 lost writes, 0 duplicate sources, p50/p95 per tool).
+directory ingest, of a large content update and of a crawl, then restart (bench/chaos_kills.py: no
+document without chunks, chunk_count exact, every document wholly old or wholly new, each page stored
+once); a full and a read-only data directory (bench/chaos_disk.py, needs root for its tmpfs); N
+concurrent agents over HTTP (0 INTERNAL, 0 lost writes, 0 duplicates, p50/p95 per tool).
 
-    nice -n 10 .venv/bin/python bench/chaos.py [--agents 50] [--seconds 60] [--files 300]
+    nice -n 10 .venv/bin/python bench/chaos.py [--agents 50] [--seconds 60] [--files 300] [--only swarm]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
-import shutil
 import signal
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -26,82 +24,14 @@ from pathlib import Path
 from typing import Any
 
 import asyncpg
-import httpx
 import psutil
 from mcp import Client
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from bench.chaos_disk import disk_faults  # noqa: E402
+from bench.chaos_kills import kill_mid_crawl, kill_mid_ingest, kill_mid_update  # noqa: E402
+from bench.chaos_lib import ROWS, Server, base_env, row, tool  # noqa: E402
 from services.supervisor import read_pid  # noqa: E402
-
-ARCHIVIST = shutil.which("archivist", path=str(Path(sys.executable).parent)) or "archivist"
-ROWS: list[tuple[str, str, str]] = []
-
-
-def row(name: str, measured: str, held: bool) -> None:
-    ROWS.append((name, measured, "yes" if held else "NO"))
-    print(f"  {name}: {measured} -> {'held' if held else 'NOT HELD'}", file=sys.stderr)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class Server:
-    """One `archivist serve --http` subprocess."""
-
-    def __init__(self, env: dict[str, str]) -> None:
-        self.env, self.port, self.proc = env, free_port(), None
-
-    async def start(self) -> Server:
-        cmd = [ARCHIVIST, "serve", "--http", "--port", str(self.port), "--no-worker"]
-        log = open(os.environ.get("CHAOS_SERVER_LOG", os.devnull), "a")  # noqa: SIM115
-        self.proc = subprocess.Popen(cmd, env=self.env, stdout=subprocess.DEVNULL, stderr=log)
-        deadline = time.monotonic() + 120
-        async with httpx.AsyncClient() as http:
-            while time.monotonic() < deadline:
-                try:
-                    if (await http.get(f"{self.url}/healthz", timeout=2)).status_code == 200:
-                        return self
-                except httpx.HTTPError:
-                    pass
-                await asyncio.sleep(0.3)
-        raise RuntimeError("server did not start")
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def kill(self) -> None:
-        if self.proc and self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
-
-    def stop(self) -> None:
-        if self.proc and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGINT)
-            try:
-                self.proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                self.kill()
-
-
-def base_env(data_dir: Path, allowed: Path, database_url: str | None = None) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ARCHIVIST_") and k != "DATABASE_URL"}
-    env.update(ARCHIVIST_DATA_DIR=str(data_dir), ARCHIVIST_ALLOWED_PATHS=str(allowed), ARCHIVIST_LOG_LEVEL="WARNING")
-    env["HF_HUB_OFFLINE"] = "1"
-    if database_url:
-        env["DATABASE_URL"] = database_url
-    return env
-
-
-async def tool(client: Client, name: str, **args: Any) -> tuple[dict[str, Any], float]:
-    started = time.monotonic()
-    result = await asyncio.wait_for(client.call_tool(name, args), 30)
-    return json.loads(result.content[0].text), time.monotonic() - started
-
 
 # ------------------------------------------------------------------ database faults
 
@@ -165,113 +95,91 @@ async def database_faults(work: Path, clients: int) -> None:
         server.stop()
 
 
-# ------------------------------------------------------------------ server killed mid-ingest
-
-
-async def integrity(dsn: str) -> tuple[int, int, int]:
-    conn = await asyncpg.connect(dsn)
-    try:
-        docs = await conn.fetchval("SELECT count(*) FROM documents")
-        empty = await conn.fetchval(
-            "SELECT count(*) FROM documents d WHERE NOT EXISTS (SELECT 1 FROM chunks c WHERE c.document_id = d.id)"
-        )
-        wrong = await conn.fetchval(
-            "SELECT count(*) FROM documents d WHERE chunk_count <> "
-            "(SELECT count(*) FROM chunks c WHERE c.document_id = d.id)"
-        )
-    finally:
-        await conn.close()
-    return docs, empty, wrong
-
-
-async def kill_mid_ingest(work: Path, dsn: str, files: int) -> None:
-    folder = work / "ingest"
-    folder.mkdir()
-    for i in range(files):
-        (folder / f"note_{i:03d}.md").write_text(f"# Note {i}\n\n" + f"Paragraph {i} about topic {i % 17}. " * 40)
-    env = base_env(work / "ingest-data", work, dsn)
-    server = await Server(env).start()
-
-    async def ingest() -> None:
-        async with Client(f"{server.url}/mcp") as client:
-            await tool(client, "manage_document", action="create", title="Bulk", file_path=str(folder))
-
-    task = asyncio.create_task(ingest())
-    await asyncio.sleep(4)
-    server.kill()
-    await asyncio.gather(task, return_exceptions=True)
-    docs, empty, wrong = await integrity(dsn)
-    row("server kill -9 mid ingest", f"{docs}/{files} stored; {empty} without chunks; {wrong} wrong chunk_count",
-        empty == 0 and wrong == 0)  # fmt: skip
-    server = await Server(env).start()
-    try:
-        async with Client(f"{server.url}/mcp") as client:
-            reply, _ = await tool(client, "manage_document", action="create", title="Bulk", file_path=str(folder))
-        docs, empty, wrong = await integrity(dsn)
-        row("restart + same ingest again", f"{reply['success']}; {docs}/{files} stored; {empty} empty; "
-            f"{wrong} wrong chunk_count", reply["success"] and docs == files and empty == 0 and wrong == 0)  # fmt: skip
-    finally:
-        server.stop()
-
-
 # ------------------------------------------------------------------ agent swarm
 
 
 async def agent(url: str, n: int, until: float, stats: dict[str, Any]) -> None:
+    """create, get, update, search, list sources, list crawl jobs; every third document is deleted again."""
     async with Client(f"{url}/mcp") as client:
         i = 0
         while time.monotonic() < until:
             i += 1
             title = f"Swarm {n % 5}"  # agents share five titles: find-or-create races
-            reply, took = await tool(
-                client, "manage_document", action="create", title=title, content=f"Agent {n} note {i} on otters."
-            )
-            record(stats, "create", reply, took)
+            reply = await call(client, stats, "create", "manage_document", action="create", title=title,
+                               content=f"Agent {n} note {i} on otters.")  # fmt: skip
             if reply["success"]:
-                stats["created"].append(reply["document"]["id"])
-                reply, took = await tool(client, "manage_document", action="get", document_id=reply["document"]["id"])
-                record(stats, "get", reply, took)
-            reply, took = await tool(client, "search_knowledge_base", query=f"agent {n} otters", match_count=5)
-            record(stats, "search", reply, took)
-            reply, took = await tool(client, "manage_source", action="list", per_page=5)
-            record(stats, "list", reply, took)
-            reply, took = await tool(client, "crawl_website", action="list", per_page=5)
-            record(stats, "crawl list", reply, took)
+                did = reply["document"]["id"]
+                stats["created"].append(did)
+                await call(client, stats, "get", "manage_document", action="get", document_id=did)
+                updated = f"Agent {n} note {i} on otters, revised: they sleep holding hands."
+                reply = await call(client, stats, "update", "manage_document", action="update", document_id=did,
+                                   content=updated)  # fmt: skip
+                if reply["success"]:
+                    stats["updated"][did] = updated
+            await call(client, stats, "search", "search_knowledge_base", query=f"agent {n} otters", match_count=5)
+            await call(client, stats, "list", "manage_source", action="list", per_page=5)
+            await call(client, stats, "crawl status", "crawl_website", action="list", per_page=5)
+            if reply["success"] and i % 3 == 0:
+                gone = await call(client, stats, "delete", "manage_document", action="delete", document_id=did)
+                if gone["success"]:
+                    stats["deleted"].add(did)
 
 
-def record(stats: dict[str, Any], name: str, reply: dict[str, Any], took: float) -> None:
+async def call(client: Client, stats: dict[str, Any], name: str, tool_name: str, **args: Any) -> dict[str, Any]:
+    reply, took = await tool(client, tool_name, **args)
     stats["times"].setdefault(name, []).append(took)
     if not reply["success"]:
         stats["errors"].append(reply["error_code"])
+    return reply
 
 
-async def swarm(work: Path, dsn: str, agents: int, seconds: float) -> None:
-    server = await Server(base_env(work / "swarm-data", work, dsn)).start()
-    stats: dict[str, Any] = {"times": {}, "errors": [], "created": []}
+async def swarm_checks(dsn: str, stats: dict[str, Any]) -> dict[str, int]:
+    """Lost creates and updates, resurrected deletes, duplicate sources and documents, straight in PostgreSQL."""
+    kept = [d for d in stats["created"] if d not in stats["deleted"]]
+    conn = await asyncpg.connect(dsn)
+    try:
+        present = await conn.fetchval("SELECT count(*) FROM documents WHERE id = ANY($1::uuid[])", kept)
+        back = await conn.fetchval("SELECT count(*) FROM documents WHERE id = ANY($1::uuid[])", list(stats["deleted"]))
+        contents = await conn.fetch(
+            "SELECT id::text, content FROM documents WHERE id = ANY($1::uuid[])", list(stats["updated"])
+        )
+        dupe_sources = await conn.fetchval(
+            "SELECT count(*) FROM (SELECT lower(title) FROM sources GROUP BY lower(title), "
+            "coalesce(url, ''), coalesce(version, '') HAVING count(*) > 1) d"
+        )
+        dupe_docs = await conn.fetchval(
+            "SELECT count(*) FROM (SELECT 1 FROM documents GROUP BY source_id, content_hash HAVING count(*) > 1) d"
+        )
+    finally:
+        await conn.close()
+    lost_updates = sum(r["content"] != stats["updated"][r["id"]] for r in contents)
+    return {"kept": len(kept), "lost": len(kept) - present, "resurrected": back, "lost_updates": lost_updates,
+            "dupe_sources": dupe_sources, "dupe_docs": dupe_docs}  # fmt: skip
+
+
+async def swarm(work: Path, dsn: str, agents: int, seconds: float, **settings: str) -> None:
+    # 50 agents share the loopback caller's one rate bucket: lift it, the swarm measures the service itself
+    env = base_env(work / "swarm-data", work, dsn, rate_per_minute="1000000", **settings)
+    server = await Server(env).start()
+    stats: dict[str, Any] = {"times": {}, "errors": [], "created": [], "updated": {}, "deleted": set()}
     try:
         until = time.monotonic() + seconds
         results = await asyncio.gather(
             *(agent(server.url, n, until, stats) for n in range(agents)), return_exceptions=True
         )
         crashed = [r for r in results if isinstance(r, BaseException)]
-        conn = await asyncpg.connect(dsn)
-        try:
-            present = await conn.fetchval("SELECT count(*) FROM documents WHERE id = ANY($1::uuid[])", stats["created"])
-            dupes = await conn.fetchval(
-                "SELECT count(*) FROM (SELECT lower(title) FROM sources GROUP BY lower(title), "
-                "coalesce(url, ''), coalesce(version, '') HAVING count(*) > 1) d"
-            )
-        finally:
-            await conn.close()
+        checks = await swarm_checks(dsn, stats)
     finally:
         server.stop()
     internal = stats["errors"].count("INTERNAL")
     calls = sum(len(v) for v in stats["times"].values())
     row(f"{agents} agents x {seconds:.0f} s over HTTP", f"{calls} calls, errors {sorted(set(stats['errors']))}, "
         f"{internal} INTERNAL, {len(crashed)} agents crashed", internal == 0 and not crashed)  # fmt: skip
-    lost = len(stats["created"]) - present
-    row("lost writes / duplicate sources", f"{lost} of {len(stats['created'])} creates lost; {dupes} duplicate",
-        lost == 0 and dupes == 0)  # fmt: skip
+    row("lost writes / duplicates",
+        f"{checks['lost']} of {checks['kept']} kept creates lost, {checks['lost_updates']} of "
+        f"{len(stats['updated'])} updates lost, {checks['resurrected']} of {len(stats['deleted'])} deletes undone; "
+        f"{checks['dupe_sources']} duplicate sources, {checks['dupe_docs']} duplicate documents",
+        not any(checks[k] for k in ("lost", "lost_updates", "resurrected", "dupe_sources", "dupe_docs")))  # fmt: skip
     for name, times in sorted(stats["times"].items()):
         ms = sorted(t * 1000 for t in times)
         p95 = ms[int(0.95 * (len(ms) - 1))]
@@ -279,29 +187,53 @@ async def swarm(work: Path, dsn: str, agents: int, seconds: float) -> None:
         row(f"  {name} latency", f"p50 {statistics.median(ms):.0f} ms, p95 {p95:.0f} ms (n={len(ms)})", held)
 
 
+async def survive(name: str, scenario: Any) -> None:
+    """Run one scenario; if the harness itself fails, the table gets a row saying so and the rest still run."""
+    try:
+        await scenario
+    except Exception as exc:  # noqa: BLE001 - reported as a failed row
+        row(f"{name}: scenario did not complete", f"{type(exc).__name__}: {str(exc)[:200]}", False)
+
+
+SCENARIOS = ("db", "ingest", "update", "crawl", "disk", "swarm")
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--agents", type=int, default=50)
     parser.add_argument("--seconds", type=float, default=60)
     parser.add_argument("--files", type=int, default=300)
+    parser.add_argument("--documents", type=int, default=20, help="documents in the large content update")
+    parser.add_argument("--pages", type=int, default=100, help="pages of the crawled local site (max 100)")
     parser.add_argument("--clients", type=int, default=4)
-    parser.add_argument("--only", choices=["db", "ingest", "swarm"], default=None)
+    parser.add_argument("--set", action="append", default=[], help="server setting for the swarm, e.g. db_pool_max=20")
+    parser.add_argument("--only", help=f"comma-separated subset of {','.join(SCENARIOS)}")
     args = parser.parse_args()
+    chosen = set(args.only.split(",")) if args.only else set(SCENARIOS)
     import pgserver
 
     with tempfile.TemporaryDirectory(prefix="chaos-") as tmp:
         work = Path(tmp)
-        if args.only in (None, "db"):
-            await database_faults(work, args.clients)
-        if args.only in (None, "ingest", "swarm"):
+        if "db" in chosen:
+            await survive("database faults", database_faults(work, args.clients))
+        if "disk" in chosen:
+            await survive("disk faults", disk_faults(work))
+        shared = [name for name in ("ingest", "update", "crawl", "swarm") if name in chosen]
+        if shared:
             pg = pgserver.get_server(work / "pg", cleanup_mode="stop")
             try:
-                if args.only in (None, "ingest"):
-                    pg.psql("CREATE DATABASE ingest;")
-                    await kill_mid_ingest(work, pg.get_uri(database="ingest"), args.files)
-                if args.only in (None, "swarm"):
-                    pg.psql("CREATE DATABASE swarm;")
-                    await swarm(work, pg.get_uri(database="swarm"), args.agents, args.seconds)
+                for name in shared:
+                    pg.psql(f"CREATE DATABASE {name};")
+                    dsn = pg.get_uri(database=name)
+                    if name == "ingest":
+                        await survive(name, kill_mid_ingest(work, dsn, args.files))
+                    elif name == "update":
+                        await survive(name, kill_mid_update(work, dsn, args.documents))
+                    elif name == "crawl":
+                        await survive(name, kill_mid_crawl(work, dsn, args.pages))
+                    else:
+                        settings = dict(kv.split("=", 1) for kv in args.set)
+                        await survive(name, swarm(work, dsn, args.agents, args.seconds, **settings))
             finally:
                 pg.cleanup()
     print("| scenario | measured | held |\n|---|---|---|")

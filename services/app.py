@@ -103,6 +103,8 @@ class Runtime:
     async def get(self) -> Archivist:
         self.start()
         assert self._task is not None
+        if self._task.done() and not self._task.cancelled() and self._task.exception() is None:
+            return self._task.result()  # started: no timer and no task per call (three calls per tool call)
         try:
             return await asyncio.wait_for(asyncio.shield(self._task), self.wait_seconds)
         except TimeoutError:

@@ -66,9 +66,13 @@ async def _init_connection(conn: asyncpg.Connection) -> None:
         await conn.set_type_codec(kind, encoder=_json_dumps, decoder=_json_loads, schema="pg_catalog")
 
 
+async def _no_session_state(conn: asyncpg.Connection) -> None:
+    """Pool reset: nothing to undo (see `Database._create_pool`)."""
+
+
 def session_settings(ef_search: int) -> dict[str, str]:
-    """Search settings sent at connection start-up. A `SET` in the pool's init would be undone by
-    the `RESET ALL` the pool runs on every release; start-up values are what `RESET` returns to.
+    """Search settings sent at connection start-up (never a `SET`: pooled connections keep no session
+    state, and start-up values are what a `RESET` returns to).
     relaxed_order: a filtered HNSW scan keeps going until it has enough rows (pgvector 0.8)."""
     return {"hnsw.ef_search": str(int(ef_search)), "hnsw.iterative_scan": "relaxed_order"}
 
@@ -211,25 +215,30 @@ class Database:
         if self.settings.read_database_url:
             self._read_pool = await self._create_pool(self.settings.read_database_url, track_writes=False)
         if not self.settings.database_url:  # the embedded server is ours to keep alive
+            from services.errors import watch_data_dir
             from services.supervisor import Supervisor
+
+            watch_data_dir(self.settings.data_dir / "pgdata")  # a full / read-only disk is named in errors
 
             self.supervisor = Supervisor(self.settings.data_dir / "pgdata", on_restart=self._pool.expire_connections)
             self.supervisor.start()
 
     async def _create_pool(self, dsn: str, track_writes: bool) -> asyncpg.Pool:
+        """The pool. Its connections keep no session state (no SET, LISTEN, cursors, temporary tables or
+        session advisory locks: the crawl's host locks have their own pool), so a released connection
+        skips asyncpg's reset query (one round trip per use); asyncpg still rolls back an open transaction."""
         return await asyncpg.create_pool(
             dsn,
             min_size=self.settings.db_pool_min,
             max_size=self.settings.db_pool_max,
             init=_init_connection,
             server_settings=session_settings(self.settings.hnsw_ef_search),
-            reset=self._reset_and_track if track_writes else None,
+            reset=self._reset_and_track if track_writes else _no_session_state,
         )
 
     async def _reset_and_track(self, conn: asyncpg.Connection) -> None:
-        """On release of a primary connection: the default reset, then note the WAL position, which
-        is at or past every commit that connection made."""
-        await conn.reset()
+        """On release of a primary connection: note the WAL position, which is at or past every commit
+        that connection made."""
         lsn = await conn.fetchval("SELECT pg_current_wal_lsn() - '0/0'::pg_lsn")
         self._last_write_lsn = max(self._last_write_lsn, int(lsn))
 
@@ -303,7 +312,10 @@ class Database:
 
     async def close(self) -> None:
         if getattr(self, "supervisor", None) is not None:
+            from services.errors import watch_data_dir
+
             await self.supervisor.stop()
+            watch_data_dir(None)
         if self._read_pool is not None:
             await self._read_pool.close()
             self._read_pool = None

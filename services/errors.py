@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 
 class ServiceError(Exception):
     """Base error: a code an agent can branch on, and what to do next."""
@@ -50,6 +53,47 @@ class RateLimited(ServiceError):
 
 RETRY_SUGGESTION = "The database is unreachable or restarting; retry in a few seconds."
 _DISK_ERRNOS = {28: "is full", 30: "is read-only", 122: "is over its disk quota"}  # ENOSPC, EROFS, EDQUOT
+#: Below this much free space PostgreSQL cannot start a new WAL segment: the directory counts as full.
+LOW_SPACE_BYTES = 16 * 1024 * 1024
+#: The embedded PostgreSQL's data directory (set by services.database); a database fault is explained
+#: by its disk state (full, read-only) when it has one.
+_data_dir: Path | None = None
+
+
+def watch_data_dir(path: Path | None) -> None:
+    """Name the directory whose disk state explains database faults (the embedded server's pgdata)."""
+    global _data_dir
+    _data_dir = path
+
+
+def disk_problem(path: Path) -> str | None:
+    """'is read-only' / 'is full (N MB free)' for the file system holding `path`; None if writable with room."""
+    probe = path
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    try:
+        stat = os.statvfs(probe)
+    except OSError:
+        return None
+    if stat.f_flag & os.ST_RDONLY:
+        return "is read-only"
+    free = stat.f_bavail * stat.f_frsize
+    if free < LOW_SPACE_BYTES:
+        return f"is full ({free / 1048576:.1f} MB free)"
+    return None
+
+
+def data_dir_unavailable() -> Unavailable | None:
+    """UNAVAILABLE naming the embedded data directory when its disk is full or read-only, else None."""
+    if _data_dir is None:
+        return None
+    problem = disk_problem(_data_dir)
+    if problem is None:
+        return None
+    return Unavailable(
+        f"The database cannot write: its data directory {_data_dir} {problem}.",
+        f"Free disk space in (or make writable) {_data_dir}; Archivist restarts the database by itself, then retry.",
+    )
 
 
 def unavailable_from(exc: BaseException) -> Unavailable | None:
@@ -72,14 +116,18 @@ def unavailable_from(exc: BaseException) -> Unavailable | None:
         ConnectionError,
         TimeoutError,
     )
-    if isinstance(exc, connection_errors):
-        return Unavailable(f"The database is not available ({type(exc).__name__}).", RETRY_SUGGESTION)
+    if isinstance(exc, connection_errors) or _io_fault(exc):
+        return data_dir_unavailable() or Unavailable(
+            f"The database is not available ({type(exc).__name__}).", RETRY_SUGGESTION
+        )
     if isinstance(exc, asyncpg.InterfaceError) and any(
         word in str(exc).lower() for word in ("closed", "connection", "pool is closing", "released")
     ):
-        return Unavailable("The database connection was lost.", RETRY_SUGGESTION)
+        return data_dir_unavailable() or Unavailable("The database connection was lost.", RETRY_SUGGESTION)
     if isinstance(exc, OSError) and (getattr(exc, "errno", None) in (101, 111, 113) or _from_asyncpg(exc)):
-        return Unavailable(f"The database cannot be reached ({exc.strerror or exc}).", RETRY_SUGGESTION)
+        return data_dir_unavailable() or Unavailable(
+            f"The database cannot be reached ({exc.strerror or exc}).", RETRY_SUGGESTION
+        )
     return None
 
 
@@ -94,9 +142,9 @@ def _disk_error(exc: BaseException) -> Unavailable | None:
             f"Free space in (or make writable) {where}, then retry.",
         )
     if isinstance(exc, asyncpg.exceptions.DiskFullError):
+        where = _data_dir or "the PostgreSQL server's data directory (SHOW data_directory)"
         return Unavailable(
-            "The database's data directory is full.",
-            "Free disk space in the data directory (ARCHIVIST_DATA_DIR/pgdata or the server's), then retry.",
+            f"The database's data directory {where} is full.", f"Free disk space in {where}, then retry."
         )
     if isinstance(exc, asyncpg.exceptions.ReadOnlySQLTransactionError):
         return Unavailable(
@@ -123,6 +171,13 @@ def service_error_from(exc: BaseException) -> ServiceError | None:
             "Remove NUL (\\x00) and other control characters from the text and retry.",
         )
     return None
+
+
+def _io_fault(exc: BaseException) -> bool:
+    """A PostgreSQL error of class 58 (system error: e.g. it could not write a file)."""
+    import asyncpg
+
+    return isinstance(exc, asyncpg.PostgresError) and str(getattr(exc, "sqlstate", "") or "").startswith("58")
 
 
 def _from_asyncpg(exc: BaseException) -> bool:

@@ -1,4 +1,8 @@
-"""Token-bucket rate limits kept in PostgreSQL, so every server process on one database shares them."""
+"""Token-bucket rate limits kept in PostgreSQL, so every server process on one database shares them.
+
+One statement per call: the bucket's row is locked only while PostgreSQL runs it, never across a round
+trip to this process (50 agents sharing one bucket would otherwise queue on the row lock behind every
+busy moment of the event loop)."""
 
 from __future__ import annotations
 
@@ -6,6 +10,19 @@ import math
 
 from services.database import Database
 from services.errors import RateLimited
+
+# $1 key, $2 capacity (= per minute), $3 refill per second. Returns the tokens before this call's take.
+TAKE = """
+WITH current AS (
+    SELECT key, least($2::float8, tokens
+           + greatest(extract(epoch FROM clock_timestamp() - updated_at)::float8, 0) * $3::float8) AS refilled
+    FROM rate_buckets WHERE key = $1 FOR UPDATE
+)
+UPDATE rate_buckets b
+SET tokens = current.refilled - CASE WHEN current.refilled >= 1 THEN 1 ELSE 0 END, updated_at = clock_timestamp()
+FROM current WHERE b.key = current.key
+RETURNING current.refilled
+"""
 
 
 class RateLimiter:
@@ -16,25 +33,15 @@ class RateLimiter:
         """Take one call from `key`'s bucket (capacity = per_minute, refilled per_minute/60 per second);
         raise RateLimited with retry_after_seconds when it is empty."""
         rate = per_minute / 60.0
-        async with self.db.pool.acquire() as conn, conn.transaction():
-            await conn.execute(
+        tokens = await self.db.pool.fetchval(TAKE, key, float(per_minute), rate)
+        if tokens is None:  # first call for this key: a full bucket, then take from it
+            await self.db.pool.execute(
                 "INSERT INTO rate_buckets (key, tokens) VALUES ($1, $2) ON CONFLICT (key) DO NOTHING",
                 key,
                 float(per_minute),
             )
-            row = await conn.fetchrow(
-                "SELECT tokens, extract(epoch FROM clock_timestamp() - updated_at)::float8 AS age "
-                "FROM rate_buckets WHERE key = $1 FOR UPDATE",
-                key,
-            )
-            tokens = min(float(per_minute), row["tokens"] + max(row["age"], 0.0) * rate)
-            allowed = tokens >= 1.0
-            if allowed:
-                tokens -= 1.0
-            await conn.execute(
-                "UPDATE rate_buckets SET tokens = $2, updated_at = clock_timestamp() WHERE key = $1", key, tokens
-            )
-        if not allowed:
+            tokens = await self.db.pool.fetchval(TAKE, key, float(per_minute), rate)
+        if tokens < 1.0:
             wait = math.ceil((1.0 - tokens) / rate * 10) / 10
             exc = RateLimited(f"Rate limit of {per_minute} calls per minute reached.", f"Retry in {wait:g} seconds.")
             exc.retry_after_seconds = wait  # type: ignore[attr-defined]

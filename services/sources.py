@@ -138,16 +138,19 @@ class SourceService:
         """The oldest source with this title (any case) in the caller's scope, or a new one; the flag says
         whether it was created. Atomic across concurrent calls and processes (an advisory lock on the title)."""
         title = require_text(clean_text(title), "title", max_length=500)
+        scoped = current_scope().source_ids
+        in_scope = None if scoped is None else list(scoped)
+        find = (
+            f"SELECT {SOURCE_COLUMNS} FROM sources WHERE lower(title) = lower($1) "
+            "AND ($2::uuid[] IS NULL OR id = ANY($2::uuid[])) "
+            "ORDER BY (title = $1) DESC, created_at LIMIT 1"
+        )
+        row = await self.db.pool.fetchrow(find, title, in_scope)  # the common case: it exists (no lock)
+        if row is not None:
+            return _to_source(row), False
         async with self.db.pool.acquire() as conn, conn.transaction():
             await lock_title(conn, title)
-            scoped = current_scope().source_ids
-            row = await conn.fetchrow(
-                f"SELECT {SOURCE_COLUMNS} FROM sources WHERE lower(title) = lower($1) "
-                "AND ($2::uuid[] IS NULL OR id = ANY($2::uuid[])) "
-                "ORDER BY (title = $1) DESC, created_at LIMIT 1",
-                title,
-                None if scoped is None else list(scoped),
-            )
+            row = await conn.fetchrow(find, title, in_scope)
             if row is not None:
                 return _to_source(row), False
             row = await _insert(conn, title, None, url, _check_source_type(source_type), None, None)

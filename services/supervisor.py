@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from services.errors import disk_problem
+
 logger = logging.getLogger(__name__)
 
 
@@ -91,7 +93,17 @@ class Supervisor:
             "restarts": self.restarts,
             "last_restart_age_s": round(time.time() - self.last_restart, 1) if self.last_restart else None,
             "last_error": self.last_error,
+            "data_dir_problem": disk_problem(self.pgdata),
         }
+
+    async def _back_off(self, seconds: float, disk_fault: bool) -> None:
+        """Sleep `seconds`, but when a full / read-only disk stopped the restart, try again as soon as
+        the disk has room and is writable again (checked every `interval`)."""
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            await asyncio.sleep(min(self.interval, max(deadline - time.monotonic(), 0)))
+            if disk_fault and disk_problem(self.pgdata) is None:
+                return
 
     async def _run(self) -> None:
         backoff = 1.0
@@ -104,9 +116,10 @@ class Supervisor:
             try:
                 await asyncio.to_thread(restart_embedded, self.pgdata)
             except Exception as exc:  # keep supervising: the next attempt comes after the back-off
-                self.last_error = f"{type(exc).__name__}: {exc}"[:300]
+                problem = disk_problem(self.pgdata)
+                self.last_error = f"{self.pgdata} {problem}" if problem else f"{type(exc).__name__}: {exc}"[:300]
                 logger.error("restarting PostgreSQL failed (%s); next try in %.0f s", self.last_error, backoff)
-                await asyncio.sleep(backoff)
+                await self._back_off(backoff, problem is not None)
                 backoff = min(backoff * 2, self.max_backoff)
                 continue
             self.restarts += 1

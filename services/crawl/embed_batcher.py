@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from services.embeddings.base import Embedder
+from services.embeddings.gate import embed_in_slices
 
 logger = logging.getLogger(__name__)
 
@@ -69,7 +70,7 @@ class BatchingEmbedder(Embedder):
         texts = [text for request in batch for text in request.texts]
         began = time.perf_counter()
         try:
-            vectors = await asyncio.to_thread(self.inner.embed_documents, texts)
+            vectors = await embed_in_slices(self.inner.embed_documents, texts, self.dim)  # searches go first
         except Exception as exc:  # every waiting page gets the error (and fails alone)
             for request in batch:
                 if not request.future.done():

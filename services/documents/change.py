@@ -53,6 +53,7 @@ class ChangeMixin:
         )
         chunks: list[Chunk] = []
         vectors: list[Any] = []
+        doc_type = current.document_type
         if reindex:
             text = content if content is not None else await self._content(current.id)
             doc_type = self._updated_type(current.document_type, content)
@@ -61,14 +62,21 @@ class ChangeMixin:
             locked = await conn.fetchval("SELECT id FROM documents WHERE id = $1 FOR UPDATE", current.id)
             if locked is None:
                 raise NotFound(f"Document not found: {current.id}", DOC_HINT)
-            try:
+            new_content = content if reindex and content is not None else None
+            try:  # one statement: the row stays locked for as few round trips as possible
                 await conn.execute(
-                    "UPDATE documents SET title = $2, url = coalesce($3, url), "
-                    "metadata = metadata || $4, updated_at = now() WHERE id = $1",
+                    "UPDATE documents SET title = $2, url = coalesce($3, url), metadata = metadata || $4, "
+                    "updated_at = now(), content = coalesce($5, content), content_hash = coalesce($6, content_hash), "
+                    "document_type = coalesce($7, document_type), chunk_count = coalesce($8, chunk_count) "
+                    "WHERE id = $1",
                     current.id,
                     new_title,
                     url,
                     check_metadata(metadata),
+                    new_content,
+                    None if new_content is None else content_hash(new_content),
+                    doc_type if new_content is not None else None,
+                    len(chunks) if reindex else None,
                 )
             except asyncpg.UniqueViolationError:
                 raise Conflict(
@@ -76,15 +84,6 @@ class ChangeMixin:
                     "Use a different url, or update that document instead.",
                 ) from None
             if reindex:
-                if content is not None:
-                    await conn.execute(
-                        "UPDATE documents SET content = $2, content_hash = $3, document_type = $4 WHERE id = $1",
-                        current.id,
-                        content,
-                        content_hash(content),
-                        doc_type,
-                    )
-                await conn.execute("UPDATE documents SET chunk_count = $2 WHERE id = $1", current.id, len(chunks))
                 await self._write_chunks(conn, current.id, current.source_id, new_title, chunks, vectors)
         return IngestResult(
             document=await self.get(current.id),
@@ -116,7 +115,8 @@ class ChangeMixin:
             row = await conn.fetchrow(
                 "DELETE FROM documents WHERE id = $1 RETURNING title, source_id, chunk_count", did
             )
-            await conn.execute("UPDATE sources SET updated_at = now() WHERE id = $1", row["source_id"])
+        # After the commit, as ingestion does: the source's row is not held locked across a round trip.
+        await self.db.pool.execute("UPDATE sources SET updated_at = now() WHERE id = $1", row["source_id"])
         return {
             "document_id": str(did),
             "title": row["title"],

@@ -6,13 +6,13 @@ when `create_embedder` builds one.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from services.embeddings.base import Embedder
+from services.embeddings.gate import QUERY, embed_in_slices, model_gate
 from services.embeddings.models import ModelNotAvailable, resolve_model_path
 
 if TYPE_CHECKING:
@@ -58,17 +58,17 @@ def create_embedder(settings: Settings) -> Embedder:
 
 
 async def embed_documents_async(embedder: Embedder, texts: list[str]) -> np.ndarray:
-    """`embedder.embed_documents` in a worker thread, keeping the event loop responsive (or through the
-    embedder's own batching queue when it has one, e.g. a crawl job's `BatchingEmbedder`)."""
+    """`embedder.embed_documents` off the event loop, a few texts per turn of the model gate so searches
+    get in between (or through the embedder's own batching queue, e.g. a crawl job's `BatchingEmbedder`)."""
     batched = getattr(embedder, "embed_documents_batched", None)
     if batched is not None:
         return await batched(texts)
-    return await asyncio.to_thread(embedder.embed_documents, texts)
+    return await embed_in_slices(embedder.embed_documents, list(texts), embedder.dim)
 
 
 async def embed_query_async(embedder: Embedder, text: str) -> np.ndarray:
-    """`embedder.embed_query` in a worker thread, keeping the event loop responsive."""
-    return await asyncio.to_thread(embedder.embed_query, text)
+    """`embedder.embed_query` off the event loop, ahead of any waiting document embedding."""
+    return await model_gate().run(QUERY, embedder.embed_query, text)
 
 
 #: Alias referenced by `Embedder`'s docstring.

@@ -5,10 +5,10 @@ Importing this package is cheap: implementations (onnxruntime, torch) load insid
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from typing import TYPE_CHECKING
 
+from services.embeddings.gate import QUERY, model_gate
 from services.embeddings.models import ModelNotAvailable, resolve_model_path
 from services.reranking.base import Reranker
 
@@ -46,4 +46,4 @@ def create_reranker(settings: Settings) -> Reranker:
 
 async def score_async(reranker: Reranker, query: str, passages: list[str]) -> list[float]:
     """`reranker.score` in a worker thread, keeping the event loop responsive."""
-    return await asyncio.to_thread(reranker.score, query, passages)
+    return await model_gate().run(QUERY, reranker.score, query, passages)

@@ -20,11 +20,11 @@ cross-encoder trained on web questions (MS MARCO) misjudges on specialised text.
 
 from __future__ import annotations
 
-import asyncio
 import math
 from collections.abc import Sequence
 
 from models import SearchHit
+from services.embeddings.gate import QUERY, model_gate
 from services.reranking.base import Reranker
 from services.search.base import SearchRequest, SearchStrategy, to_hit
 from services.search.hybrid import HybridSearch, _hit_fields
@@ -105,7 +105,7 @@ class RerankSearch(SearchStrategy):
             return []
         head, tail = rows[:depth], rows[depth:]
         passages = [passage_text(r["document_title"], r["text"]) for r in head]
-        logits = await asyncio.to_thread(self.reranker.score, request.query, passages)
+        logits = await model_gate().run(QUERY, self.reranker.score, request.query, passages)
         scores = fuse(logits, [float(r["rrf"]) for r in head], self.settings)
         ranked = sorted(zip(head, scores, strict=True), key=lambda pair: pair[1], reverse=True)
         hits = [to_hit(_hit_fields(r), s, self.name) for r, s in ranked]
