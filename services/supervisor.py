@@ -32,9 +32,10 @@ def postmaster_alive(pgdata: Path) -> bool:
 
 
 def read_pid(pgdata: Path) -> int | None:
+    """The lock file's pid; a standalone backend (initdb, single-user mode) writes its pid negated."""
     try:
         first = (pgdata / "postmaster.pid").read_text().splitlines()[0]
-        return int(first.strip())
+        return abs(int(first.strip())) or None
     except (OSError, ValueError, IndexError):
         return None
 

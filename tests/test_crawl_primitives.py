@@ -435,8 +435,8 @@ async def test_throttle_with_fetcher_against_site(site: FixtureSite, tmp_path: P
     times = sorted(record.time for record in site.request_log)
     assert len(times) == 3
     # arrival times jitter under load (the exact spacing of starts is tested above): check the span,
-    # and give each gap slack
-    assert times[-1] - times[0] >= 0.55
+    # and give each gap slack (the first request also opens the connection, so it can arrive late)
+    assert times[-1] - times[0] >= 0.5
     assert min(b - a for a, b in zip(times, times[1:], strict=False)) >= 0.15
 
 
