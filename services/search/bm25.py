@@ -47,6 +47,31 @@ kw AS (
 )"""
 
 
+# The same leg over impact-ordered postings (sql/012): each term's $13 highest-impact postings
+# (chunk_terms_impact_idx, index only), the $14 chunks with the largest sum(idf * impact) as
+# candidates, and exact BM25 for those candidates only (primary-key lookups for tf and dl).
+BM25_TOPK_LEG = """
+kw AS (
+    SELECT id, rank AS kscore, row_number() OVER (ORDER BY rank DESC, id) AS rnk FROM (
+        SELECT e.chunk_id AS id,
+               sum(q.idf * e.tf * ($10::float8 + 1)
+                   / (e.tf + $10::float8 * (1 - $11::float8 + $11::float8 * e.dl / $12::float8))) AS rank
+        FROM (
+            SELECT p.chunk_id FROM unnest($4::text[], $9::float8[]) AS q(term, idf)
+            CROSS JOIN LATERAL (
+                SELECT t.chunk_id, t.impact FROM chunk_terms t
+                WHERE t.term = q.term AND ($2::uuid IS NULL OR t.source_id = $2)
+                ORDER BY t.impact DESC LIMIT $13
+            ) p
+            GROUP BY p.chunk_id ORDER BY sum(q.idf * p.impact) DESC, p.chunk_id LIMIT $14
+        ) cand
+        CROSS JOIN unnest($4::text[], $9::float8[]) AS q(term, idf)
+        JOIN chunk_terms e ON e.term = q.term AND e.chunk_id = cand.chunk_id
+        GROUP BY e.chunk_id ORDER BY rank DESC LIMIT $3
+    ) k
+)"""
+
+
 @dataclass
 class QueryTerms:
     """The informative query lexemes with their idf, and the corpus' average chunk length."""
