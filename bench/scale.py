@@ -37,6 +37,7 @@ from bench.beir import CACHE_DIR, machine_info, read_queries, settings_summary, 
 from bench.metrics import percentile  # noqa: E402
 from bench.scale_build import GIN_INDEX, HNSW_INDEX, load_chunks, load_passages  # noqa: E402
 from bench.scale_keyword import keyword_agreement, keyword_matches  # noqa: E402
+from bench.scale_vector import build_bit_index, vector_recall  # noqa: E402
 from services.app import Archivist  # noqa: E402
 from services.embeddings import create_embedder  # noqa: E402
 from services.search.base import SearchRequest, SearchStrategy  # noqa: E402
@@ -132,57 +133,6 @@ async def query_plans(app: Archivist, query: str, vector: np.ndarray, source_id:
     return plans
 
 
-ANN_SQL = """
-SELECT id, embedding <=> $1 AS dist FROM chunks WHERE ($2::uuid IS NULL OR source_id = $2)
-ORDER BY embedding <=> $1 LIMIT $3
-"""
-# Different text on purpose: a prepared statement keeps the plan it was made with, and this one is
-# planned with index scans off.
-EXACT_SQL = "/* exact */" + ANN_SQL
-
-
-def recall_scores(found: list[Any], exact: list[Any]) -> tuple[float, float, float]:
-    """recall@k by id, and ann-benchmarks' distance recall: the share of returned rows no farther than
-    the exact k-th neighbour times (1 + eps), for eps 1e-3 and 1e-2. The synthetic corpus holds ~190
-    noisy copies of each passage, so many true neighbours are near ties and id recall understates."""
-    truth = {r["id"] for r in exact}
-    kth = max(r["dist"] for r in exact)
-    by_id = len({r["id"] for r in found} & truth) / max(len(truth), 1)
-    within = [sum(r["dist"] <= kth * (1 + eps) for r in found) / max(len(exact), 1) for eps in (1e-3, 1e-2)]
-    return by_id, within[0], within[1]
-
-
-async def vector_recall(
-    app: Archivist, vectors: list[np.ndarray], source_id: uuid.UUID | None, ef_values: Sequence[int]
-) -> dict[str, Any]:
-    """recall@10 of the HNSW vector leg against exact search (index scans off), and its latency, per ef_search."""
-    exact: list[list[Any]] = []
-    async with app.db.pool.acquire() as conn:
-        for vec in vectors:
-            async with conn.transaction():
-                await conn.execute("SET LOCAL enable_indexscan = off; SET LOCAL enable_bitmapscan = off")
-                exact.append(await conn.fetch(EXACT_SQL, vec, source_id, 10))
-        out: dict[str, Any] = {"queries": len(vectors)}
-        for ef in ef_values:
-            scores, times = [], []
-            async with conn.transaction():
-                await conn.execute(f"SET LOCAL hnsw.ef_search = {int(ef)}")
-                for vec, truth in zip(vectors, exact, strict=True):
-                    start = time.perf_counter()
-                    found = await conn.fetch(ANN_SQL, vec, source_id, 10)
-                    times.append((time.perf_counter() - start) * 1000)
-                    scores.append(recall_scores(found, truth))
-            by_id, eps3, eps2 = (round(float(np.mean([s[i] for s in scores])), 4) for i in range(3))
-            out[f"ef{ef}"] = {
-                "recall_at_10": by_id,
-                "distance_recall_eps1e-3": eps3,
-                "distance_recall_eps1e-2": eps2,
-                "p50_ms": round(percentile(times, 50), 1),
-                "p95_ms": round(percentile(times, 95), 1),
-            }
-    return out
-
-
 async def time_strategy(
     strategy: SearchStrategy, queries: list[str], vectors: list[np.ndarray], embed_ms: list[float], source_id: Any
 ) -> dict[str, float]:
@@ -238,11 +188,17 @@ async def measure_size(
             result["keyword_agreement"] = await keyword_agreement(app, sample, None)
             if args.with_source_filter:
                 result["keyword_agreement_source"] = await keyword_agreement(app, sample, source_id)
+        if args.bit_index:
+            result["bit_index_build_seconds"] = await build_bit_index(app, len(qvecs[0]), args.maintenance_work_mem)
         if args.recall_queries:
             sample = qvecs[: args.recall_queries]
-            result["vector_recall"] = await vector_recall(app, sample, None, args.ef_search)
+            result["vector_recall"] = await vector_recall(
+                app, sample, None, args.ef_search, data_dir, args.bit_candidates
+            )
             if args.with_source_filter:
-                result["vector_recall_source"] = await vector_recall(app, sample, source_id, args.ef_search)
+                result["vector_recall_source"] = await vector_recall(
+                    app, sample, source_id, args.ef_search, data_dir, args.bit_candidates
+                )
         if args.plans:
             result["plans"] = await query_plans(app, queries[0], qvecs[0], None)
             result["plans_source"] = await query_plans(app, queries[0], qvecs[0], source_id)
@@ -299,6 +255,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--agreement-queries", type=int, default=0, help="compare the impact-ordered BM25 leg with exhaustive BM25"
     )
+    parser.add_argument("--bit-index", action="store_true", help="experiment: add a binary-quantised HNSW index")
+    parser.add_argument("--bit-candidates", default="", help="Hamming candidates re-ranked, for the recall sweep")
     parser.add_argument("--build-only", action="store_true", help="build the corpora (untimed) and stop")
     parser.add_argument("--maintenance-work-mem", default="1GB")
     parser.add_argument("--parallel-workers", type=int, default=1)
@@ -307,6 +265,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     args.sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
     args.strategies = [s.strip() for s in args.strategies.split(",") if s.strip()]
     args.ef_search = [int(v) for v in str(args.ef_search).split(",") if v.strip()]
+    args.bit_candidates = [int(v) for v in str(args.bit_candidates).split(",") if v.strip()]
     return args
 
 
@@ -344,7 +303,13 @@ def main(argv: Sequence[str] | None = None) -> None:
         for key in ("build", "storage", "sources", "indexes", "indexes_with_source_filter", "keyword_leg"):
             if size.get(key) is not None:
                 print(f"  {key}: {size[key]}")
-        for key in ("vector_recall", "vector_recall_source", "keyword_agreement", "keyword_agreement_source"):
+        for key in (
+            "bit_index_build_seconds",
+            "vector_recall",
+            "vector_recall_source",
+            "keyword_agreement",
+            "keyword_agreement_source",
+        ):
             if key in size:
                 print(f"  {key}: {size[key]}")
         for name, r in size.items():
