@@ -150,3 +150,31 @@ async def test_bulk_rebuild_reproduces_the_trigger_maintained_postings(app: Arch
     source = await app.sources.create("impacts-after-rebuild")
     await app.documents.create_from_text(source.id, "Rye sourdough.", title="rye", url="after:rye")
     assert await app.db.pool.fetchval("SELECT count(*) FROM chunk_terms WHERE source_id = $1", source.id) > 0
+
+
+async def test_terms_statistics_call_common_are_not_counted(app: Archivist) -> None:
+    source = await _corpus(
+        app, "impacts-common", [f"Pottery note {i}: sourdough {'ferment' * (i % 2)}" for i in range(12)]
+    )
+    await app.db.pool.execute("ANALYZE chunks")
+    settings = app.settings.model_copy(update={"keyword_max_term_frequency": 0.2})
+    hybrid = HybridSearch(app.db, settings)
+    hybrid.term_stats._loaded_at = float("-inf")  # re-read the statistics ANALYZE just wrote
+    common = await hybrid.common_terms()
+    shares = {
+        r["lexeme"]: r["share"]
+        for r in await app.db.pool.fetch(
+            "SELECT u.lexeme, count(*)::float8 / (SELECT count(*) FROM chunks) AS share "
+            "FROM chunks c, unnest(c.tsv) u GROUP BY u.lexeme"
+        )
+    }
+    assert "sourdough" in common and shares["sourdough"] > 0.4  # in most chunks of this module
+    assert all(shares[lex] > 0.2 for lex in common)  # ANALYZE read the whole (small) table
+    assert "kiln" not in common and "tomato" not in common
+    # a listed term is dropped without being counted, even one that is rare in fact
+    terms = await query_terms(app.db, "ferment kimchi", 1.0, ["kimchi"])
+    assert terms.terms == ["ferment"]
+    # when every term is listed, the rarest are counted exactly and kept
+    terms = await query_terms(app.db, "ferment kimchi", 1.0, ["kimchi", "ferment"])
+    assert sorted(terms.terms) == ["ferment", "kimchi"]
+    assert source.id
