@@ -525,6 +525,10 @@ def settings_summary(settings: Settings) -> dict[str, Any]:
         "rerank_fusion",
         "rerank_weight",
         "rerank_rrf_k",
+        "keyword_ranking",
+        "hybrid_fusion",
+        "bm25_postings_per_term",
+        "bm25_candidates",
     ]
     return {k: getattr(settings, k) for k in keys if hasattr(settings, k)}
 

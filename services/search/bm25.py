@@ -14,6 +14,7 @@ runs in the hybrid query itself. Terms in more than `keyword_max_term_frequency`
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from services.database import Database
@@ -23,7 +24,8 @@ TERM_STATS_SQL = """
 WITH tot AS (SELECT coalesce(sum(chunks), 0)::float8 AS n, coalesce(sum(length), 0)::float8 AS len FROM bm25_totals),
 terms AS (SELECT DISTINCT unnest(tsvector_to_array(to_tsvector('{fts_config}'::regconfig, $1))) AS term)
 SELECT terms.term, tot.n, tot.len,
-       (SELECT count(*) FROM (SELECT 1 FROM chunk_terms t WHERE t.term = terms.term LIMIT $2) x) AS df
+       CASE WHEN terms.term = ANY($3::text[]) THEN $2::bigint  -- known to be common: not counted
+            ELSE (SELECT count(*) FROM (SELECT 1 FROM chunk_terms t WHERE t.term = terms.term LIMIT $2) x) END AS df
 FROM terms, tot
 ORDER BY terms.term
 """
@@ -47,6 +49,31 @@ kw AS (
 )"""
 
 
+# The same leg over impact-ordered postings (sql/012): each term's $13 highest-impact postings
+# (chunk_terms_impact_idx, index only), the $14 chunks with the largest sum(idf * impact) as
+# candidates, and exact BM25 for those candidates only (primary-key lookups for tf and dl).
+BM25_TOPK_LEG = """
+kw AS (
+    SELECT id, rank AS kscore, row_number() OVER (ORDER BY rank DESC, id) AS rnk FROM (
+        SELECT e.chunk_id AS id,
+               sum(q.idf * e.tf * ($10::float8 + 1)
+                   / (e.tf + $10::float8 * (1 - $11::float8 + $11::float8 * e.dl / $12::float8))) AS rank
+        FROM (
+            SELECT p.chunk_id FROM unnest($4::text[], $9::float8[]) AS q(term, idf)
+            CROSS JOIN LATERAL (
+                SELECT t.chunk_id, t.impact FROM chunk_terms t
+                WHERE t.term = q.term AND ($2::uuid IS NULL OR t.source_id = $2)
+                ORDER BY t.impact DESC LIMIT $13
+            ) p
+            GROUP BY p.chunk_id ORDER BY sum(q.idf * p.impact) DESC, p.chunk_id LIMIT $14
+        ) cand
+        CROSS JOIN unnest($4::text[], $9::float8[]) AS q(term, idf)
+        JOIN chunk_terms e ON e.term = q.term AND e.chunk_id = cand.chunk_id
+        GROUP BY e.chunk_id ORDER BY rank DESC LIMIT $3
+    ) k
+)"""
+
+
 @dataclass
 class QueryTerms:
     """The informative query lexemes with their idf, and the corpus' average chunk length."""
@@ -66,11 +93,15 @@ def bm25_term(tf: float, dl: float, avgdl: float, idf_value: float, k1: float, b
     return idf_value * tf * (k1 + 1) / (tf + k1 * (1 - b + b * dl / avgdl))
 
 
-async def query_terms(db: Database, text: str, max_frequency: float) -> QueryTerms:
-    """The query's lexemes rarer than `max_frequency` of all chunks (else the `MIN_TERMS` rarest)."""
+async def query_terms(db: Database, text: str, max_frequency: float, common: Sequence[str] = ()) -> QueryTerms:
+    """The query's lexemes rarer than `max_frequency` of all chunks (else the `MIN_TERMS` rarest).
+
+    `common` lists lexemes known to be far more frequent than that (from PostgreSQL's statistics):
+    they are left out without counting their postings, the slow part at a million chunks.
+    """
     total = float(await db.pool.fetchval("SELECT coalesce(sum(chunks), 0) FROM bm25_totals"))
     cap = int(total * max_frequency) + 1
-    rows = await db.pool.fetch(TERM_STATS_SQL.format(fts_config=db.fts_config), text, cap)
+    rows = await db.pool.fetch(TERM_STATS_SQL.format(fts_config=db.fts_config), text, cap, list(common))
     if not rows:
         return QueryTerms()
     chunks, length = rows[0]["n"], rows[0]["len"]

@@ -16,7 +16,7 @@ import time
 from models import SearchHit
 from services.database import Database
 from services.search.base import HIT_COLUMNS, SearchRequest, SearchStrategy, to_hit
-from services.search.bm25 import BM25_LEG, query_terms
+from services.search.bm25 import BM25_LEG, BM25_TOPK_LEG, query_terms
 from services.settings import Settings
 
 # $1 query vector, $2 source filter, $3 depth per leg, $4 keyword terms (see the leg), $5 vector weight,
@@ -137,17 +137,31 @@ class HybridSearch(SearchStrategy):
         self.term_stats = TermStatistics(db)
 
     def _sql(self) -> str:
-        leg = BM25_LEG if self.settings.keyword_ranking == "bm25" else TS_RANK_LEG
-        fusion = CONVEX_FUSION if self.settings.hybrid_fusion == "convex" else RRF_FUSION
+        s = self.settings
+        if s.keyword_ranking != "bm25":
+            leg = TS_RANK_LEG
+        else:
+            leg = BM25_TOPK_LEG if s.bm25_postings_per_term else BM25_LEG
+        fusion = CONVEX_FUSION if s.hybrid_fusion == "convex" else RRF_FUSION
         return HYBRID_SQL.format(keyword_leg=leg, fusion=fusion, hit_columns=HIT_COLUMNS)
 
-    async def keyword_args(self, text: str) -> list:
-        """Query parameters of the keyword leg ($4, and $9-$12 for BM25)."""
+    async def keyword_args(self, text: str, depth: int = 0) -> list:
+        """Query parameters of the keyword leg ($4, and $9-$12 for BM25, $13-$14 over impact order)."""
         s = self.settings
         if s.keyword_ranking != "bm25":
             return [await self.keyword_query(text)]
-        terms = await query_terms(self.db, text, s.keyword_max_term_frequency)
-        return [terms.terms, terms.idfs, float(s.bm25_k1), float(s.bm25_b), terms.avgdl]
+        terms = await query_terms(self.db, text, s.keyword_max_term_frequency, await self.common_terms())
+        args = [terms.terms, terms.idfs, float(s.bm25_k1), float(s.bm25_b), terms.avgdl]
+        if s.bm25_postings_per_term:
+            args += [s.bm25_postings_per_term, max(s.bm25_candidates, s.hybrid_candidates, depth)]
+        return args
+
+    async def common_terms(self) -> list[str]:
+        """Lexemes PostgreSQL's statistics put in over twice `keyword_max_term_frequency` of chunks:
+        left out of the BM25 leg without counting their postings (the margin absorbs sampling error
+        and the drift between ANALYZE runs)."""
+        limit = 2 * self.settings.keyword_max_term_frequency
+        return [lex for lex, freq in (await self.term_stats.frequencies()).items() if freq > limit]
 
     async def keyword_query(self, text: str) -> str | None:
         """The query's informative lexemes ORed, as tsquery text (None when there are none)."""
@@ -158,7 +172,7 @@ class HybridSearch(SearchStrategy):
     async def fused_rows(self, request: SearchRequest, limit: int) -> list:
         s = self.settings
         depth = max(s.hybrid_candidates, limit)
-        keyword, *bm25 = await self.keyword_args(request.query)
+        keyword, *bm25 = await self.keyword_args(request.query, depth)
         vector_weight, keyword_weight = self.weights(request)
         return await self.db.pool.fetch(
             self._sql(),

@@ -1,0 +1,180 @@
+"""Impact-ordered BM25 postings (sql/012): kept by the triggers, rebuilt in bulk, and the keyword leg
+that reads only the best postings per term agrees with exhaustive BM25 (real PostgreSQL)."""
+
+from __future__ import annotations
+
+import math
+
+from services.app import Archivist
+from services.search import bm25_index
+from services.search.base import SearchRequest
+from services.search.bm25 import bm25_term, query_terms
+from services.search.hybrid import HybridSearch
+
+# Chunks with different mixes of "ferment" and "sourdough", of different lengths, so that both
+# terms' impact orders differ from insertion order and from each other.
+TEXTS = [
+    "Sourdough starter: ferment flour and water; a sourdough loaf needs a lively sourdough culture.",
+    "Ferment vegetables in brine. Ferment cabbage for kimchi; ferment cucumbers for pickles. Ferment.",
+    "Bread notes: sourdough.",
+    "A long essay on grain, mills, ovens, crust, crumb, hydration, salt, time and patience, and once "
+    "the dough is allowed to ferment slowly overnight the flavour deepens.",
+    "Sourdough and ferment: to ferment sourdough dough, keep it cool.",
+    "Yeast breads rise fast; sourdough breads ferment slowly.",
+    "Kombucha: ferment sweet tea with a culture.",
+    "Tomatoes need sun.",
+]
+QUERY = "ferment sourdough"
+
+
+async def _corpus(app: Archivist, name: str, texts: list[str] = TEXTS):
+    source = await app.sources.create(name)
+    for i, text in enumerate(texts):
+        await app.documents.create_from_text(source.id, text, title=f"{name} {i}", url=f"{name}:{i}")
+    return source
+
+
+async def _vector(app: Archivist, text: str):
+    from services.embeddings import embed_query_async
+
+    return await embed_query_async(app.search.embedder, text)
+
+
+async def _keyword_ranking(app: Archivist, source_id, **overrides) -> list[tuple]:
+    """(chunk id, keyword rank) of the keyword leg, keyword-only fusion, in rank order."""
+    update = {"hybrid_vector_weight": 0.0, "keyword_max_term_frequency": 1.0, **overrides}
+    hybrid = HybridSearch(app.db, app.settings.model_copy(update=update))
+    rows = await hybrid.fused_rows(SearchRequest(QUERY, await _vector(app, QUERY), 20, source_id), 20)
+    keyword = sorted((r for r in rows if r["krank"] is not None), key=lambda r: r["krank"])
+    return [(r["chunk_id"], r["krank"]) for r in keyword]
+
+
+async def _python_bm25(app: Archivist, source_id) -> list:
+    """Chunk ids of `source_id` in exact BM25 order for QUERY, computed here from chunks.tsv."""
+    terms = await query_terms(app.db, QUERY, 1.0)
+    idfs = dict(zip(terms.terms, terms.idfs, strict=True))
+    scores: dict = {}
+    rows = await app.db.pool.fetch(
+        "SELECT c.id, u.lexeme, coalesce(array_length(u.positions, 1), 1) AS tf, tsvector_length(c.tsv) AS dl "
+        "FROM chunks c, unnest(c.tsv) u WHERE c.source_id = $1",
+        source_id,
+    )
+    for r in rows:
+        if r["lexeme"] in idfs:
+            scores[r["id"]] = scores.get(r["id"], 0.0) + bm25_term(
+                r["tf"], r["dl"], terms.avgdl, idfs[r["lexeme"]], 1.2, 0.75
+            )
+    return sorted(scores, key=lambda cid: (-scores[cid], str(cid)))
+
+
+async def test_impact_leg_equals_exhaustive_bm25_when_it_reads_every_posting(app: Archivist) -> None:
+    source = await _corpus(app, "impacts-equal")
+    expected = await _python_bm25(app, source.id)
+    assert len(expected) == 7  # every chunk with either term, and none without
+    exhaustive = await _keyword_ranking(app, source.id, bm25_postings_per_term=0)
+    impact = await _keyword_ranking(app, source.id, bm25_postings_per_term=1000)
+    assert [cid for cid, _ in exhaustive] == expected
+    assert impact == exhaustive
+
+
+async def test_impact_leg_reading_few_postings_still_ranks_the_best_first(app: Archivist) -> None:
+    source = await _corpus(app, "impacts-few")
+    expected = await _python_bm25(app, source.id)
+    # two postings per term: the candidates are the union of each term's two best chunks
+    few = await _keyword_ranking(app, source.id, bm25_postings_per_term=2, bm25_candidates=1, hybrid_candidates=4)
+    assert 2 <= len(few) <= 4
+    ranked = [cid for cid, _ in few]
+    assert ranked[0] == expected[0]
+    # the candidates are scored exactly: their order is their exact BM25 order
+    assert ranked == [cid for cid in expected if cid in set(ranked)]
+
+
+async def test_new_chunks_get_impacts_and_are_found(app: Archivist) -> None:
+    source = await _corpus(app, "impacts-incremental")
+    avgdl = await app.db.pool.fetchval("SELECT bm25_avgdl()")
+    doc = await app.documents.create_from_text(
+        source.id, "Sourdough sourdough sourdough: ferment, ferment.", title="new", url="impacts-incremental:new"
+    )
+    rows = await app.db.pool.fetch(
+        "SELECT t.tf, t.dl, t.impact FROM chunk_terms t JOIN chunks c ON c.id = t.chunk_id WHERE c.document_id = $1",
+        doc.document.id,
+    )
+    assert rows and all(r["impact"] is not None for r in rows)
+    after = await app.db.pool.fetchval("SELECT bm25_avgdl()")
+    for r in rows:  # written with the totals that include the new chunk
+        assert math.isclose(r["impact"], bm25_term(r["tf"], r["dl"], after, 1.0, 1.2, 0.75), rel_tol=1e-5)
+    assert after != avgdl
+    top = await _keyword_ranking(app, source.id, bm25_postings_per_term=2)
+    new_chunk = await app.db.pool.fetchval("SELECT id FROM chunks WHERE document_id = $1", doc.document.id)
+    assert top[0][0] == new_chunk == (await _python_bm25(app, source.id))[0]
+
+
+async def test_source_filter_reads_that_source_s_postings(app: Archivist) -> None:
+    strong = await _corpus(app, "impacts-other", [TEXTS[0], TEXTS[1], TEXTS[4]] * 3)
+    weak = await _corpus(app, "impacts-mine", [TEXTS[2], TEXTS[6]])
+    ranking = await _keyword_ranking(app, weak.id, bm25_postings_per_term=1)
+    assert len(ranking) == 2  # each term's best posting *in this source*, not the other's
+    mine = {r["id"] for r in await app.db.pool.fetch("SELECT id FROM chunks WHERE source_id = $1", weak.id)}
+    assert {cid for cid, _ in ranking} == mine
+    assert strong.id != weak.id
+
+
+async def test_bulk_rebuild_reproduces_the_trigger_maintained_postings(app: Archivist) -> None:
+    await _corpus(app, "impacts-rebuild")
+    columns = "term, chunk_id, source_id, tf, dl"
+    before = set(await app.db.pool.fetch(f"SELECT {columns} FROM chunk_terms"))
+    totals = await app.db.pool.fetchrow("SELECT sum(chunks) AS n, sum(length) AS len FROM bm25_totals")
+    async with app.db.pool.acquire() as conn:
+        await bm25_index.set_triggers(conn, False)
+        await conn.execute(
+            "UPDATE chunks SET text = text || ' unindexed' WHERE id = (SELECT id FROM chunks ORDER BY id LIMIT 1)"
+        )
+        assert set(await conn.fetch(f"SELECT {columns} FROM chunk_terms")) == before  # triggers off
+        await conn.execute(
+            "UPDATE chunks SET text = left(text, -10) WHERE id = (SELECT id FROM chunks ORDER BY id LIMIT 1)"
+        )
+        timings = await bm25_index.rebuild(conn)
+        await bm25_index.set_triggers(conn, True)
+    assert set(timings) >= {"postings_seconds", "primary_key_seconds", "impact_index_seconds"}
+    assert set(await app.db.pool.fetch(f"SELECT {columns} FROM chunk_terms")) == before
+    assert tuple(await app.db.pool.fetchrow("SELECT sum(chunks), sum(length) FROM bm25_totals")) == tuple(totals)
+    avgdl = float(totals["len"]) / float(totals["n"])
+    for r in await app.db.pool.fetch("SELECT tf, dl, impact FROM chunk_terms"):
+        assert math.isclose(r["impact"], bm25_term(r["tf"], r["dl"], avgdl, 1.0, 1.2, 0.75), rel_tol=1e-5)
+    indexes = {
+        r["indexname"]
+        for r in await app.db.pool.fetch("SELECT indexname FROM pg_indexes WHERE tablename = 'chunk_terms'")
+    }
+    assert indexes == {"chunk_terms_pkey", "chunk_terms_impact_idx"}
+    # triggers are back: a new document is indexed
+    source = await app.sources.create("impacts-after-rebuild")
+    await app.documents.create_from_text(source.id, "Rye sourdough.", title="rye", url="after:rye")
+    assert await app.db.pool.fetchval("SELECT count(*) FROM chunk_terms WHERE source_id = $1", source.id) > 0
+
+
+async def test_terms_statistics_call_common_are_not_counted(app: Archivist) -> None:
+    source = await _corpus(
+        app, "impacts-common", [f"Pottery note {i}: sourdough {'ferment' * (i % 2)}" for i in range(12)]
+    )
+    await app.db.pool.execute("ANALYZE chunks")
+    settings = app.settings.model_copy(update={"keyword_max_term_frequency": 0.2})
+    hybrid = HybridSearch(app.db, settings)
+    hybrid.term_stats._loaded_at = float("-inf")  # re-read the statistics ANALYZE just wrote
+    common = await hybrid.common_terms()
+    shares = {
+        r["lexeme"]: r["share"]
+        for r in await app.db.pool.fetch(
+            "SELECT u.lexeme, count(*)::float8 / (SELECT count(*) FROM chunks) AS share "
+            "FROM chunks c, unnest(c.tsv) u GROUP BY u.lexeme"
+        )
+    }
+    assert "sourdough" in common and shares["sourdough"] > 0.4  # in most chunks of this module
+    assert all(shares[lex] > 0.2 for lex in common)  # ANALYZE read the whole (small) table
+    assert "kiln" not in common and "tomato" not in common
+    # a listed term is dropped without being counted, even one that is rare in fact
+    terms = await query_terms(app.db, "ferment kimchi", 1.0, ["kimchi"])
+    assert terms.terms == ["ferment"]
+    # when every term is listed, the rarest are counted exactly and kept
+    terms = await query_terms(app.db, "ferment kimchi", 1.0, ["kimchi", "ferment"])
+    assert sorted(terms.terms) == ["ferment", "kimchi"]
+    assert source.id
