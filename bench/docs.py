@@ -159,6 +159,22 @@ async def drop_leftovers(app: Archivist) -> None:
         await app.db.pool.execute("DELETE FROM sources WHERE id = $1", row["id"])
 
 
+async def reused_crawl(app: Archivist, name: str) -> tuple[dict[str, Any], str] | None:
+    """A crawl kept by an earlier `--keep` run of this set (its stats, and the base URL it was served at)."""
+    row = await app.db.pool.fetchrow(
+        "SELECT s.id, min(d.url) AS url, count(*) AS pages FROM sources s JOIN documents d ON d.source_id = s.id "
+        "WHERE s.title = $1 GROUP BY s.id",
+        f"bench-docs-{name}",
+    )
+    if row is None:
+        return None
+    match = re.match(r"https?://[^/]+/", row["url"] or "")
+    if match is None:
+        return None
+    chunks = await app.db.pool.fetchval("SELECT count(*) FROM chunks WHERE source_id = $1", row["id"])
+    return {"source_id": row["id"], "status": "reused", "pages": row["pages"], "chunks": chunks}, match.group(0)
+
+
 async def crawl_set(app: Archivist, timing: TimingEmbedder, name: str, url: str, max_pages: int) -> dict[str, Any]:
     """Crawl one doc set through the job path; wall time, pages, chunks and embedder busy time."""
     stop = asyncio.Event()
@@ -280,14 +296,19 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         "sets": {},
     }
     try:
-        await drop_leftovers(app)
+        if not args.reuse_crawl:
+            await drop_leftovers(app)
         for name in available:
             _, directory, start, layout = DOC_SETS[name]
             asked = [q for q in questions if q["set"] == name]
             server = serve(directory, [t for q in asked for t in q["targets"]])
             base = f"http://127.0.0.1:{server.server_address[1]}/"
             try:
-                crawl = await crawl_set(app, timing, name, base + start, args.max_pages)
+                kept = await reused_crawl(app, name) if args.reuse_crawl else None
+                if kept is not None:
+                    crawl, base = kept
+                else:
+                    crawl = await crawl_set(app, timing, name, base + start, args.max_pages)
                 pages, indexed = await stored_pages(app, crawl["source_id"], base)
                 texts = [q["q"] for q in asked]
                 targets = [q["targets"] for q in asked]
@@ -310,7 +331,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                         }
                     entry["strategies"]["bm25 (page level)"] = score(bm25_rankings(pages, texts), targets)
                 results["sets"][name] = entry
-                if not args.keep:
+                if not (args.keep or args.reuse_crawl):
                     await app.sources.delete(crawl["source_id"])
             finally:
                 server.shutdown()
@@ -327,6 +348,9 @@ def report(results: dict[str, Any]) -> str:
     ]
     lines.append("|---|---|---|---|---|---|---|")
     for name, e in results["sets"].items():
+        if e["status"] == "reused":
+            lines.append(f"| {name} | {e['pages']} (reused crawl) | | | | {e['indexed_over_article']} | |")
+            continue
         lines.append(
             f"| {name} | {e['pages']} | {e['pages_per_second']} | {e['chunks_per_second']} | "
             f"{e['embedder_busy']:.0%} | {e['indexed_over_article']} | {e['extracted_over_article']} |"
@@ -348,6 +372,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--concurrency", type=int, default=4, help="crawl_concurrency and per-host concurrency")
     parser.add_argument("--legacy-extraction", action="store_true", help="crawl with the pre-services/pages conversion")
     parser.add_argument("--keep", action="store_true", help="keep the crawled sources (default: delete them)")
+    parser.add_argument(
+        "--reuse-crawl",
+        action="store_true",
+        help="ask the questions against the sources a --keep run left (no crawl; for search-side changes)",
+    )
     parser.add_argument("--database-url", default=None, help="default: DATABASE_URL, else an embedded server")
     parser.add_argument("--out", type=Path, default=CACHE_DIR / "docs.json")
     return parser.parse_args(argv)
