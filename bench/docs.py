@@ -144,6 +144,7 @@ def bench_settings(args: argparse.Namespace) -> Settings:
         database_url=args.database_url or os.environ.get("DATABASE_URL"),
         data_dir=CACHE_DIR / "docs-db",
         crawl_allow_private=True,
+        crawl_max_pages=max(args.max_pages, 1),
         crawl_delay_seconds=0,
         crawl_concurrency=args.concurrency,
         crawl_per_host_concurrency=args.concurrency,
@@ -210,6 +211,15 @@ def page_path(url: str | None, base: str) -> str | None:
         return None
     path = url[len(base) :].split("?")[0]
     return path or "index.html"
+
+
+def first_ranks(rankings: list[list[str]], targets: list[list[str]]) -> list[int | None]:
+    """1-based rank of each question's first target page in its top 10 (None: not there)."""
+    out = []
+    for ranking, wanted in zip(rankings, targets, strict=True):
+        ranks = [i + 1 for i, path in enumerate(ranking[:10]) if path in wanted]
+        out.append(ranks[0] if ranks else None)
+    return out
 
 
 def score(rankings: list[list[str]], targets: list[list[str]]) -> dict[str, float]:
@@ -328,8 +338,13 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                         entry["strategies"][strategy] = {
                             **score(answer["rankings"], targets),
                             "p50_ms": answer["p50_ms"],
+                            "ranks": first_ranks(answer["rankings"], targets),
                         }
-                    entry["strategies"]["bm25 (page level)"] = score(bm25_rankings(pages, texts), targets)
+                    bm25 = bm25_rankings(pages, texts)
+                    entry["strategies"]["bm25 (page level)"] = {
+                        **score(bm25, targets),
+                        "ranks": first_ranks(bm25, targets),
+                    }
                 results["sets"][name] = entry
                 if not (args.keep or args.reuse_crawl):
                     await app.sources.delete(crawl["source_id"])
@@ -367,7 +382,7 @@ def report(results: dict[str, Any]) -> str:
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--sets", default="django,postgresql", help=f"comma-separated, of {', '.join(DOC_SETS)}")
+    parser.add_argument("--sets", default="django,postgresql,mkdocs", help=f"comma-separated, of {', '.join(DOC_SETS)}")
     parser.add_argument("--max-pages", type=int, default=150, help="pages crawled per doc set")
     parser.add_argument("--concurrency", type=int, default=4, help="crawl_concurrency and per-host concurrency")
     parser.add_argument("--legacy-extraction", action="store_true", help="crawl with the pre-services/pages conversion")

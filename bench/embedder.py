@@ -5,9 +5,10 @@
 
 Pages of a Debian doc set are read from /usr/share/doc, extracted by services.pages and chunked by
 the shipped chunker exactly as a crawl would (title + heading path prefixed by `embedding_text`); the
-same chunk texts are then embedded once per variant (after one warm-up call), in batches of
-`--call-size` texts per call as the crawl's batcher sends them. Printed per variant: chunks, mean
-tokens per chunk, chunks/s and tokens/s. Variants: `default` (shipped settings), `spin` (intra-op
+same chunk texts are then embedded by every variant in turn (after one warm-up call each), in calls
+of `--call-size` texts as the crawl's batcher sends them, for `--rounds` rounds: variants alternate,
+so a change in machine load hits them alike. Printed per variant: chunks, mean tokens per chunk,
+and the median over rounds of chunks/s and tokens/s. Variants: `default` (shipped settings), `spin` (intra-op
 threads spin-wait), `t1` (one intra-op thread), `bN` (session batch size N), `nooverlap` (chunk
 overlap 0: fewer, shorter texts), `maxN` (embedder truncation at N tokens).
 """
@@ -15,6 +16,7 @@ overlap 0: fewer, shorter texts), `maxN` (embedder truncation at N tokens).
 from __future__ import annotations
 
 import argparse
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -59,14 +61,17 @@ def embedder_for(variant: str) -> OnnxEmbedder:
     return embedder
 
 
-def measure(embedder: OnnxEmbedder, texts: list[str], call_size: int) -> tuple[float, int]:
-    """Seconds to embed `texts` in calls of `call_size`, and the total tokens (after truncation)."""
-    embedder.embed_documents(texts[:call_size])  # warm-up
-    tokens = sum(len(e.ids) for e in embedder._tokenizer.encode_batch(texts))  # noqa: SLF001
+def tokens_of(embedder: OnnxEmbedder, texts: list[str]) -> int:
+    """Tokens the model reads for `texts` (after truncation)."""
+    return sum(len(e.ids) for e in embedder._tokenizer.encode_batch(texts))  # noqa: SLF001
+
+
+def measure(embedder: OnnxEmbedder, texts: list[str], call_size: int) -> float:
+    """Seconds to embed `texts` in calls of `call_size`."""
     began = time.perf_counter()
     for i in range(0, len(texts), call_size):
         embedder.embed_documents(texts[i : i + call_size])
-    return time.perf_counter() - began, tokens
+    return time.perf_counter() - began
 
 
 def main() -> None:
@@ -74,21 +79,27 @@ def main() -> None:
     parser.add_argument("--set", default="django", choices=sorted(DOC_SETS))
     parser.add_argument("--pages", type=int, default=12)
     parser.add_argument("--call-size", type=int, default=128, help="texts per embed call (the crawl batches)")
+    parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--variants", default="default,spin,t1,b8,b16,b64,nooverlap")
     args = parser.parse_args()
+    variants = [v.strip() for v in args.variants.split(",") if v.strip()]
     cache: dict[int, list[str]] = {}
-    print("| variant | chunks | tokens/chunk | chunks/s | tokens/s |\n|---|---|---|---|---|")
-    for variant in [v.strip() for v in args.variants.split(",") if v.strip()]:
+    texts, embedders, tokens = {}, {}, {}
+    for variant in variants:
         overlap = 0 if variant == "nooverlap" else Settings(_env_file=None).chunk_overlap
         if overlap not in cache:
             cache[overlap] = chunk_texts(args.set, args.pages, overlap)
-        texts = cache[overlap]
-        seconds, tokens = measure(embedder_for(variant), texts, args.call_size)
-        print(
-            f"| {variant} | {len(texts)} | {tokens / len(texts):.0f} | {len(texts) / seconds:.1f} "
-            f"| {tokens / seconds:.0f} |",
-            flush=True,
-        )
+        texts[variant], embedders[variant] = cache[overlap], embedder_for(variant)
+        tokens[variant] = tokens_of(embedders[variant], texts[variant])
+        embedders[variant].embed_documents(texts[variant][: args.call_size])  # warm-up
+    seconds: dict[str, list[float]] = {v: [] for v in variants}
+    for _ in range(args.rounds):
+        for variant in variants:
+            seconds[variant].append(measure(embedders[variant], texts[variant], args.call_size))
+    print("| variant | chunks | tokens/chunk | chunks/s | tokens/s |\n|---|---|---|---|---|")
+    for variant in variants:
+        n, median = len(texts[variant]), statistics.median(seconds[variant])
+        print(f"| {variant} | {n} | {tokens[variant] / n:.0f} | {n / median:.1f} | {tokens[variant] / median:.0f} |")
 
 
 if __name__ == "__main__":
