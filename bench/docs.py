@@ -333,7 +333,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 entry["extracted_over_article"] = round(sum(map(len, pages.values())) / max(1, article), 2)
                 entry["strategies"] = {}
                 if asked:
-                    for strategy in STRATEGIES:
+                    for strategy in args.strategies.split(","):
                         answer = await ask(app, crawl["source_id"], base, texts, strategy)
                         entry["strategies"][strategy] = {
                             **score(answer["rankings"], targets),
@@ -384,6 +384,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sets", default="django,postgresql,mkdocs", help=f"comma-separated, of {', '.join(DOC_SETS)}")
     parser.add_argument("--max-pages", type=int, default=150, help="pages crawled per doc set")
+    parser.add_argument("--strategies", default=",".join(STRATEGIES), help="search types asked, comma-separated")
     parser.add_argument("--concurrency", type=int, default=4, help="crawl_concurrency and per-host concurrency")
     parser.add_argument("--legacy-extraction", action="store_true", help="crawl with the pre-services/pages conversion")
     parser.add_argument("--keep", action="store_true", help="keep the crawled sources (default: delete them)")
