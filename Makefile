@@ -49,7 +49,7 @@ bench-cluster: install
 	$(BIN)/python bench/cluster.py --pages 300 --clients 20 --duration 60
 
 bench-docs: install
-	nice -n 10 $(BIN)/python bench/docs.py --sets django,postgresql --max-pages 150
+	nice -n 10 $(BIN)/python bench/docs.py --sets django,postgresql,mkdocs --max-pages 150
 
 bench-extraction: install
 	nice -n 10 $(BIN)/python bench/extraction.py --pages 30

@@ -21,6 +21,9 @@ What it does:
    embedding + strategy search, measured one query at a time.
 4. `--variants FILE` (JSON list of {"name": ..., "settings": {...}}) re-runs the strategies with
    query-time settings changed (RRF k/weights/depth, rerank depth/length/fusion) on the same index.
+5. `--split tune|heldout|both|all`: SciFact ships only its train qrels here, so the judged queries
+   are split deterministically in two halves by a hash of the query id (`query_half`): tune on
+   `tune`, confirm on `heldout`; `both` runs every query once and reports each half separately.
 """
 
 from __future__ import annotations
@@ -116,6 +119,21 @@ def read_qrels(path: Path) -> dict[str, dict[str, int]]:
             if len(row) >= 3:
                 qrels.setdefault(row[0], {})[row[1]] = int(row[2])
     return qrels
+
+
+SPLITS = ("all", "tune", "heldout", "both")
+
+
+def query_half(query_id: str) -> str:
+    """The half a judged query is in, "tune" or "heldout": fixed by the SHA-256 of its id (about half each)."""
+    return "tune" if hashlib.sha256(query_id.encode()).digest()[0] % 2 == 0 else "heldout"
+
+
+def split_queries(queries: dict[str, str], split: str) -> dict[str, str]:
+    """The queries of one half ("tune" / "heldout"), or all of them ("all" / "both")."""
+    if split in ("all", "both"):
+        return dict(queries)
+    return {q: t for q, t in queries.items() if query_half(q) == split}
 
 
 def file_digest(path: Path) -> str:
@@ -385,13 +403,34 @@ def doc_ranking(hits: Sequence[Any]) -> list[str]:
     return list(dict.fromkeys(ids))
 
 
-async def run_strategy(
-    strategy: SearchStrategy, queries: dict[str, str], qv: QueryVectors, source_id: Any, qrels: dict
+def summarize(
+    run: dict[str, list[str]], qrels: dict, total_ms: dict[str, float], search_ms: dict[str, float]
 ) -> dict[str, Any]:
-    """Every query through one strategy: metrics and latency (embedding + search, ms)."""
+    """Metrics and latency percentiles over the queries of `run`."""
+    scores = evaluate(run, qrels)
+    total, search = [total_ms[q] for q in run], [search_ms[q] for q in run]
+    return {
+        **{k: round(v, 4) if isinstance(v, float) else v for k, v in scores.items()},
+        "p50_ms": round(percentile(total, 50), 1),
+        "p95_ms": round(percentile(total, 95), 1),
+        "search_only_p50_ms": round(percentile(search, 50), 1),
+        "search_only_p95_ms": round(percentile(search, 95), 1),
+    }
+
+
+async def run_strategy(
+    strategy: SearchStrategy,
+    queries: dict[str, str],
+    qv: QueryVectors,
+    source_id: Any,
+    qrels: dict,
+    split: str = "all",
+) -> dict[str, dict[str, Any]]:
+    """Every query through one strategy: metrics and latency (embedding + search, ms), keyed by
+    the split reported ("all", "tune", "heldout"; `split="both"` gives the two halves)."""
     run: dict[str, list[str]] = {}
-    search_ms: list[float] = []
-    total_ms: list[float] = []
+    search_ms: dict[str, float] = {}
+    total_ms: dict[str, float] = {}
     first = next(iter(queries))
     pairs_before = rerank_counters(strategy)
     await strategy.search(SearchRequest(queries[first].strip(), qv.vectors[first], EVAL_LIMIT, source_id))
@@ -399,19 +438,16 @@ async def run_strategy(
         start = time.perf_counter()
         hits = await strategy.search(SearchRequest(text.strip(), qv.vectors[qid], EVAL_LIMIT, source_id))
         elapsed = (time.perf_counter() - start) * 1000
-        search_ms.append(elapsed)
-        total_ms.append(elapsed + qv.embed_ms[qid])
+        search_ms[qid] = elapsed
+        total_ms[qid] = elapsed + qv.embed_ms[qid]
         run[qid] = doc_ranking(hits)
-    scores = evaluate(run, qrels)
     cache_share = rerank_cache_share(strategy, pairs_before)
-    return {
-        "rerank_cached_pairs": cache_share,
-        **{k: round(v, 4) if isinstance(v, float) else v for k, v in scores.items()},
-        "p50_ms": round(percentile(total_ms, 50), 1),
-        "p95_ms": round(percentile(total_ms, 95), 1),
-        "search_only_p50_ms": round(percentile(search_ms, 50), 1),
-        "search_only_p95_ms": round(percentile(search_ms, 95), 1),
-    }
+    halves = ("tune", "heldout") if split == "both" else (split,)
+    out = {}
+    for half in halves:
+        part = {q: r for q, r in run.items() if half == "all" or query_half(q) == half}
+        out[half] = {"rerank_cached_pairs": cache_share, **summarize(part, qrels, total_ms, search_ms)}
+    return out
 
 
 class CachingReranker(Reranker):
@@ -546,6 +582,13 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--set", dest="overrides", action="append", default=[], help="settings override key=value")
     parser.add_argument("--variants", type=Path, help="JSON list of {name, settings} query-time variants")
     parser.add_argument("--max-queries", type=int, default=0, help="evaluate only the first N judged queries")
+    parser.add_argument(
+        "--split",
+        choices=SPLITS,
+        default="all",
+        help="judged queries to run: a fixed half by query-id hash (tune / heldout), both halves reported "
+        "separately (both), or every query (all)",
+    )
     parser.add_argument("--cache-dir", type=Path, default=CACHE_DIR)
     parser.add_argument(
         "--reuse-vectors",
@@ -572,7 +615,7 @@ async def benchmark(args: argparse.Namespace) -> dict[str, Any]:
     strategies = [s.strip() for s in args.strategies.split(",") if s.strip()]
     docs = read_corpus(args.corpus)
     qrels = read_qrels(args.qrels)
-    queries = {q: t for q, t in read_queries(args.queries).items() if q in qrels}
+    queries = split_queries({q: t for q, t in read_queries(args.queries).items() if q in qrels}, args.split)
     if args.max_queries:
         queries = dict(list(queries.items())[: args.max_queries])
     logger.info("%d documents, %d judged queries; index %s", len(docs), len(queries), settings.data_dir)
@@ -596,8 +639,11 @@ async def benchmark(args: argparse.Namespace) -> dict[str, Any]:
             variant_settings[variant["name"]] = variant["settings"]
             for name in variant["strategies"]:
                 label = name if variant["name"] == "defaults" else f"{variant['name']}/{name}"
-                results[label] = await run_strategy(factory.build(name, vs), queries, qv, source_id, qrels)
-                logger.info("%s: %s", label, results[label])
+                by_half = await run_strategy(factory.build(name, vs), queries, qv, source_id, qrels, args.split)
+                for half, scores in by_half.items():
+                    key = label if args.split != "both" else f"{label} [{half}]"
+                    results[key] = scores
+                    logger.info("%s: %s", key, scores)
     finally:
         await app.close()
 
@@ -607,6 +653,7 @@ async def benchmark(args: argparse.Namespace) -> dict[str, Any]:
         "corpus": str(args.corpus),
         "qrels": str(args.qrels),
         "queries": len(queries),
+        "split": args.split,
         "settings": settings_summary(settings),
         "query_embed_p50_ms": round(percentile(list(qv.embed_ms.values()), 50), 1),
         "ingestion": ingest.as_dict(),
@@ -636,7 +683,9 @@ def main(argv: Sequence[str] | None = None) -> None:
             f"outside the model {ing['outside_model_share'] * 100:.1f}% of wall time "
             f"({ing['serial_outside_model_share'] * 100:.1f}% if not overlapped: service {ing['service_seconds']}s)"
         )
-    print(f"query embedding p50 {report['query_embed_p50_ms']} ms; {report['queries']} queries\n")
+    print(
+        f"query embedding p50 {report['query_embed_p50_ms']} ms; {report['queries']} queries, split {report['split']}\n"
+    )
     print(format_table(report["results"]))
 
 

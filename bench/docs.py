@@ -144,6 +144,7 @@ def bench_settings(args: argparse.Namespace) -> Settings:
         database_url=args.database_url or os.environ.get("DATABASE_URL"),
         data_dir=CACHE_DIR / "docs-db",
         crawl_allow_private=True,
+        crawl_max_pages=max(args.max_pages, 1),
         crawl_delay_seconds=0,
         crawl_concurrency=args.concurrency,
         crawl_per_host_concurrency=args.concurrency,
@@ -157,6 +158,22 @@ async def drop_leftovers(app: Archivist) -> None:
     rows = await app.db.pool.fetch("SELECT id FROM sources WHERE title LIKE 'bench-docs-%'")
     for row in rows:
         await app.db.pool.execute("DELETE FROM sources WHERE id = $1", row["id"])
+
+
+async def reused_crawl(app: Archivist, name: str) -> tuple[dict[str, Any], str] | None:
+    """A crawl kept by an earlier `--keep` run of this set (its stats, and the base URL it was served at)."""
+    row = await app.db.pool.fetchrow(
+        "SELECT s.id, min(d.url) AS url, count(*) AS pages FROM sources s JOIN documents d ON d.source_id = s.id "
+        "WHERE s.title = $1 GROUP BY s.id",
+        f"bench-docs-{name}",
+    )
+    if row is None:
+        return None
+    match = re.match(r"https?://[^/]+/", row["url"] or "")
+    if match is None:
+        return None
+    chunks = await app.db.pool.fetchval("SELECT count(*) FROM chunks WHERE source_id = $1", row["id"])
+    return {"source_id": row["id"], "status": "reused", "pages": row["pages"], "chunks": chunks}, match.group(0)
 
 
 async def crawl_set(app: Archivist, timing: TimingEmbedder, name: str, url: str, max_pages: int) -> dict[str, Any]:
@@ -194,6 +211,15 @@ def page_path(url: str | None, base: str) -> str | None:
         return None
     path = url[len(base) :].split("?")[0]
     return path or "index.html"
+
+
+def first_ranks(rankings: list[list[str]], targets: list[list[str]]) -> list[int | None]:
+    """1-based rank of each question's first target page in its top 10 (None: not there)."""
+    out = []
+    for ranking, wanted in zip(rankings, targets, strict=True):
+        ranks = [i + 1 for i, path in enumerate(ranking[:10]) if path in wanted]
+        out.append(ranks[0] if ranks else None)
+    return out
 
 
 def score(rankings: list[list[str]], targets: list[list[str]]) -> dict[str, float]:
@@ -280,14 +306,19 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         "sets": {},
     }
     try:
-        await drop_leftovers(app)
+        if not args.reuse_crawl:
+            await drop_leftovers(app)
         for name in available:
             _, directory, start, layout = DOC_SETS[name]
             asked = [q for q in questions if q["set"] == name]
             server = serve(directory, [t for q in asked for t in q["targets"]])
             base = f"http://127.0.0.1:{server.server_address[1]}/"
             try:
-                crawl = await crawl_set(app, timing, name, base + start, args.max_pages)
+                kept = await reused_crawl(app, name) if args.reuse_crawl else None
+                if kept is not None:
+                    crawl, base = kept
+                else:
+                    crawl = await crawl_set(app, timing, name, base + start, args.max_pages)
                 pages, indexed = await stored_pages(app, crawl["source_id"], base)
                 texts = [q["q"] for q in asked]
                 targets = [q["targets"] for q in asked]
@@ -302,15 +333,20 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 entry["extracted_over_article"] = round(sum(map(len, pages.values())) / max(1, article), 2)
                 entry["strategies"] = {}
                 if asked:
-                    for strategy in STRATEGIES:
+                    for strategy in args.strategies.split(","):
                         answer = await ask(app, crawl["source_id"], base, texts, strategy)
                         entry["strategies"][strategy] = {
                             **score(answer["rankings"], targets),
                             "p50_ms": answer["p50_ms"],
+                            "ranks": first_ranks(answer["rankings"], targets),
                         }
-                    entry["strategies"]["bm25 (page level)"] = score(bm25_rankings(pages, texts), targets)
+                    bm25 = bm25_rankings(pages, texts)
+                    entry["strategies"]["bm25 (page level)"] = {
+                        **score(bm25, targets),
+                        "ranks": first_ranks(bm25, targets),
+                    }
                 results["sets"][name] = entry
-                if not args.keep:
+                if not (args.keep or args.reuse_crawl):
                     await app.sources.delete(crawl["source_id"])
             finally:
                 server.shutdown()
@@ -327,6 +363,9 @@ def report(results: dict[str, Any]) -> str:
     ]
     lines.append("|---|---|---|---|---|---|---|")
     for name, e in results["sets"].items():
+        if e["status"] == "reused":
+            lines.append(f"| {name} | {e['pages']} (reused crawl) | | | | {e['indexed_over_article']} | |")
+            continue
         lines.append(
             f"| {name} | {e['pages']} | {e['pages_per_second']} | {e['chunks_per_second']} | "
             f"{e['embedder_busy']:.0%} | {e['indexed_over_article']} | {e['extracted_over_article']} |"
@@ -343,11 +382,17 @@ def report(results: dict[str, Any]) -> str:
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--sets", default="django,postgresql", help=f"comma-separated, of {', '.join(DOC_SETS)}")
+    parser.add_argument("--sets", default="django,postgresql,mkdocs", help=f"comma-separated, of {', '.join(DOC_SETS)}")
     parser.add_argument("--max-pages", type=int, default=150, help="pages crawled per doc set")
+    parser.add_argument("--strategies", default=",".join(STRATEGIES), help="search types asked, comma-separated")
     parser.add_argument("--concurrency", type=int, default=4, help="crawl_concurrency and per-host concurrency")
     parser.add_argument("--legacy-extraction", action="store_true", help="crawl with the pre-services/pages conversion")
     parser.add_argument("--keep", action="store_true", help="keep the crawled sources (default: delete them)")
+    parser.add_argument(
+        "--reuse-crawl",
+        action="store_true",
+        help="ask the questions against the sources a --keep run left (no crawl; for search-side changes)",
+    )
     parser.add_argument("--database-url", default=None, help="default: DATABASE_URL, else an embedded server")
     parser.add_argument("--out", type=Path, default=CACHE_DIR / "docs.json")
     return parser.parse_args(argv)

@@ -72,3 +72,14 @@ def test_percentile_matches_numpy_linear() -> None:
     assert percentile(values, 50) == 3.0
     assert percentile(values, 95) == pytest.approx(4.8)
     assert percentile([7.0], 95) == 7.0
+
+
+def test_scifact_halves_are_fixed_and_partition_the_queries() -> None:
+    from bench.beir import query_half, split_queries
+
+    queries = {str(i): f"claim {i}" for i in range(400)}
+    tune, heldout = split_queries(queries, "tune"), split_queries(queries, "heldout")
+    assert set(tune) | set(heldout) == set(queries) and not set(tune) & set(heldout)
+    assert 150 < len(tune) < 250  # about half each
+    assert split_queries(queries, "both") == queries == split_queries(queries, "all")
+    assert query_half("1") == query_half("1") and {query_half(q) for q in queries} == {"tune", "heldout"}

@@ -102,3 +102,18 @@ async def test_batching_embedder_spans_concurrent_requests(embedder: Any) -> Non
     direct = embedder.embed_documents(texts[2])
     cosines = np.sum(np.asarray(results[2]) * direct, axis=1)  # unit vectors; batch padding moves them a little
     assert cosines.min() > 0.98
+
+
+async def test_batching_embedder_embeds_a_repeated_chunk_once(embedder: Any) -> None:
+    batcher = BatchingEmbedder(embedder)
+    footer = "Licensed under the coffee commons; see the grinder guide for details"
+    pages = [[f"page {p} on burr grinders", footer] for p in range(3)]
+    try:
+        results = await asyncio.gather(*(batcher.embed_documents_batched(t) for t in pages))
+    finally:
+        await batcher.close()
+    assert batcher.texts == 6 and batcher.duplicates == 6 - batcher.calls - 3  # one footer per call embedded
+    footers = np.stack([r[1] for r in results])
+    direct = embedder.embed_documents([footer])[0]
+    assert np.sum(footers * direct, axis=1).min() > 0.98
+    assert np.sum(np.stack([r[0] for r in results]) * direct, axis=1).max() < 0.98  # pages keep their own vectors

@@ -36,6 +36,7 @@ class BatchingEmbedder(Embedder):
         self._consumer: asyncio.Task[None] | None = None
         self.calls = 0
         self.texts = 0
+        self.duplicates = 0  # texts served from another copy in the same call
         self.busy_seconds = 0.0
 
     def embed_documents(self, texts: list[str]) -> np.ndarray:
@@ -68,9 +69,12 @@ class BatchingEmbedder(Embedder):
 
     async def _run(self, batch: list[_Request]) -> None:
         texts = [text for request in batch for text in request.texts]
+        unique = list(dict.fromkeys(texts))  # a chunk repeated across pages (boilerplate) is embedded once
         began = time.perf_counter()
         try:
-            vectors = await embed_in_slices(self.inner.embed_documents, texts, self.dim)  # searches go first
+            distinct = await embed_in_slices(self.inner.embed_documents, unique, self.dim)  # searches go first
+            row = {text: i for i, text in enumerate(unique)}
+            vectors = distinct[[row[text] for text in texts]] if len(unique) < len(texts) else distinct
         except Exception as exc:  # every waiting page gets the error (and fails alone)
             for request in batch:
                 if not request.future.done():
@@ -80,6 +84,7 @@ class BatchingEmbedder(Embedder):
             self.busy_seconds += time.perf_counter() - began
         self.calls += 1
         self.texts += len(texts)
+        self.duplicates += len(texts) - len(unique)
         position = 0
         for request in batch:
             count = len(request.texts)
@@ -98,4 +103,10 @@ class BatchingEmbedder(Embedder):
                 self._queue.get_nowait().future.cancel()
             self._queue = None
         if self.calls:
-            logger.info("embedder: %d texts in %d calls, %.1f s busy", self.texts, self.calls, self.busy_seconds)
+            logger.info(
+                "embedder: %d texts (%d duplicates) in %d calls, %.1f s busy",
+                self.texts,
+                self.duplicates,
+                self.calls,
+                self.busy_seconds,
+            )

@@ -44,16 +44,16 @@ def find_onnx_file(model_dir: Path) -> Path:
     )
 
 
-def create_session(onnx_path: Path, threads: int | None = None) -> ort.InferenceSession:
+def create_session(onnx_path: Path, threads: int | None = None, spinning: bool = False) -> ort.InferenceSession:
     """CPU inference session using every available core for intra-op parallelism.
 
-    Intra-op threads do not spin-wait between calls: on a small shared machine (database,
-    crawler, event loop) spinning burnt CPU and measured ~15% slower under contention.
+    Intra-op threads do not spin-wait between calls (unless `spinning`): on a small shared machine
+    (database, crawler, event loop) spinning burnt CPU and measured ~15% slower under contention.
     """
     import onnxruntime as ort
 
     options = ort.SessionOptions()
-    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    options.add_session_config_entry("session.intra_op.allow_spinning", "1" if spinning else "0")
     options.intra_op_num_threads = threads or cpu_threads()
     options.inter_op_num_threads = 1
     options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
