@@ -129,14 +129,13 @@ def register(mcp: MCPServer, runtime: Runtime) -> None:
     ) -> CallToolResult | InputRequiredResult:
         """Search the knowledge base; distinct passages, best first.
 
-        match_count: 1-20. search_type: hybrid (default, best), vector (fastest), rerank (top 3 re-scored
-        by a cross-encoder: no better than hybrid on our benchmarks, ~10x slower). similarity_threshold:
-        0-1 cosine floor. Text cut at 1000.
-        Adjacent chunks come merged (chunk_index..chunk_index_end), at most 2 per document; read on
+        match_count: 1-20. search_type: hybrid (default, best), vector (fastest), rerank (cross-encoder;
+        no better than hybrid in our tests, ~10x slower). similarity_threshold: 0-1 cosine floor.
+        Text cut at 1000. Adjacent chunks merge (chunk_index..chunk_index_end), max 2 per document; read on
         with manage_document get, offset=char_end. max_tokens (50-8000): numbered, cited passages in
         that budget. answer=true: the client's model answers citing [n] (needs sampling, else null).
         library + version ("3.11", "3.x", ">=2.1"): that library version; lists versions if absent.
-        profile: search as that profile (its sources and defaults).
+        profile: search as that profile (its sources, defaults).
         """
         pending: list[InputRequiredResult] = []
         query, source_id, library, version = clean_text((query, source_id, library, version))
