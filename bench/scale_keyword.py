@@ -28,7 +28,7 @@ async def keyword_matches(app: Archivist, queries: Sequence[str]) -> dict[str, A
     hybrid = HybridSearch(app.db, s)
     for q in queries:
         start = time.perf_counter()
-        kept = await query_terms(app.db, q, s.keyword_max_term_frequency, await hybrid.common_terms())
+        kept = await query_terms(app.db, q, s.keyword_max_term_frequency, await hybrid.term_stats.frequencies())
         stats_ms.append((time.perf_counter() - start) * 1000)
         dfs = [await app.db.pool.fetchval("SELECT count(*) FROM chunk_terms WHERE term = $1", t) for t in kept.terms]
         terms.append(len(kept.terms))
@@ -59,10 +59,10 @@ async def keyword_agreement(app: Archivist, queries: Sequence[str], source_id: A
     s = app.settings
     depth, cand, per_term = s.hybrid_candidates, max(s.bm25_candidates, s.hybrid_candidates), s.bm25_postings_per_term
     ids, scores, t_exact, t_topk = [], [], [], []
-    common = await HybridSearch(app.db, s).common_terms()
+    estimates = await HybridSearch(app.db, s).term_stats.frequencies()
     async with app.db.pool.acquire() as conn:
         for q in queries:
-            kept = await query_terms(app.db, q, s.keyword_max_term_frequency, common)
+            kept = await query_terms(app.db, q, s.keyword_max_term_frequency, estimates)
             if not kept.terms:
                 continue
             args = (None, source_id, depth, kept.terms, None, None, None, None, kept.idfs)

@@ -8,7 +8,7 @@ import math
 from services.app import Archivist
 from services.search import bm25_index
 from services.search.base import SearchRequest
-from services.search.bm25 import bm25_term, query_terms
+from services.search.bm25 import bm25_term, idf, query_terms
 from services.search.hybrid import HybridSearch
 
 # Chunks with different mixes of "ferment" and "sourdough", of different lengths, so that both
@@ -40,18 +40,18 @@ async def _vector(app: Archivist, text: str):
     return await embed_query_async(app.search.embedder, text)
 
 
-async def _keyword_ranking(app: Archivist, source_id, **overrides) -> list[tuple]:
+async def _keyword_ranking(app: Archivist, source_id, query: str = QUERY, **overrides) -> list[tuple]:
     """(chunk id, keyword rank) of the keyword leg, keyword-only fusion, in rank order."""
     update = {"hybrid_vector_weight": 0.0, "keyword_max_term_frequency": 1.0, **overrides}
     hybrid = HybridSearch(app.db, app.settings.model_copy(update=update))
-    rows = await hybrid.fused_rows(SearchRequest(QUERY, await _vector(app, QUERY), 20, source_id), 20)
+    rows = await hybrid.fused_rows(SearchRequest(query, await _vector(app, query), 20, source_id), 20)
     keyword = sorted((r for r in rows if r["krank"] is not None), key=lambda r: r["krank"])
     return [(r["chunk_id"], r["krank"]) for r in keyword]
 
 
-async def _python_bm25(app: Archivist, source_id) -> list:
-    """Chunk ids of `source_id` in exact BM25 order for QUERY, computed here from chunks.tsv."""
-    terms = await query_terms(app.db, QUERY, 1.0)
+async def _python_bm25(app: Archivist, source_id, query: str = QUERY) -> list:
+    """Chunk ids of `source_id` in exact BM25 order (every df counted), computed here from chunks.tsv."""
+    terms = await query_terms(app.db, query, 1.0)
     idfs = dict(zip(terms.terms, terms.idfs, strict=True))
     scores: dict = {}
     rows = await app.db.pool.fetch(
@@ -152,29 +152,31 @@ async def test_bulk_rebuild_reproduces_the_trigger_maintained_postings(app: Arch
     assert await app.db.pool.fetchval("SELECT count(*) FROM chunk_terms WHERE source_id = $1", source.id) > 0
 
 
-async def test_terms_statistics_call_common_are_not_counted(app: Archivist) -> None:
-    source = await _corpus(
-        app, "impacts-common", [f"Pottery note {i}: sourdough {'ferment' * (i % 2)}" for i in range(12)]
-    )
+async def test_statistics_estimate_df_of_common_terms_and_rank_as_exact_counts(app: Archivist) -> None:
+    # every chunk has "glaze" and "kiln" (distinct lengths: no ties), a few "kimchi"
+    texts = [f"Pottery note: glaze the kiln {'shelf ' * i}" for i in range(30)]
+    texts += ["A kimchi jar beside the kiln.", "Kimchi in a clay crock."]
+    source = await _corpus(app, "impacts-estimates", texts)
     await app.db.pool.execute("ANALYZE chunks")
-    settings = app.settings.model_copy(update={"keyword_max_term_frequency": 0.2})
-    hybrid = HybridSearch(app.db, settings)
+    hybrid = HybridSearch(app.db, app.settings)
     hybrid.term_stats._loaded_at = float("-inf")  # re-read the statistics ANALYZE just wrote
-    common = await hybrid.common_terms()
-    shares = {
-        r["lexeme"]: r["share"]
-        for r in await app.db.pool.fetch(
-            "SELECT u.lexeme, count(*)::float8 / (SELECT count(*) FROM chunks) AS share "
-            "FROM chunks c, unnest(c.tsv) u GROUP BY u.lexeme"
-        )
-    }
-    assert "sourdough" in common and shares["sourdough"] > 0.4  # in most chunks of this module
-    assert all(shares[lex] > 0.2 for lex in common)  # ANALYZE read the whole (small) table
-    assert "kiln" not in common and "tomato" not in common
-    # a listed term is dropped without being counted, even one that is rare in fact
-    terms = await query_terms(app.db, "ferment kimchi", 1.0, ["kimchi"])
-    assert terms.terms == ["ferment"]
-    # when every term is listed, the rarest are counted exactly and kept
-    terms = await query_terms(app.db, "ferment kimchi", 1.0, ["kimchi", "ferment"])
-    assert sorted(terms.terms) == ["ferment", "kimchi"]
-    assert source.id
+    estimates = await hybrid.term_stats.frequencies()
+    chunks = await app.db.pool.fetchval("SELECT sum(chunks) FROM bm25_totals")
+    for term in ("kiln", "glaze"):
+        true_df = await app.db.pool.fetchval("SELECT count(*) FROM chunk_terms WHERE term = $1", term)
+        assert term in estimates and abs(estimates[term] * float(chunks) - true_df) <= max(2, 0.1 * true_df)
+    query = "kiln glaze kimchi"
+    exact = await query_terms(app.db, query, 1.0)
+    estimated = await query_terms(app.db, query, 1.0, estimates)
+    assert estimated.terms == exact.terms
+    for got, want in zip(estimated.idfs, exact.idfs, strict=True):
+        assert abs(got - want) <= 0.05 * want + 1e-3
+    # the service's keyword leg (df from the statistics) ranks as exact BM25 with counted df
+    ranking = await _keyword_ranking(app, source.id, query)
+    assert [cid for cid, _ in ranking] == (await _python_bm25(app, source.id, query))[:20]
+    # an estimated term is never counted: a (wrong) estimate decides, for pruning and for idf
+    wrong = {**estimates, "kimchi": 0.99}
+    assert (await query_terms(app.db, query, 0.98, wrong)).terms == ["glaze", "kiln"]
+    both = await query_terms(app.db, "kiln kimchi", 0.5, {"kimchi": 0.99, "kiln": 0.99})
+    assert both.terms == ["kiln", "kimchi"]  # equal estimates: by name
+    assert both.idfs[0] == both.idfs[1] == idf(float(chunks), round(0.99 * float(chunks)))

@@ -6,25 +6,29 @@
 tf (occurrences of the lexeme in the chunk's title + heading path + text), dl (the chunk's length in
 lexemes), df (chunks containing the lexeme), N and avgdl all come from tables the chunk triggers keep
 up to date on every insert, update and delete; one query per search reads the query terms' df and the
-corpus totals (counting index entries, never more than the pruning threshold allows), and the scoring
-runs in the hybrid query itself. Terms in more than `keyword_max_term_frequency` of chunks are left out
-(tiny idf, huge match lists), unless every term is that common.
+corpus totals, and the scoring runs in the hybrid query itself. A term PostgreSQL's statistics list
+among `chunks.tsv`'s most common elements gets its df estimated from them (share x N: these are
+the terms with the longest postings, whose counting cost ~60 ms a query at a million chunks); the
+others, rare, are counted from the index (never more than the pruning threshold allows). Terms in
+more than `keyword_max_term_frequency` of chunks are left out (tiny idf, huge match lists), unless
+every term is that common.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from services.database import Database
 
-#: Query lexemes with their document frequency (counted up to `$2` chunks) and the corpus totals.
+#: Query lexemes with their document frequency (counted up to `$2` chunks; NULL for the lexemes in
+#: `$3`, whose df the statistics estimate) and the corpus totals.
 TERM_STATS_SQL = """
 WITH tot AS (SELECT coalesce(sum(chunks), 0)::float8 AS n, coalesce(sum(length), 0)::float8 AS len FROM bm25_totals),
 terms AS (SELECT DISTINCT unnest(tsvector_to_array(to_tsvector('{fts_config}'::regconfig, $1))) AS term)
 SELECT terms.term, tot.n, tot.len,
-       CASE WHEN terms.term = ANY($3::text[]) THEN $2::bigint  -- known to be common: not counted
+       CASE WHEN terms.term = ANY($3::text[]) THEN NULL  -- estimated from the statistics: not counted
             ELSE (SELECT count(*) FROM (SELECT 1 FROM chunk_terms t WHERE t.term = terms.term LIMIT $2) x) END AS df
 FROM terms, tot
 ORDER BY terms.term
@@ -93,24 +97,31 @@ def bm25_term(tf: float, dl: float, avgdl: float, idf_value: float, k1: float, b
     return idf_value * tf * (k1 + 1) / (tf + k1 * (1 - b + b * dl / avgdl))
 
 
-async def query_terms(db: Database, text: str, max_frequency: float, common: Sequence[str] = ()) -> QueryTerms:
+async def query_terms(
+    db: Database, text: str, max_frequency: float, estimates: Mapping[str, float] | None = None
+) -> QueryTerms:
     """The query's lexemes rarer than `max_frequency` of all chunks (else the `MIN_TERMS` rarest).
 
-    `common` lists lexemes known to be far more frequent than that (from PostgreSQL's statistics):
-    they are left out without counting their postings, the slow part at a million chunks.
+    `estimates` maps lexemes to the share of chunks containing them, from PostgreSQL's statistics
+    (`TermStatistics`): those get df = share x N without counting their postings, the slow part at
+    a million chunks; the others are counted.
     """
+    estimates = estimates or {}
     total = float(await db.pool.fetchval("SELECT coalesce(sum(chunks), 0) FROM bm25_totals"))
     cap = int(total * max_frequency) + 1
-    rows = await db.pool.fetch(TERM_STATS_SQL.format(fts_config=db.fts_config), text, cap, list(common))
+    rows = await db.pool.fetch(TERM_STATS_SQL.format(fts_config=db.fts_config), text, cap, list(estimates))
     if not rows:
         return QueryTerms()
     chunks, length = rows[0]["n"], rows[0]["len"]
     avgdl = max(length / chunks, 1.0) if chunks else 1.0
-    df = {r["term"]: int(r["df"]) for r in rows}
+    df = {
+        r["term"]: int(r["df"]) if r["df"] is not None else max(round(estimates[r["term"]] * chunks), 1) for r in rows
+    }
     kept = [t for t, n in df.items() if n > 0 and n <= max_frequency * chunks]
-    if not kept:  # every term is common (or absent): the rarest present ones, counted exactly
+    if not kept:  # every term is common (or absent): the rarest present ones (counted ones exactly)
         present = [t for t, n in df.items() if n > 0]
         for term in present:
-            df[term] = int(await db.pool.fetchval(EXACT_DF_SQL, term))
+            if term not in estimates:
+                df[term] = int(await db.pool.fetchval(EXACT_DF_SQL, term))
         kept = sorted(present, key=lambda t: (df[t], t))[:MIN_TERMS]
     return QueryTerms(kept, [idf(chunks, df[t]) for t in kept], avgdl)

@@ -150,18 +150,12 @@ class HybridSearch(SearchStrategy):
         s = self.settings
         if s.keyword_ranking != "bm25":
             return [await self.keyword_query(text)]
-        terms = await query_terms(self.db, text, s.keyword_max_term_frequency, await self.common_terms())
+        frequencies = await self.term_stats.frequencies()
+        terms = await query_terms(self.db, text, s.keyword_max_term_frequency, frequencies)
         args = [terms.terms, terms.idfs, float(s.bm25_k1), float(s.bm25_b), terms.avgdl]
         if s.bm25_postings_per_term:
             args += [s.bm25_postings_per_term, max(s.bm25_candidates, s.hybrid_candidates, depth)]
         return args
-
-    async def common_terms(self) -> list[str]:
-        """Lexemes PostgreSQL's statistics put in over twice `keyword_max_term_frequency` of chunks:
-        left out of the BM25 leg without counting their postings (the margin absorbs sampling error
-        and the drift between ANALYZE runs)."""
-        limit = 2 * self.settings.keyword_max_term_frequency
-        return [lex for lex, freq in (await self.term_stats.frequencies()).items() if freq > limit]
 
     async def keyword_query(self, text: str) -> str | None:
         """The query's informative lexemes ORed, as tsquery text (None when there are none)."""
