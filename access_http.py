@@ -10,6 +10,7 @@ restart. Token checks use a small pool of their own: they never wait for the mod
 
 from __future__ import annotations
 
+import asyncio
 import ipaddress
 import logging
 from typing import Any
@@ -31,7 +32,7 @@ ACTIVE_TOKENS_SQL = (
 
 
 class AuthDb:
-    """A two-connection pool for token checks (the `pool` attribute TokenService reads)."""
+    """A small pool for token checks (the `pool` attribute TokenService reads)."""
 
     def __init__(self, settings: Any) -> None:
         self.settings = settings
@@ -46,7 +47,7 @@ class AuthDb:
         if self._pool is None:
             from services.database import resolve_dsn
 
-            self._pool = await asyncpg.create_pool(await resolve_dsn(self.settings), min_size=0, max_size=2)
+            self._pool = await asyncpg.create_pool(await resolve_dsn(self.settings), min_size=0, max_size=4)
         return self
 
     async def close(self) -> None:
@@ -74,16 +75,38 @@ class ArchivistTokenVerifier:
 
 
 class AuthGate:
-    """Whether /mcp may be used without a bearer right now: loopback bind and no active token."""
+    """Whether /mcp may be used without a bearer right now: loopback bind and no active token.
+
+    Checks are coalesced: a request waits for the next check query, one that starts after it arrived
+    (so a token created from another process is enforced from the next request on), and all requests
+    that arrived meanwhile share that query's answer: one query at a time, whatever the concurrency."""
 
     def __init__(self, auth_db: AuthDb, host: str) -> None:
         self.auth_db = auth_db
         self.loopback = is_loopback(host)
         self.last_open = self.loopback  # the answer of the last successful check
+        self._next: asyncio.Future[bool] | None = None  # the check that starts next, with its waiters
+        self._checking = False
 
     async def open_without_token(self) -> bool:
         if not self.loopback:
             return False
+        if self._next is None:
+            self._next = asyncio.get_running_loop().create_future()
+            if not self._checking:
+                asyncio.get_running_loop().create_task(self._run_checks())
+        return await asyncio.shield(self._next)
+
+    async def _run_checks(self) -> None:
+        self._checking = True
+        try:
+            while self._next is not None:
+                waiters, self._next = self._next, None  # everyone waiting arrived before this query starts
+                waiters.set_result(await self._check())
+        finally:
+            self._checking = False
+
+    async def _check(self) -> bool:
         try:
             db = await self.auth_db.open()
             self.last_open = not await db.pool.fetchval(ACTIVE_TOKENS_SQL)
