@@ -10,6 +10,7 @@ from services.search import bm25_index
 from services.search.base import SearchRequest
 from services.search.bm25 import bm25_term, idf, query_terms
 from services.search.hybrid import HybridSearch
+from tests.test_bm25 import _python_bm25 as python_bm25_order
 
 # Chunks with different mixes of "ferment" and "sourdough", of different lengths, so that both
 # terms' impact orders differ from insertion order and from each other.
@@ -52,19 +53,7 @@ async def _keyword_ranking(app: Archivist, source_id, query: str = QUERY, **over
 async def _python_bm25(app: Archivist, source_id, query: str = QUERY) -> list:
     """Chunk ids of `source_id` in exact BM25 order (every df counted), computed here from chunks.tsv."""
     terms = await query_terms(app.db, query, 1.0)
-    idfs = dict(zip(terms.terms, terms.idfs, strict=True))
-    scores: dict = {}
-    rows = await app.db.pool.fetch(
-        "SELECT c.id, u.lexeme, coalesce(array_length(u.positions, 1), 1) AS tf, tsvector_length(c.tsv) AS dl "
-        "FROM chunks c, unnest(c.tsv) u WHERE c.source_id = $1",
-        source_id,
-    )
-    for r in rows:
-        if r["lexeme"] in idfs:
-            scores[r["id"]] = scores.get(r["id"], 0.0) + bm25_term(
-                r["tf"], r["dl"], terms.avgdl, idfs[r["lexeme"]], 1.2, 0.75
-            )
-    return sorted(scores, key=lambda cid: (-scores[cid], str(cid)))
+    return await python_bm25_order(app, source_id, dict(zip(terms.terms, terms.idfs, strict=True)), terms.avgdl)
 
 
 async def test_impact_leg_equals_exhaustive_bm25_when_it_reads_every_posting(app: Archivist) -> None:
