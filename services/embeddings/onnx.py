@@ -182,6 +182,7 @@ class OnnxEmbedder(Embedder):
         max_length: int = 512,
         *,
         name: str | None = None,
+        threads: int | None = 1,
     ) -> None:
         self.model_dir = Path(model_dir)
         self.pooling: Pooling = pooling or default_pooling(self.model_dir)
@@ -191,7 +192,9 @@ class OnnxEmbedder(Embedder):
         self.batch_size = max(1, batch_size)
         self.max_length = model_max_length(self.model_dir, max_length)
         self.name = name or f"onnx:{self.model_dir.name}"
-        self._session = create_session(find_onnx_file(self.model_dir))
+        # One intra-op thread per call by default: the model gate runs one call per core side by side,
+        # and a 2-thread call spent ~30% more CPU per text (thread hand-offs) for little less wall time.
+        self._session = create_session(find_onnx_file(self.model_dir), threads=threads)
         self._inputs = session_input_names(self._session)
         self._tokenizer = load_tokenizer(self.model_dir)
         self._tokenizer.enable_truncation(self.max_length)
