@@ -432,11 +432,12 @@ async def run_strategy(
     search_ms: dict[str, float] = {}
     total_ms: dict[str, float] = {}
     first = next(iter(queries))
+    sources = source_id and [source_id]
     pairs_before = rerank_counters(strategy)
-    await strategy.search(SearchRequest(queries[first].strip(), qv.vectors[first], EVAL_LIMIT, source_id))
+    await strategy.search(SearchRequest(queries[first].strip(), qv.vectors[first], EVAL_LIMIT, sources))
     for qid, text in queries.items():
         start = time.perf_counter()
-        hits = await strategy.search(SearchRequest(text.strip(), qv.vectors[qid], EVAL_LIMIT, source_id))
+        hits = await strategy.search(SearchRequest(text.strip(), qv.vectors[qid], EVAL_LIMIT, sources))
         elapsed = (time.perf_counter() - start) * 1000
         search_ms[qid] = elapsed
         total_ms[qid] = elapsed + qv.embed_ms[qid]

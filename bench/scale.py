@@ -77,7 +77,7 @@ async def check_indexes(app: Archivist, query: str, vector: np.ndarray, source_i
     """Whether the vector and hybrid queries use the HNSW and GIN indexes (with and without a source filter)."""
     hybrid = HybridSearch(app.db, app.settings)
     keywords, *bm25 = await hybrid.keyword_args(query)
-    vec = await explain_indexes(app, VECTOR_SQL, vector, source_id, 10)
+    vec = await explain_indexes(app, VECTOR_SQL, vector, source_id and [source_id], 10)
     hyb = await explain_indexes(app, hybrid._sql(), *hybrid_params(app.settings, vector, source_id, keywords, bm25))
     return {
         "vector_uses_hnsw": HNSW_INDEX in vec,
@@ -115,7 +115,7 @@ async def storage_sizes(app: Archivist) -> dict[str, Any]:
 def hybrid_params(s: Settings, vector: np.ndarray, source_id: Any, keywords: Any, bm25: list) -> tuple:
     """The hybrid SQL's parameters as HybridSearch.fused_rows passes them (limit 10)."""
     weights = (float(s.hybrid_vector_weight), float(s.hybrid_keyword_weight), float(s.rrf_k))
-    return (vector, source_id, s.hybrid_candidates, keywords, *weights, 10, *bm25)
+    return (vector, source_id and [source_id], s.hybrid_candidates, keywords, *weights, 10, *bm25)
 
 
 async def query_plans(app: Archivist, query: str, vector: np.ndarray, source_id: uuid.UUID | None) -> dict[str, str]:
@@ -125,7 +125,7 @@ async def query_plans(app: Archivist, query: str, vector: np.ndarray, source_id:
     plans = {}
     async with app.db.pool.acquire() as conn:
         for label, sql, params in (
-            ("vector", VECTOR_SQL, (vector, source_id, 10)),
+            ("vector", VECTOR_SQL, (vector, source_id and [source_id], 10)),
             ("hybrid", hybrid._sql(), hybrid_params(app.settings, vector, source_id, keywords, bm25)),
         ):
             rows = await conn.fetch("EXPLAIN (ANALYZE, BUFFERS, COSTS OFF, SUMMARY ON) " + sql, *params)
@@ -138,11 +138,11 @@ async def time_strategy(
 ) -> dict[str, float]:
     """p50/p95 of embedding + search (ms) per query, one at a time after a warm-up pass of 3 queries."""
     for text, vec in list(zip(queries, vectors, strict=True))[:3]:
-        await strategy.search(SearchRequest(text, vec, 10, source_id))
+        await strategy.search(SearchRequest(text, vec, 10, source_id and [source_id]))
     total, search = [], []
     for text, vec, emb in zip(queries, vectors, embed_ms, strict=True):
         start = time.perf_counter()
-        await strategy.search(SearchRequest(text, vec, 10, source_id))
+        await strategy.search(SearchRequest(text, vec, 10, source_id and [source_id]))
         elapsed = (time.perf_counter() - start) * 1000
         search.append(elapsed)
         total.append(elapsed + emb)

@@ -65,7 +65,7 @@ async def keyword_agreement(app: Archivist, queries: Sequence[str], source_id: A
             kept = await query_terms(app.db, q, s.keyword_max_term_frequency, estimates)
             if not kept.terms:
                 continue
-            args = (None, source_id, depth, kept.terms, None, None, None, None, kept.idfs)
+            args = (None, source_id and [source_id], depth, kept.terms, None, None, None, None, kept.idfs)
             args += (float(s.bm25_k1), float(s.bm25_b), kept.avgdl)
             start = time.perf_counter()
             exact = await conn.fetch(KEYWORD_ONLY_SQL.format(leg=BM25_LEG), *args)

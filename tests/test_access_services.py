@@ -99,3 +99,25 @@ async def test_scoped_document_delete_cannot_reach_other_sources(app) -> None:
         assert missing.value.suggestion == random.value.suggestion  # out of scope reads as missing
         assert (await app.documents.delete(own.id))["chunks_deleted"] == own.chunk_count
     assert (await app.documents.get(kept.id)).chunk_count == kept.chunk_count
+
+
+@pytest.mark.parametrize("search_type", ["vector", "hybrid"])
+async def test_a_small_scope_in_a_large_knowledge_base_gets_a_full_list(app, search_type: str) -> None:
+    """The scope filters inside the SQL, not over a candidate pool the rest of the knowledge base fills."""
+    big, created = await app.sources.get_or_create("Otter encyclopedia")
+    small = await app.sources.create(title=f"Field notes {search_type}", source_type="api")
+    if created:
+        for i in range(60):
+            await app.documents.create_from_text(
+                big.id, f"Sea otters float in kelp forests and hold hands while they sleep. Entry {i}.", f"Otters {i}"
+            )
+    for i in range(6):
+        await app.documents.create_from_text(small.id, f"Note {i}: we saw an otter near the harbour wall.", f"Note {i}")
+    query = "sea otters sleeping in kelp"
+    everything = await app.search.search(query, match_count=5, search_type=search_type)
+    assert {h.source_id for h in everything.hits} == {big.id}  # the large source crowds the top
+    with use_scope(Scope(source_ids=frozenset({small.id}))):
+        scoped = await app.search.search(query, match_count=5, search_type=search_type)
+        assert len(scoped.hits) == 5 and {h.source_id for h in scoped.hits} == {small.id}
+    with use_scope(Scope(source_ids=frozenset())):
+        assert (await app.search.search(query, match_count=5, search_type=search_type)).hits == []

@@ -82,7 +82,7 @@ async def test_keyword_leg_ranks_by_bm25(app: Archivist) -> None:
     for term, value in zip(terms.terms, terms.idfs, strict=True):
         df = await app.db.pool.fetchval("SELECT count(*) FROM chunks WHERE tsv @@ $1::text::tsquery", term)
         assert math.isclose(value, idf(n, df))
-    rows = await hybrid.fused_rows(SearchRequest(query, await _vector(app, query), 10, source.id), 10)
+    rows = await hybrid.fused_rows(SearchRequest(query, await _vector(app, query), 10, [source.id]), 10)
     keyword_rows = [r for r in rows if r["krank"] is not None]
     expected = await _python_bm25(app, source.id, dict(zip(terms.terms, terms.idfs, strict=True)), terms.avgdl)
     assert [r["chunk_id"] for r in sorted(keyword_rows, key=lambda r: r["krank"])] == expected
@@ -119,6 +119,6 @@ async def test_every_keyword_ranking_and_fusion_finds_the_page(app: Archivist, r
         await app.documents.create_from_text(source.id, text, title=key, url=f"modes:{key}")
     settings = app.settings.model_copy(update={"keyword_ranking": ranking, "hybrid_fusion": fusion})
     query = "celadon iron oxide"
-    hits = await HybridSearch(app.db, settings).search(SearchRequest(query, await _vector(app, query), 4, source.id))
+    hits = await HybridSearch(app.db, settings).search(SearchRequest(query, await _vector(app, query), 4, [source.id]))
     assert hits[0].document_title == "glaze" and hits[0].match_type == "hybrid"
     assert all(0.0 <= h.score <= 1.0 for h in hits) and hits == sorted(hits, key=lambda h: -h.score)

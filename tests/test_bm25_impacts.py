@@ -45,7 +45,7 @@ async def _keyword_ranking(app: Archivist, source_id, query: str = QUERY, **over
     """(chunk id, keyword rank) of the keyword leg, keyword-only fusion, in rank order."""
     update = {"hybrid_vector_weight": 0.0, "keyword_max_term_frequency": 1.0, **overrides}
     hybrid = HybridSearch(app.db, app.settings.model_copy(update=update))
-    rows = await hybrid.fused_rows(SearchRequest(query, await _vector(app, query), 20, source_id), 20)
+    rows = await hybrid.fused_rows(SearchRequest(query, await _vector(app, query), 20, source_id and [source_id]), 20)
     keyword = sorted((r for r in rows if r["krank"] is not None), key=lambda r: r["krank"])
     return [(r["chunk_id"], r["krank"]) for r in keyword]
 

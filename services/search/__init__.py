@@ -101,14 +101,22 @@ class SearchService:
         keyword_weight: float | None = None,
     ) -> SearchOutcome:
         check_search_args(query, match_count, search_type, similarity_threshold)
-        sid = (await self.sources.get(source_id)).id if source_id else None
+        source_ids = await self.searched_sources(source_id)
         limit = min(match_count, MAX_PER_PAGE)
+        if source_ids == []:  # a scope without sources: nothing to find
+            return SearchOutcome([], limit, match_count > limit, 0)
         vector = await embed_query_async(self.embedder, query.strip())
         strategy = self.strategy(search_type)
         pool = min(max(limit * POOL_FACTOR, limit + 10), POOL_MAX)
-        hits = await strategy.search(SearchRequest(query.strip(), vector, pool, sid, keyword_weight))
-        scope = current_scope()
-        hits = [h for h in hits if scope.allows(h.source_id)]
+        hits = await strategy.search(SearchRequest(query.strip(), vector, pool, source_ids, keyword_weight))
         kept = [h for h in hits if similarity_threshold is None or h.similarity >= similarity_threshold]
         passages = distinct_passages(kept, limit, self.settings.results_per_document)
         return SearchOutcome(passages, limit, match_count > limit, len(hits) - len(kept))
+
+    async def searched_sources(self, source_id: str | UUID | None) -> list[UUID] | None:
+        """The sources a search reads, filtered inside the SQL so a small scope still gets a full list:
+        the given source (NotFound outside the caller's scope), else the scope's sources, else all (None)."""
+        if source_id:
+            return [(await self.sources.get(source_id)).id]
+        scope = current_scope()
+        return sorted(scope.source_ids) if scope.source_ids is not None else None

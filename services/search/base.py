@@ -25,7 +25,8 @@ class SearchRequest:
     query: str
     query_vector: np.ndarray
     limit: int
-    source_id: UUID | None = None
+    #: sources to search (None = all)
+    source_ids: list[UUID] | None = None
     #: hybrid keyword-leg weight for this search (vector weight = 1 - it); None = the settings' weights
     keyword_weight: float | None = None
 

@@ -46,7 +46,7 @@ kw AS (
         FROM unnest($4::text[], $9::float8[]) AS q(term, idf)
         CROSS JOIN LATERAL (  -- OFFSET 0: kept a per-term index range scan, never a hash join
             SELECT chunk_id, tf, dl FROM chunk_terms t
-            WHERE t.term = q.term AND ($2::uuid IS NULL OR t.source_id = $2) OFFSET 0
+            WHERE t.term = q.term AND ($2::uuid[] IS NULL OR t.source_id = ANY($2::uuid[])) OFFSET 0
         ) t
         GROUP BY t.chunk_id ORDER BY rank DESC LIMIT $3
     ) k
@@ -66,7 +66,7 @@ kw AS (
             SELECT p.chunk_id FROM unnest($4::text[], $9::float8[]) AS q(term, idf)
             CROSS JOIN LATERAL (
                 SELECT t.chunk_id, t.impact FROM chunk_terms t
-                WHERE t.term = q.term AND ($2::uuid IS NULL OR t.source_id = $2)
+                WHERE t.term = q.term AND ($2::uuid[] IS NULL OR t.source_id = ANY($2::uuid[]))
                 ORDER BY t.impact DESC LIMIT $13
             ) p
             GROUP BY p.chunk_id ORDER BY sum(q.idf * p.impact) DESC, p.chunk_id LIMIT $14

@@ -25,7 +25,7 @@ HYBRID_SQL = """
 WITH vec AS (
     SELECT id, dist, row_number() OVER (ORDER BY dist, id) AS rnk FROM (
         SELECT id, embedding <=> $1 AS dist FROM chunks
-        WHERE ($2::uuid IS NULL OR source_id = $2)
+        WHERE ($2::uuid[] IS NULL OR source_id = ANY($2::uuid[]))
         ORDER BY embedding <=> $1 LIMIT $3
     ) v
 ),
@@ -69,7 +69,7 @@ TS_RANK_LEG = """
 kw AS (
     SELECT id, rank AS kscore, row_number() OVER (ORDER BY rank DESC, id) AS rnk FROM (
         SELECT c.id, ts_rank(c.tsv, $4::tsquery, 1) AS rank FROM chunks c
-        WHERE c.tsv @@ $4::tsquery AND ($2::uuid IS NULL OR c.source_id = $2)
+        WHERE c.tsv @@ $4::tsquery AND ($2::uuid[] IS NULL OR c.source_id = ANY($2::uuid[]))
         ORDER BY rank DESC LIMIT $3
     ) k
 )"""
@@ -171,7 +171,7 @@ class HybridSearch(SearchStrategy):
         return await self.db.pool.fetch(
             self._sql(),
             request.query_vector,
-            request.source_id,
+            request.source_ids,
             depth,
             keyword,
             vector_weight,

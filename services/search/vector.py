@@ -9,7 +9,7 @@ from services.search.base import HIT_COLUMNS, SearchRequest, SearchStrategy, to_
 VECTOR_SQL = f"""
 WITH top AS (
     SELECT id, embedding <=> $1 AS dist FROM chunks
-    WHERE ($2::uuid IS NULL OR source_id = $2)
+    WHERE ($2::uuid[] IS NULL OR source_id = ANY($2::uuid[]))
     ORDER BY embedding <=> $1 LIMIT $3
 )
 SELECT {HIT_COLUMNS}
@@ -27,5 +27,5 @@ class VectorSearch(SearchStrategy):
         self.db = db
 
     async def search(self, request: SearchRequest) -> list[SearchHit]:
-        rows = await self.db.pool.fetch(VECTOR_SQL, request.query_vector, request.source_id, request.limit)
+        rows = await self.db.pool.fetch(VECTOR_SQL, request.query_vector, request.source_ids, request.limit)
         return [to_hit(r, r["similarity"], self.name) for r in rows]
