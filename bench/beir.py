@@ -30,17 +30,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import csv
-import hashlib
 import json
 import logging
 import os
-import platform
-import re
 import sys
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -51,10 +47,20 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from bench.beir_data import (  # noqa: E402
+    SPLITS,
+    URL_PREFIX,
+    file_digest,
+    query_half,
+    read_corpus,
+    read_qrels,
+    read_queries,
+    split_queries,
+)
+from bench.beir_ingest import CachingEmbedder, prepare_source  # noqa: E402
+from bench.common import CACHE_DIR, machine_info, settings_summary, slug  # noqa: E402
 from bench.metrics import evaluate, percentile  # noqa: E402
 from services.app import Archivist  # noqa: E402
-from services.chunking import get_chunker  # noqa: E402
-from services.documents import embedding_text  # noqa: E402
 from services.embeddings import create_embedder  # noqa: E402
 from services.embeddings.base import Embedder  # noqa: E402
 from services.reranking import create_reranker  # noqa: E402
@@ -67,80 +73,9 @@ from services.settings import Settings  # noqa: E402
 
 logger = logging.getLogger("bench.beir")
 
-CACHE_DIR = ROOT / "bench" / ".cache"
-URL_PREFIX = "beir:"
-DOCUMENT_TYPE = "text"
 EVAL_LIMIT = 100
-INGEST_BATCH_DOCS = 256
-INGEST_CONCURRENCY = 4
 #: Settings that change what is stored: a variant may not override them.
 INDEX_SETTINGS = frozenset({"embedding_provider", "embedding_model", "chunk_size", "chunk_overlap", "fts_config"})
-
-
-# --- data ------------------------------------------------------------------------------------------------
-
-
-@dataclass
-class BeirDoc:
-    doc_id: str
-    title: str
-    text: str
-
-
-def read_corpus(path: Path) -> list[BeirDoc]:
-    """BEIR corpus.jsonl: one {"_id", "title", "text"} object per line."""
-    docs = []
-    with path.open(encoding="utf-8") as handle:
-        for line in handle:
-            if line.strip():
-                obj = json.loads(line)
-                docs.append(BeirDoc(str(obj["_id"]), (obj.get("title") or "").strip(), obj.get("text") or ""))
-    return docs
-
-
-def read_queries(path: Path) -> dict[str, str]:
-    """BEIR queries.jsonl: {"_id", "text"} per line."""
-    queries = {}
-    with path.open(encoding="utf-8") as handle:
-        for line in handle:
-            if line.strip():
-                obj = json.loads(line)
-                queries[str(obj["_id"])] = obj["text"]
-    return queries
-
-
-def read_qrels(path: Path) -> dict[str, dict[str, int]]:
-    """BEIR qrels TSV with a header: query-id, corpus-id, score."""
-    qrels: dict[str, dict[str, int]] = {}
-    with path.open(encoding="utf-8") as handle:
-        reader = csv.reader(handle, delimiter="\t")
-        next(reader, None)
-        for row in reader:
-            if len(row) >= 3:
-                qrels.setdefault(row[0], {})[row[1]] = int(row[2])
-    return qrels
-
-
-SPLITS = ("all", "tune", "heldout", "both")
-
-
-def query_half(query_id: str) -> str:
-    """The half a judged query is in, "tune" or "heldout": fixed by the SHA-256 of its id (about half each)."""
-    return "tune" if hashlib.sha256(query_id.encode()).digest()[0] % 2 == 0 else "heldout"
-
-
-def split_queries(queries: dict[str, str], split: str) -> dict[str, str]:
-    """The queries of one half ("tune" / "heldout"), or all of them ("all" / "both")."""
-    if split in ("all", "both"):
-        return dict(queries)
-    return {q: t for q, t in queries.items() if query_half(q) == split}
-
-
-def file_digest(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
-# --- settings and cache location -----------------------------------------------------------------------
 
 
 def parse_overrides(pairs: Iterable[str]) -> dict[str, str]:
@@ -152,10 +87,6 @@ def parse_overrides(pairs: Iterable[str]) -> dict[str, str]:
             raise SystemExit(f"--set expects key=value, got {pair!r}")
         overrides[key.strip()] = value.strip()
     return overrides
-
-
-def slug(text: str) -> str:
-    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
 
 
 def index_slug(settings: Settings) -> str:
@@ -179,182 +110,6 @@ def with_query_settings(settings: Settings, changes: dict[str, Any]) -> Settings
         raise SystemExit(f"variant changes index settings {sorted(bad)}: run a separate benchmark instead")
     merged = {**settings.model_dump(), **changes}
     return Settings.model_validate(merged)
-
-
-# --- ingestion -------------------------------------------------------------------------------------------
-
-
-class CachingEmbedder(Embedder):
-    """Wraps the real embedder: passages embedded ahead of time are served from a cache, and every
-    call into the model is timed so ingestion can report its share of time outside the model."""
-
-    def __init__(self, inner: Embedder) -> None:
-        self.inner = inner
-        self.name = inner.name
-        self.dim = inner.dim
-        self.cache: dict[str, np.ndarray] = {}
-        self.model_seconds = 0.0
-        self.texts_embedded = 0
-
-    def timed_embed(self, texts: list[str]) -> np.ndarray:
-        start = time.perf_counter()
-        vectors = self.inner.embed_documents(texts)
-        self.model_seconds += time.perf_counter() - start
-        self.texts_embedded += len(texts)
-        return vectors
-
-    def prefetch(self, texts: list[str]) -> None:
-        """Embed texts not yet cached in one call and keep their vectors."""
-        missing = list(dict.fromkeys(t for t in texts if t not in self.cache))
-        if missing:
-            for text, vector in zip(missing, self.timed_embed(missing), strict=True):
-                self.cache[text] = vector
-
-    def embed_documents(self, texts: list[str]) -> np.ndarray:
-        self.prefetch(list(texts))
-        if not texts:
-            return np.zeros((0, self.dim), dtype=np.float32)
-        return np.stack([self.cache[t] for t in texts])
-
-    def embed_query(self, text: str) -> np.ndarray:
-        return self.inner.embed_query(text)
-
-    def load(self, path: Path) -> int:
-        """Pre-fill the cache from a file written by `save` (vectors of an earlier run, same model)."""
-        if not path.is_file():
-            return 0
-        with np.load(path, allow_pickle=False) as data:
-            for text, vector in zip(data["texts"].tolist(), data["vectors"], strict=True):
-                self.cache[text] = vector
-        logger.info("loaded %d cached passage vectors from %s", len(self.cache), path)
-        return len(self.cache)
-
-    def save(self, path: Path) -> None:
-        if not self.cache:
-            return
-        texts = list(self.cache)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        np.savez(path, texts=np.array(texts), vectors=np.stack([self.cache[t] for t in texts]))
-
-
-@dataclass
-class IngestReport:
-    documents: int = 0
-    chunks: int = 0
-    reused: bool = False
-    wall_seconds: float = 0.0
-    model_seconds: float = 0.0
-    #: time inside DocumentService.ingest (chunking, database writes, index updates), overlapped with embedding
-    service_seconds: float = 0.0
-    texts_embedded: int = 0
-    vectors_from_disk: int = 0
-    statuses: dict[str, int] = field(default_factory=dict)
-
-    @property
-    def docs_per_second(self) -> float:
-        return self.documents / self.wall_seconds if self.wall_seconds else 0.0
-
-    @property
-    def outside_model_share(self) -> float:
-        if not self.wall_seconds:
-            return 0.0
-        return max(0.0, self.wall_seconds - self.model_seconds) / self.wall_seconds
-
-    @property
-    def serial_outside_share(self) -> float:
-        """Share outside the model if ingestion and embedding did not overlap."""
-        total = self.model_seconds + self.service_seconds
-        return self.service_seconds / total if total else 0.0
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "documents": self.documents,
-            "chunks": self.chunks,
-            "reused": self.reused,
-            "wall_seconds": round(self.wall_seconds, 2),
-            "model_seconds": round(self.model_seconds, 2),
-            "service_seconds": round(self.service_seconds, 2),
-            "serial_outside_model_share": round(self.serial_outside_share, 4),
-            "texts_embedded": self.texts_embedded,
-            "vectors_from_disk": self.vectors_from_disk,
-            "docs_per_second": round(self.docs_per_second, 2),
-            "outside_model_share": round(self.outside_model_share, 4),
-            "statuses": self.statuses,
-        }
-
-
-def source_title(corpus_path: Path, digest: str, settings: Settings) -> str:
-    return f"beir:{corpus_path.parent.name}:{digest[:12]}:c{settings.chunk_size}o{settings.chunk_overlap}"
-
-
-def chunk_texts(settings: Settings, doc: BeirDoc) -> list[str]:
-    """What `DocumentService.prepare_chunks` embeds for this document (a text that differs is simply
-    embedded again by `ingest`, inside the timed model calls, so a mismatch costs speed, not honesty)."""
-    chunker = get_chunker(settings, document_type=DOCUMENT_TYPE)
-    return [embedding_text(doc.title or doc.doc_id, c.heading_path, c.text) for c in chunker.chunk(doc.text)]
-
-
-async def ingest_batch(app: Archivist, source_id: Any, docs: Sequence[BeirDoc], report: IngestReport) -> None:
-    """Ingest documents through the service layer, a few at a time."""
-    gate = asyncio.Semaphore(INGEST_CONCURRENCY)
-
-    async def one(doc: BeirDoc) -> None:
-        async with gate:
-            result = await app.documents.ingest(
-                source_id, doc.title or doc.doc_id, doc.text, DOCUMENT_TYPE, URL_PREFIX + doc.doc_id
-            )
-        report.statuses[result.status] = report.statuses.get(result.status, 0) + 1
-        report.chunks += result.chunks_created
-
-    await asyncio.gather(*(one(d) for d in docs))
-
-
-async def ingest_corpus(app: Archivist, embedder: CachingEmbedder, source_id: Any, docs: list[BeirDoc]) -> IngestReport:
-    """Pipelined: embed batch i+1 in a thread while batch i is written to the database."""
-    report = IngestReport(documents=len(docs))
-    batches = [docs[i : i + INGEST_BATCH_DOCS] for i in range(0, len(docs), INGEST_BATCH_DOCS)]
-    start = time.perf_counter()
-
-    def embed_batch(batch: Sequence[BeirDoc]) -> None:
-        embedder.prefetch([t for d in batch for t in chunk_texts(app.settings, d)])
-
-    pending = asyncio.create_task(asyncio.to_thread(embed_batch, batches[0])) if batches else None
-    for index, batch in enumerate(batches):
-        assert pending is not None
-        await pending
-        if index + 1 < len(batches):
-            pending = asyncio.create_task(asyncio.to_thread(embed_batch, batches[index + 1]))
-        db_start = time.perf_counter()
-        await ingest_batch(app, source_id, batch, report)
-        report.service_seconds += time.perf_counter() - db_start
-        done = min((index + 1) * INGEST_BATCH_DOCS, len(docs))
-        elapsed = time.perf_counter() - start
-        logger.info("ingested %d/%d docs in %.0fs (model %.0fs)", done, len(docs), elapsed, embedder.model_seconds)
-    report.wall_seconds = time.perf_counter() - start
-    report.model_seconds = embedder.model_seconds
-    report.texts_embedded = embedder.texts_embedded
-    return report
-
-
-async def prepare_source(
-    app: Archivist, embedder: CachingEmbedder, corpus_path: Path, docs: list[BeirDoc], settings: Settings
-) -> tuple[Any, IngestReport]:
-    """The bench source for this corpus, ingesting it unless an identical complete copy exists."""
-    title = source_title(corpus_path, file_digest(corpus_path), settings)
-    source = await app.sources.find_by_title(title)
-    if source is not None:
-        stats = await app.sources.stats(source.id)
-        if stats.documents_count == len(docs):
-            logger.info("reusing source %s (%d documents, %d chunks)", title, stats.documents_count, stats.chunks_count)
-            return source.id, IngestReport(documents=len(docs), chunks=stats.chunks_count, reused=True)
-        logger.info("source %s is incomplete (%d docs): resuming", title, stats.documents_count)
-    else:
-        source = await app.sources.create(title, description="BEIR benchmark corpus (bench/beir.py)")
-    report = await ingest_corpus(app, embedder, source.id, docs)
-    return source.id, report
-
-
-# --- evaluation ------------------------------------------------------------------------------------------
 
 
 @dataclass
@@ -516,23 +271,6 @@ class StrategyFactory:
 # --- reporting -------------------------------------------------------------------------------------------
 
 
-def machine_info() -> dict[str, Any]:
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return {
-        "cpu": cpu,
-        "cores": len(os.sched_getaffinity(0)),
-        "python": platform.python_version(),
-        "load_average": [round(x, 2) for x in os.getloadavg()],
-    }
-
-
 def format_table(results: dict[str, dict[str, Any]]) -> str:
     header = f"{'strategy':<28} {'nDCG@10':>8} {'R@100':>7} {'MRR@10':>7} {'p50 ms':>8} {'p95 ms':>8}"
     lines = [header, "-" * len(header)]
@@ -542,32 +280,6 @@ def format_table(results: dict[str, dict[str, Any]]) -> str:
             f"{r['p50_ms']:>8.1f} {r['p95_ms']:>8.1f}"
         )
     return "\n".join(lines)
-
-
-def settings_summary(settings: Settings) -> dict[str, Any]:
-    keys = [
-        "embedding_provider",
-        "embedding_model",
-        "chunk_size",
-        "chunk_overlap",
-        "fts_config",
-        "hnsw_ef_search",
-        "hybrid_candidates",
-        "rrf_k",
-        "hybrid_vector_weight",
-        "hybrid_keyword_weight",
-        "reranker_model",
-        "rerank_candidates",
-        "rerank_max_length",
-        "rerank_fusion",
-        "rerank_weight",
-        "rerank_rrf_k",
-        "keyword_ranking",
-        "hybrid_fusion",
-        "bm25_postings_per_term",
-        "bm25_candidates",
-    ]
-    return {k: getattr(settings, k) for k in keys if hasattr(settings, k)}
 
 
 # --- main ------------------------------------------------------------------------------------------------

@@ -41,7 +41,7 @@ if str(ROOT) not in sys.path:
 import asyncpg  # noqa: E402
 from mcp import Client  # noqa: E402
 
-from bench.beir import CACHE_DIR, machine_info  # noqa: E402
+from bench.common import CACHE_DIR, machine_info  # noqa: E402
 from bench.metrics import percentile  # noqa: E402
 from tests.fixture_site import FixtureSite  # noqa: E402
 

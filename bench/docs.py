@@ -44,7 +44,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench.beir import CACHE_DIR, machine_info  # noqa: E402
+from bench.common import CACHE_DIR, machine_info  # noqa: E402
 from bench.extraction import reference  # noqa: E402
 from services.app import Archivist  # noqa: E402
 from services.embeddings import create_embedder  # noqa: E402

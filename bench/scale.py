@@ -33,7 +33,8 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench.beir import CACHE_DIR, machine_info, read_queries, settings_summary, slug  # noqa: E402
+from bench.beir_data import read_queries  # noqa: E402
+from bench.common import CACHE_DIR, machine_info, settings_summary, slug  # noqa: E402
 from bench.metrics import percentile  # noqa: E402
 from bench.scale_build import GIN_INDEX, HNSW_INDEX, load_chunks, load_passages  # noqa: E402
 from bench.scale_keyword import keyword_agreement, keyword_matches  # noqa: E402

@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench.beir import CACHE_DIR  # noqa: E402
+from bench.common import CACHE_DIR  # noqa: E402
 from models.jobs import CrawlJob  # noqa: E402
 from services.app import Archivist  # noqa: E402
 from services.settings import Settings  # noqa: E402

@@ -75,7 +75,7 @@ def test_percentile_matches_numpy_linear() -> None:
 
 
 def test_scifact_halves_are_fixed_and_partition_the_queries() -> None:
-    from bench.beir import query_half, split_queries
+    from bench.beir_data import query_half, split_queries
 
     queries = {str(i): f"claim {i}" for i in range(400)}
     tune, heldout = split_queries(queries, "tune"), split_queries(queries, "heldout")
