@@ -8,7 +8,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -19,6 +18,8 @@ import asyncpg
 import httpx
 from mcp import Client
 
+from bench.common import free_port
+
 ROOT = Path(__file__).resolve().parent.parent
 ARCHIVIST = shutil.which("archivist", path=str(Path(sys.executable).parent)) or "archivist"
 ROWS: list[tuple[str, str, str]] = []
@@ -27,12 +28,6 @@ ROWS: list[tuple[str, str, str]] = []
 def row(name: str, measured: str, held: bool) -> None:
     ROWS.append((name, measured, "yes" if held else "NO"))
     print(f"  {name}: {measured} -> {'held' if held else 'NOT HELD'}", file=sys.stderr)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Server:

@@ -23,7 +23,6 @@ import os
 import random
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -41,7 +40,7 @@ if str(ROOT) not in sys.path:
 import asyncpg  # noqa: E402
 from mcp import Client  # noqa: E402
 
-from bench.common import CACHE_DIR, machine_info  # noqa: E402
+from bench.common import CACHE_DIR, free_port, machine_info  # noqa: E402
 from bench.metrics import percentile  # noqa: E402
 from tests.fixture_site import FixtureSite  # noqa: E402
 
@@ -50,12 +49,6 @@ logger = logging.getLogger("bench.cluster")
 SECTIONS = ("/s0/", "/s1/", "/s2/")
 CALL_TIMEOUT = 20.0
 MIX = [("search", 40), ("create", 15), ("get", 15), ("list_documents", 10), ("list_sources", 10), ("status", 10)]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @dataclass

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import platform
 import re
+import socket
 from pathlib import Path
 from typing import Any
 
@@ -59,3 +60,10 @@ def settings_summary(settings: Settings) -> dict[str, Any]:
         "bm25_candidates",
     ]
     return {k: getattr(settings, k) for k in keys if hasattr(settings, k)}
+
+
+def free_port() -> int:
+    """A free TCP port on 127.0.0.1."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]

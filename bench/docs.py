@@ -46,6 +46,7 @@ if str(ROOT) not in sys.path:
 
 from bench.common import CACHE_DIR, machine_info  # noqa: E402
 from bench.extraction import reference  # noqa: E402
+from bench.metrics import first_ranks, hit_scores  # noqa: E402
 from services.app import Archivist  # noqa: E402
 from services.embeddings import create_embedder  # noqa: E402
 from services.embeddings.base import Embedder  # noqa: E402
@@ -213,27 +214,6 @@ def page_path(url: str | None, base: str) -> str | None:
     return path or "index.html"
 
 
-def first_ranks(rankings: list[list[str]], targets: list[list[str]]) -> list[int | None]:
-    """1-based rank of each question's first target page in its top 10 (None: not there)."""
-    out = []
-    for ranking, wanted in zip(rankings, targets, strict=True):
-        ranks = [i + 1 for i, path in enumerate(ranking[:10]) if path in wanted]
-        out.append(ranks[0] if ranks else None)
-    return out
-
-
-def score(rankings: list[list[str]], targets: list[list[str]]) -> dict[str, float]:
-    hit1 = hit5 = rr = 0.0
-    for ranking, wanted in zip(rankings, targets, strict=True):
-        ranks = [i for i, path in enumerate(ranking[:10]) if path in wanted]
-        first = ranks[0] if ranks else None
-        hit1 += first == 0
-        hit5 += first is not None and first < 5
-        rr += 1 / (first + 1) if first is not None else 0.0
-    n = max(1, len(rankings))
-    return {"hit@1": round(hit1 / n, 3), "hit@5": round(hit5 / n, 3), "mrr@10": round(rr / n, 3)}
-
-
 async def stored_pages(app: Archivist, source_id: Any, base: str) -> tuple[dict[str, str], int]:
     """path -> extracted text of every stored page, and the total indexed (chunk) characters."""
     rows = await app.db.pool.fetch("SELECT url, content FROM documents WHERE source_id = $1", source_id)
@@ -336,13 +316,13 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                     for strategy in args.strategies.split(","):
                         answer = await ask(app, crawl["source_id"], base, texts, strategy)
                         entry["strategies"][strategy] = {
-                            **score(answer["rankings"], targets),
+                            **hit_scores(answer["rankings"], targets),
                             "p50_ms": answer["p50_ms"],
                             "ranks": first_ranks(answer["rankings"], targets),
                         }
                     bm25 = bm25_rankings(pages, texts)
                     entry["strategies"]["bm25 (page level)"] = {
-                        **score(bm25, targets),
+                        **hit_scores(bm25, targets),
                         "ranks": first_ranks(bm25, targets),
                     }
                 results["sets"][name] = entry

@@ -78,3 +78,25 @@ def percentile(values: Sequence[float], pct: float) -> float:
     low = math.floor(pos)
     high = min(low + 1, len(ordered) - 1)
     return ordered[low] + (ordered[high] - ordered[low]) * (pos - low)
+
+
+def first_ranks(rankings: list[list[str]], targets: list[list[str]]) -> list[int | None]:
+    """1-based rank of each question's first target page in its top 10 (None: not there)."""
+    out = []
+    for ranking, wanted in zip(rankings, targets, strict=True):
+        ranks = [i + 1 for i, path in enumerate(ranking[:10]) if path in wanted]
+        out.append(ranks[0] if ranks else None)
+    return out
+
+
+def hit_scores(rankings: list[list[str]], targets: list[list[str]]) -> dict[str, float]:
+    """hit@1, hit@5 and MRR@10 of each question's first target page in its top 10."""
+    hit1 = hit5 = rr = 0.0
+    for ranking, wanted in zip(rankings, targets, strict=True):
+        ranks = [i for i, path in enumerate(ranking[:10]) if path in wanted]
+        first = ranks[0] if ranks else None
+        hit1 += first == 0
+        hit5 += first is not None and first < 5
+        rr += 1 / (first + 1) if first is not None else 0.0
+    n = max(1, len(rankings))
+    return {"hit@1": round(hit1 / n, 3), "hit@5": round(hit5 / n, 3), "mrr@10": round(rr / n, 3)}

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from bench.metrics import dedupe, evaluate, mrr_at_k, ndcg_at_k, percentile, recall_at_k
+from bench.metrics import dedupe, evaluate, first_ranks, hit_scores, mrr_at_k, ndcg_at_k, percentile, recall_at_k
 
 LOG2_3 = math.log2(3)
 LOG2_4 = 2.0
@@ -83,3 +83,11 @@ def test_scifact_halves_are_fixed_and_partition_the_queries() -> None:
     assert 150 < len(tune) < 250  # about half each
     assert split_queries(queries, "both") == queries == split_queries(queries, "all")
     assert query_half("1") == query_half("1") and {query_half(q) for q in queries} == {"tune", "heldout"}
+
+
+def test_docs_page_ranks_and_hit_scores() -> None:
+    """bench/docs.py: the first target page of each question in its top 10, any of several targets."""
+    rankings = [["a", "b", "c"], ["x", "y", "b"], ["p"] * 10 + ["t"], []]
+    targets = [["a"], ["b", "y"], ["t"], ["a"]]
+    assert first_ranks(rankings, targets) == [1, 2, None, None]
+    assert hit_scores(rankings, targets) == {"hit@1": 0.25, "hit@5": 0.5, "mrr@10": round((1 + 0.5) / 4, 3)}
