@@ -117,3 +117,31 @@ async def test_batching_embedder_embeds_a_repeated_chunk_once(embedder: Any) -> 
     direct = embedder.embed_documents([footer])[0]
     assert np.sum(footers * direct, axis=1).min() > 0.98
     assert np.sum(np.stack([r[0] for r in results]) * direct, axis=1).max() < 0.98  # pages keep their own vectors
+
+
+async def test_generated_index_pages_lead_the_crawl_but_are_not_stored(crawl_app: Archivist) -> None:
+    def sphinx(title: str, rel_index: str, links: str) -> str:
+        return (
+            f'<html><head><title>{title}</title><link rel="index" href="{rel_index}" />'
+            f'<link rel="search" href="search.html" /></head><body><div class="body" role="main">'
+            f"<h1>{title}</h1><p>{title} explains otters and kelp at some length.</p>{links}</div></body></html>"
+        )
+
+    with FixtureSite(with_defaults=False) as site:
+        links = '<a href="genindex.html">Index</a> <a href="hidden.html">Hidden</a>'
+        site.set_page("/d/index.html", sphinx("Start", "genindex.html", links))
+        site.set_page("/d/genindex.html", sphinx("Index", "#", '<a href="deep.html">deep</a>'))
+        site.set_page("/d/deep.html", sphinx("Deep", "genindex.html", ""))
+        site.set_page("/d/hidden.html", '<html><head><meta name="robots" content="noindex,nofollow"></head>'
+                      '<body><p>Hidden <a href="never.html">never</a></p></body></html>')  # fmt: skip
+        site.set_page("/d/never.html", sphinx("Never", "genindex.html", ""))
+        job = await crawl(crawl_app, site.url_for("/d/index.html"), recursive=True, max_depth=5, max_pages=20)
+        stored = {r["url"].rsplit("/", 1)[1] for r in await crawl_app.db.pool.fetch(
+            "SELECT url FROM documents WHERE source_id = $1", job.source_id
+        )}  # fmt: skip
+        frontier = {r["url"].rsplit("/", 1)[1]: (r["state"], r["skip_reason"]) for r in await crawl_app.db.pool.fetch(
+            "SELECT url, state, skip_reason FROM crawl_frontier WHERE job_id = $1", job.id
+        )}  # fmt: skip
+    assert stored == {"index.html", "deep.html"}  # deep.html was reached through the index page only
+    assert frontier["genindex.html"] == frontier["hidden.html"] == ("skipped", "noindex")
+    assert "never.html" not in frontier  # nofollow: the hidden page's links were not followed

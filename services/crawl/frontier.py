@@ -2,7 +2,7 @@
 
 The frontier (`crawl_frontier`) holds every URL the job has seen, keyed (job_id, url), with its depth
 and state. Rows are claimed `pending -> fetching` in breadth-first order and end `done`, `failed`,
-`skipped` (robots, pattern, off-scope, non-text, duplicate, max-pages), `gone` (404/410 or no longer
+`skipped` (robots, pattern, off-scope, non-text, noindex, duplicate, max-pages), `gone` (404/410 or no longer
 linked: its document was deleted) or `redirected` (crawled under its final URL). A worker that dies
 leaves rows in `fetching`; whoever resumes the job puts them back to `pending`. Documents are unique
 per (source, url) and ingestion is an upsert, so a page fetched again after a crash is never stored

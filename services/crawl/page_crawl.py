@@ -22,6 +22,7 @@ from services.documents import DocumentService, page_content
 from services.errors import NotFound, ServiceError
 from services.fetchers.base import Fetcher, FetchResult
 from services.pages import EXTRACTOR_VERSION
+from services.pages.indexing import NOFOLLOW, NOINDEX
 
 if TYPE_CHECKING:
     from services.app import Archivist
@@ -169,6 +170,11 @@ class PageCrawler:
         if follow_only:
             await self._enqueue_links(target, page.links)
             await self._skip(target.url, "pattern", known, page.status)
+            return
+        if page.metadata.get(NOINDEX):  # e.g. Sphinx's genindex.html: its links lead on, its text is noise
+            if not page.metadata.get(NOFOLLOW):
+                await self._enqueue_links(target, page.links)
+            await self._skip(target.url, "noindex", known, page.status)
             return
         metadata = self._document_metadata(target, page)
         result = await self.documents.ingest(

@@ -15,7 +15,7 @@ from lxml.html import HtmlElement
 
 #: Bumped whenever extraction changes what a page's text is: a stored page extracted by an older
 #: version is fetched again in full (no conditional request) on its next recrawl and re-chunked.
-EXTRACTOR_VERSION = "pages-1"
+EXTRACTOR_VERSION = "pages-2"  # pages-2: noindex pages are no longer stored
 
 
 @dataclass

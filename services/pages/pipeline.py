@@ -1,6 +1,6 @@
 """Per-content-type page pipelines: a page's source in, its article as markdown (+ title, links) out.
 
-HTML: parse -> metadata -> links (whole page) -> main content -> sanitize -> markdown.
+HTML: parse -> metadata -> noindex / nofollow -> links (whole page) -> main content -> sanitize -> markdown.
 Markdown and plain text pass through (markdown also yields a title and its links).
 Crawled pages (services/fetchers) and ingested .html files (services/parsers/html.py) both come here.
 """
@@ -11,6 +11,7 @@ import re
 
 from services.crawl.robots import parse_llms_txt
 from services.pages.base import EXTRACTOR_VERSION, ExtractedPage, PageContext, Step
+from services.pages.indexing import DetectNoIndex
 from services.pages.links import ExtractLinks
 from services.pages.main_content import SelectMainContent
 from services.pages.markdown import ToMarkdown
@@ -22,7 +23,15 @@ HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
 MARKDOWN_TYPES = frozenset({"text/markdown", "text/x-markdown"})
 _MARKDOWN_HEADING = re.compile(r"^#{1,2}\s+(.+?)\s*#*\s*$", re.MULTILINE)
 
-HTML_STEPS: tuple[type[Step], ...] = (ParseHtml, ExtractMetadata, ExtractLinks, SelectMainContent, Sanitize, ToMarkdown)
+HTML_STEPS: tuple[type[Step], ...] = (
+    ParseHtml,
+    ExtractMetadata,
+    DetectNoIndex,
+    ExtractLinks,
+    SelectMainContent,
+    Sanitize,
+    ToMarkdown,
+)
 
 
 def markdown_title(text: str) -> str | None:
