@@ -67,20 +67,27 @@ _WORD = re.compile(r"\w+")
 
 
 class TimingEmbedder(Embedder):
-    """Wraps the real embedder and adds up the time spent embedding passages."""
+    """Wraps the real embedder and adds up the wall time during which at least one passage embedding
+    runs (the model gate runs one call per slot side by side)."""
 
     def __init__(self, inner: Embedder) -> None:
         self.inner, self.name, self.dim = inner, inner.name, inner.dim
         self.busy = 0.0
+        self._running, self._since = 0, 0.0
         self._lock = threading.Lock()
 
     def embed_documents(self, texts: list[str]) -> np.ndarray:
-        began = time.perf_counter()
+        with self._lock:
+            if self._running == 0:
+                self._since = time.perf_counter()
+            self._running += 1
         try:
             return self.inner.embed_documents(texts)
         finally:
             with self._lock:
-                self.busy += time.perf_counter() - began
+                self._running -= 1
+                if self._running == 0:
+                    self.busy += time.perf_counter() - self._since
 
     def embed_query(self, text: str) -> np.ndarray:
         return self.inner.embed_query(text)
