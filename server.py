@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import argparse
 import asyncio
-import json
 import logging
 import os
-import shutil
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -63,7 +60,7 @@ class ArchivistServer(MCPServer):
         return result if isinstance(result, InputRequiredResult) else resources.with_window_meta(result)
 
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Context | None = None) -> Any:
-        from access_calls import guarded_call
+        from access.guard import guarded_call
 
         async def run() -> Any:
             if self._tool_manager.get_tool(name) is None:
@@ -117,6 +114,20 @@ async def run_folder_watcher(runtime: Runtime, stop: asyncio.Event) -> None:
     await run_watcher(app, stop)
 
 
+def healthz_endpoint(runtime: Runtime) -> Any:
+    """The Starlette handler for GET /healthz."""
+    from starlette.requests import Request
+    from starlette.responses import JSONResponse
+
+    from services.health import runtime_report
+
+    async def healthz(_: Request) -> JSONResponse:
+        body, status = await runtime_report(runtime)
+        return JSONResponse(body, status_code=status)
+
+    return healthz
+
+
 def build_server(
     settings: Settings | None = None,
     *,
@@ -165,133 +176,20 @@ def build_server(
     mcp.auth_gate = auth_gate
     for module in (search_knowledge_base, manage_document, manage_source, crawl_website, resources):
         module.register(mcp, runtime)
-    from services.health import healthz_endpoint
-
     mcp.custom_route("/healthz", ["GET"], include_in_schema=False)(healthz_endpoint(runtime))
     return mcp
 
 
-# ---------------------------------------------------------------- command line
-
-
-def configure_logging(level: str) -> None:
-    logging.basicConfig(
-        level=level.upper(), stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
-
-
-def server_command() -> list[str]:
-    exe = shutil.which("archivist") or os.path.join(os.path.dirname(sys.executable), "archivist")
-    return [os.path.abspath(exe), "serve"]
-
-
-def client_env(settings: Settings) -> dict[str, str]:
-    env = {"ARCHIVIST_ALLOWED_PATHS": os.pathsep.join(str(p) for p in settings.allowed_paths)}
-    if settings.database_url:
-        env["DATABASE_URL"] = settings.database_url
-    else:
-        env["ARCHIVIST_DATA_DIR"] = str(settings.data_dir)
-    return env
-
-
-def print_client_config(
-    client: str, settings: Settings, http_url: str | None = None, profiles: list[str] | None = None
-) -> None:
-    """Print a client entry; secrets appear only as environment-variable references."""
-    from cli_access import http_entry, redact_dsn
-
-    if http_url:
-        print(json.dumps(http_entry(client, http_url), indent=2))
-        return
-    command, *args = server_command()
-    env = client_env(settings)
-    if "DATABASE_URL" in env:
-        env["DATABASE_URL"] = redact_dsn(env["DATABASE_URL"])
-    if profiles:
-        env["ARCHIVIST_PROFILES"] = ",".join(profiles)
-    entry = {"command": command, "args": args, "env": env}
-    if client == "claude-code":
-        entry = {"type": "stdio", **entry}
-    if client == "vscode":
-        print(json.dumps({"servers": {"archivist": {"type": "stdio", **entry}}}, indent=2))
-        return
-    print(json.dumps({"mcpServers": {"archivist": entry}}, indent=2))
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="archivist", description="Archivist knowledge base for AI agents")
-    sub = parser.add_subparsers(dest="command", required=True)
-    serve = sub.add_parser("serve", help="run the MCP server (stdio by default)")
-    serve.add_argument("--http", action="store_true", help="serve streamable HTTP at /mcp instead of stdio")
-    serve.add_argument("--host", default=None)
-    serve.add_argument("--port", type=int, default=None)
-    serve.add_argument("--no-worker", action="store_true", help="leave crawl jobs to `archivist worker`")
-    serve.add_argument("--watch", action="store_true", help="keep folder sources in sync as their files change")
-    serve.add_argument("--profile", action="append", default=None, help="confine to this profile (repeatable)")
-    serve.add_argument("--stateless", action="store_true", help="HTTP without sessions (behind a load balancer)")
-    config = sub.add_parser("config", help="print an MCP client configuration entry")
-    config.add_argument("client", choices=["claude-code", "claude-desktop", "cursor", "vscode"])
-    config.add_argument("--http", default=None, metavar="URL", help="entry for a running HTTP server (bearer token)")
-    config.add_argument("--profile", action="append", default=None, help="confine the stdio server (repeatable)")
-    from cli import add_human_commands
-
-    add_human_commands(sub)
-    sub.add_parser("doctor", help="report database, models, worker and queue health")
-    from cli_access import add_access_commands
-
-    add_access_commands(sub)
-    return parser
-
-
-def main(argv: list[str] | None = None) -> None:
-    args = build_parser().parse_args(argv)
+def main() -> None:
+    """`python server.py`: the stdio MCP server with the environment's settings (as `archivist serve`)."""
     settings = get_settings()
-    configure_logging(settings.log_level)
-    if args.command == "serve":
-        import os
+    logging.basicConfig(level=settings.log_level.upper(), stream=sys.stderr)
+    build_server(settings, profiles=env_profiles()).run("stdio")
 
-        profiles = args.profile or [p for p in os.environ.get("ARCHIVIST_PROFILES", "").split(",") if p.strip()]
-        host, port = args.host or settings.http_host, args.port or settings.http_port
-        runtime = Runtime(settings)
-        auth, gate = None, None
-        if args.http:
-            from access_http import http_auth, is_loopback, tokens_exist
 
-            if not is_loopback(host) and not asyncio.run(tokens_exist(settings)):
-                print(
-                    f"error: refusing to serve on {host} without access tokens.\n"
-                    "Create one first: archivist token create --name NAME [--profile P]",
-                    file=sys.stderr,
-                )
-                raise SystemExit(2)
-            auth, gate = http_auth(settings, host, port)
-        from services.profiles import read_profile_notes
-
-        server = build_server(
-            settings,
-            run_worker=False if args.no_worker else None,
-            runtime=runtime,
-            watch=True if args.watch else None,
-            profiles=profiles,
-            auth=auth,
-            auth_gate=gate,
-            profile_notes=asyncio.run(read_profile_notes(settings, profiles)),
-        )
-        if args.http:
-            from web import mount_console
-
-            mount_console(server, runtime, settings, host)
-            print(f"Archivist console: http://{host}:{port}/  (MCP: http://{host}:{port}/mcp)", file=sys.stderr)
-            stateless = bool(args.stateless or settings.stateless_http)
-            server.run("streamable-http", host=host, port=port, streamable_http_path="/mcp", stateless_http=stateless)
-        else:
-            server.run("stdio")
-    elif args.command == "config":
-        print_client_config(args.client, settings, http_url=args.http, profiles=args.profile)
-    else:
-        from cli import run_human_command
-
-        asyncio.run(run_human_command(args, settings))
+def env_profiles() -> list[str]:
+    """ARCHIVIST_PROFILES (comma-separated): the profiles a stdio server is confined to."""
+    return [p.strip() for p in os.environ.get("ARCHIVIST_PROFILES", "").split(",") if p.strip()]
 
 
 if __name__ == "__main__":

@@ -71,7 +71,7 @@ async def record_cost(n: int = 20_000) -> float:
     """Microseconds the request path spends in AuditService.record (redact + JSON + enqueue); the loop
     does not yield meanwhile, so the writer task (which would need a database) never runs."""
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-    from services.audit import AuditService
+    from services.access.audit import AuditService
 
     audit = AuditService(db=None, max_queue=n + 1)  # type: ignore[arg-type]
     args = {"action": "create", "source_id": "3f1c0000-0000-0000-0000-000000000000", "content": "x" * 5000}

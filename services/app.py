@@ -4,23 +4,24 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import signal
 import threading
 from typing import Any
 
-from services.audit import AuditService
+from services.access.audit import AuditService
+from services.access.profiles import ProfileService
+from services.access.ratelimit import RateLimiter
+from services.access.tokens import TokenService
 from services.database import Database
 from services.documents import DocumentService
 from services.embeddings import create_embedder, gate
 from services.embeddings.base import Embedder
 from services.errors import ServiceError, Unavailable
-from services.profiles import ProfileService
-from services.ratelimit import RateLimiter
 from services.reranking import create_reranker
 from services.reranking.base import Reranker
 from services.search import SearchService
 from services.settings import Settings
 from services.sources import SourceService
-from services.tokens import TokenService
 
 logger = logging.getLogger(__name__)
 
@@ -141,3 +142,20 @@ class Runtime:
                 return
         elif self._task.exception() is None:
             await self._task.result().close()
+
+
+async def run_standalone_worker(settings: Settings, worker_id: str | None = None, concurrent_jobs: int = 2) -> None:
+    """`archivist worker`: open the knowledge base and run a worker until SIGINT/SIGTERM."""
+    from services.worker import run_worker
+
+    app = await Archivist.open(settings)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, stop.set)
+    try:
+        await run_worker(app, stop, worker_id, concurrent_jobs=concurrent_jobs)
+    finally:
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(signum)
+        await app.close()

@@ -7,8 +7,8 @@ from typing import Any
 from uuid import UUID
 
 from models import ChunkView, Document, Page
+from services.access.scope import current_scope
 from services.database import Database
-from services.scope import current_scope
 from services.validation import check_page
 
 DOCUMENT_SORTS = {
@@ -25,7 +25,7 @@ DOC_COLUMNS = (
 
 
 def scoped_ids() -> list[UUID] | None:
-    """The sources the current call may see (services.scope), or None for all."""
+    """The sources the current call may see (services.access.scope), or None for all."""
     ids = current_scope().source_ids
     return None if ids is None else list(ids)
 

@@ -57,15 +57,3 @@ async def runtime_report(runtime: Any) -> tuple[dict[str, Any], int]:
         return {"ok": False, "status": "failed", "error": f"{type(exc).__name__}: {exc}"[:300]}, 503
     body = await report(task.result())
     return body, 200 if body["ok"] else 503
-
-
-def healthz_endpoint(runtime: Any) -> Any:
-    """A Starlette handler for GET /healthz."""
-    from starlette.requests import Request
-    from starlette.responses import JSONResponse
-
-    async def healthz(_: Request) -> JSONResponse:
-        body, status = await runtime_report(runtime)
-        return JSONResponse(body, status_code=status)
-
-    return healthz

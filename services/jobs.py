@@ -19,17 +19,17 @@ import asyncpg
 
 from models import Page
 from models.jobs import ACTIVE_STATUSES, JOB_STATUSES, CrawlJob, CrawlParams, PageError, StartedJob
+from services.access.job_limits import insert_job, scoped_ids
+from services.access.scope import current_scope
 from services.crawl.job_sql import COUNTERS_JOIN, JOB_COLUMNS
 from services.crawl.params import SCOPES, _check_patterns, check_start_url, default_source_title
 from services.crawl.politeness import HostThrottle, SharedHostGate
-from services.crawl.safety import check_url_allowed
 from services.errors import Conflict, InvalidArgument, NotFound
-from services.job_limits import insert_job, scoped_ids
-from services.scope import current_scope
+from services.net.safety import check_url_allowed
 from services.validation import check_page, parse_uuid
 
 if TYPE_CHECKING:
-    from services.app import Archivist
+    from services.ports import AppServices as Archivist
 
 logger = logging.getLogger(__name__)
 

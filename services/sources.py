@@ -8,9 +8,9 @@ from uuid import UUID
 import asyncpg
 
 from models import Page, Source, SourceStats
+from services.access.scope import admit, current_scope
 from services.database import Database
 from services.errors import Conflict, InvalidArgument, NotFound
-from services.scope import admit, current_scope
 from services.validation import check_page, clean_text, parse_uuid, require_text
 
 SOURCE_TYPES = ("upload", "crawl", "api", "folder")

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import signal
 import socket
 import uuid
 from typing import TYPE_CHECKING
@@ -24,8 +23,7 @@ from services.errors import ServiceError
 from services.jobs import MAX_ATTEMPTS
 
 if TYPE_CHECKING:
-    from services.app import Archivist
-    from services.settings import Settings
+    from services.ports import AppServices as Archivist
 
 logger = logging.getLogger(__name__)
 
@@ -105,22 +103,3 @@ async def finish_running(running: set[asyncio.Task[None]]) -> None:
     for task in still:
         task.cancel()
     await asyncio.gather(*done, *still, return_exceptions=True)
-
-
-async def run_standalone_worker(
-    settings: Settings, worker_id: str | None = None, concurrent_jobs: int = DEFAULT_CONCURRENT_JOBS
-) -> None:
-    """`archivist worker`: open the knowledge base and run a worker until SIGINT/SIGTERM."""
-    from services.app import Archivist
-
-    app = await Archivist.open(settings)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(signum, stop.set)
-    try:
-        await run_worker(app, stop, worker_id, concurrent_jobs=concurrent_jobs)
-    finally:
-        for signum in (signal.SIGINT, signal.SIGTERM):
-            loop.remove_signal_handler(signum)
-        await app.close()

@@ -1,7 +1,7 @@
 """A standalone crawl worker process, for the test that SIGKILLs a worker mid-crawl.
 
 Usage: `python tests/crawl_worker_proc.py WORKER_ID [JOBS]`, with DATABASE_URL and ARCHIVIST_* settings in the
-environment. Runs `services.worker.run_standalone_worker` (what `archivist worker` runs) until
+environment. Runs `services.app.run_standalone_worker` (what `archivist worker` runs) until
 SIGTERM/SIGINT, or until it is killed.
 """
 
@@ -14,8 +14,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from services.app import run_standalone_worker  # noqa: E402
 from services.settings import Settings  # noqa: E402 - after the sys.path fix above
-from services.worker import run_standalone_worker  # noqa: E402
 
 if __name__ == "__main__":
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(name)s: %(message)s")

@@ -8,8 +8,8 @@ from uuid import uuid4
 
 import pytest
 
+from services.access.scope import Scope, current_scope, use_scope
 from services.errors import Conflict, InvalidArgument, NotFound, PermissionDenied
-from services.scope import Scope, current_scope, use_scope
 
 
 async def test_profiles_crud_and_scope(app) -> None:

@@ -12,7 +12,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def archivist(*args: str, database_url: str, allowed: Path) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "DATABASE_URL": database_url, "ARCHIVIST_ALLOWED_PATHS": str(allowed)}
-    command = [sys.executable, "-c", "import server; server.main()", *args]
+    command = [sys.executable, "-c", "import cli; cli.main()", *args]
     return subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=180)
 
 

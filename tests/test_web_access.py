@@ -22,7 +22,7 @@ def has_access_control() -> bool:
     """True once the access-control services (tokens, profiles, scope) are part of this build."""
     from importlib.util import find_spec
 
-    return any(find_spec(name) is not None for name in ("services.tokens", "services.scope"))
+    return any(find_spec(name) is not None for name in ("services.access.tokens", "services.access.scope"))
 
 
 needs_tokens = pytest.mark.skipif(not has_access_control(), reason="the access-token service is not in this build")

@@ -15,8 +15,8 @@ from uuid import UUID
 from mcp.types import CallToolResult, ResourceLink, TextContent
 
 from models import Document, Page, Source
+from services.access.scope import current_scope
 from services.errors import CallTimeout, InvalidArgument, ServiceError, service_error_from
-from services.scope import current_scope
 from services.validation import MAX_PER_PAGE, clean_text
 
 logger = logging.getLogger(__name__)
@@ -159,7 +159,7 @@ async def dispatch(
     tool: str, runtime: Any, actions: dict[str, Any], action: str | None, args: dict[str, Any]
 ) -> CallToolResult:
     """Run the handler for `action` with the started services and the tool's arguments (the server's
-    call_tool has set the caller's scope and audits the call; see access_calls.py)."""
+    call_tool has set the caller's scope and audits the call; see access/guard.py)."""
 
     async def body() -> dict[str, Any]:
         handler = require_action(action, actions)

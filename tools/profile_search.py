@@ -10,9 +10,9 @@ from typing import Any
 from mcp.server.auth.middleware.auth_context import get_access_token
 
 from models.access import Profile
+from services.access.profiles import read_profile_notes
+from services.access.scope import Scope, current_scope
 from services.errors import InvalidArgument
-from services.profiles import read_profile_notes
-from services.scope import Scope, current_scope
 
 logger = logging.getLogger(__name__)
 NOTE_LIMIT = 160  # characters of each profile's description in the tool description

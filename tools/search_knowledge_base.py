@@ -8,8 +8,8 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import CallToolResult, InputRequiredResult, ToolAnnotations
 
 from models import SearchHit
+from services.access.scope import use_scope
 from services.app import Archivist, Runtime
-from services.scope import use_scope
 from services.search import SearchOutcome
 from services.search.context import check_max_tokens, pack_context, token_counter
 from services.validation import clean_text

@@ -10,12 +10,12 @@ from starlette.datastructures import FormData
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 
+from services.access.clients import client_entries
+from services.access.scope import Scope, use_scope
 from services.app import Runtime
 from services.errors import ServiceError
-from services.scope import Scope, use_scope
 from services.settings import Settings
 from web import auth
-from web.clients import client_entries
 from web.render import build_environment
 
 logger = logging.getLogger(__name__)

@@ -9,9 +9,9 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
+from services.access.scope import Scope, current_scope, use_scope
 from services.browse import DOCUMENT_SORTS, BrowseService
 from services.errors import InvalidArgument
-from services.scope import Scope, current_scope, use_scope
 from services.search import SEARCH_TYPES
 from services.validation import parse_uuid
 from web.core import Console, query_int

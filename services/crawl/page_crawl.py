@@ -17,15 +17,15 @@ from models.jobs import CrawlJob, CrawlParams
 from services.crawl.frontier import Frontier, FrontierRow, RowResult, short_error
 from services.crawl.politeness import HostThrottle
 from services.crawl.robots_cache import RobotsCache
-from services.crawl.urls import normalize_url
 from services.documents import DocumentService, page_content
 from services.errors import NotFound, ServiceError
 from services.fetchers.base import Fetcher, FetchResult
+from services.net.urls import normalize_url
 from services.pages import EXTRACTOR_VERSION
 from services.pages.indexing import NOFOLLOW, NOINDEX
 
 if TYPE_CHECKING:
-    from services.app import Archivist
+    from services.ports import AppServices as Archivist
 
 GONE_STATUSES = frozenset({404, 410})
 NON_TEXT_PREFIX = "non-text content"

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from urllib.parse import urlsplit
 
-from services.crawl.urls import normalize_url
 from services.errors import InvalidArgument
+from services.net.urls import normalize_url
 
 SCOPES = ("same-host", "same-domain", "under-path")
 MAX_PATTERNS = 20

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import asyncpg
 
-from services.crawl.urls import host_key
+from services.net.urls import host_key
 
 logger = logging.getLogger(__name__)
 

@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from services.crawl.politeness import HostThrottle
-from services.crawl.robots import RobotsPolicy, fetch_text
-from services.crawl.urls import host_key
+from services.net.robots import RobotsPolicy, fetch_text
+from services.net.urls import host_key
 
 if TYPE_CHECKING:
     from services.settings import Settings

@@ -8,6 +8,7 @@ from uuid import UUID
 import asyncpg
 
 from models import IngestResult
+from services.access.scope import current_scope
 from services.chunking.base import Chunk
 from services.database import Database
 from services.documents.text import (
@@ -18,7 +19,6 @@ from services.documents.text import (
 )
 from services.embeddings.base import Embedder
 from services.errors import Conflict, InvalidArgument, NotFound
-from services.scope import current_scope
 from services.settings import Settings
 from services.sources import SourceService
 from services.validation import parse_uuid

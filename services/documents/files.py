@@ -145,9 +145,9 @@ class FilesMixin:
         metadata: dict[str, Any] | None = None,
     ) -> IngestResult:
         """Fetch one web page (same fetcher and safety checks as the crawler) and ingest it."""
-        from services.crawl.safety import check_url_allowed
-        from services.crawl.urls import normalize_url
         from services.fetchers import create_fetcher
+        from services.net.safety import check_url_allowed
+        from services.net.urls import normalize_url
 
         normalized = normalize_url(url)
         if normalized is None:

@@ -6,6 +6,7 @@ from typing import Any
 from uuid import UUID
 
 from models import ChunkView, ContentWindow, Document, Page
+from services.access.scope import current_scope
 from services.database import Database
 from services.documents.text import (
     DOC_HINT,
@@ -15,7 +16,6 @@ from services.documents.text import (
 )
 from services.embeddings.base import Embedder
 from services.errors import InvalidArgument, NotFound
-from services.scope import current_scope
 from services.settings import Settings
 from services.sources import SourceService
 from services.validation import check_page, parse_uuid

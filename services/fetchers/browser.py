@@ -22,10 +22,10 @@ import re
 import socket
 from typing import TYPE_CHECKING, Any
 
-from services.crawl.safety import check_url_allowed
 from services.errors import ServiceError
 from services.fetchers.base import Fetcher, FetchResult
 from services.fetchers.crawl4ai_http import HTML_TYPES, Crawl4aiHttpFetcher, fill_from_page, load_crawl4ai
+from services.net.safety import check_url_allowed
 from services.pages import extract_html
 
 if TYPE_CHECKING:

@@ -28,10 +28,10 @@ from typing import TYPE_CHECKING
 
 import httpx
 
-from services.crawl.safety import check_url_allowed
-from services.crawl.urls import normalize_url
 from services.errors import ServiceError
 from services.fetchers.base import Fetcher, FetchResult
+from services.net.safety import check_url_allowed
+from services.net.urls import normalize_url
 from services.pages import ExtractedPage, extract_page
 from services.pages.links import unique_normalized
 

@@ -5,7 +5,7 @@ such a page's links but does not store it: a list of every term on the site matc
 
 from __future__ import annotations
 
-from services.crawl.urls import normalize_url
+from services.net.urls import normalize_url
 from services.pages.base import PageContext, Step
 
 NOINDEX = "noindex"

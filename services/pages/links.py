@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from services.crawl.urls import normalize_url
+from services.net.urls import normalize_url
 from services.pages.base import PageContext, Step
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from services.crawl.robots import parse_llms_txt
+from services.net.robots import parse_llms_txt
 from services.pages.base import EXTRACTOR_VERSION, ExtractedPage, PageContext, Step
 from services.pages.indexing import DetectNoIndex
 from services.pages.links import ExtractLinks

@@ -7,12 +7,12 @@ from dataclasses import dataclass
 from uuid import UUID
 
 from models import SearchHit
+from services.access.scope import current_scope
 from services.database import Database
 from services.embeddings import embed_query_async
 from services.embeddings.base import Embedder
 from services.errors import InvalidArgument
 from services.reranking.base import Reranker
-from services.scope import current_scope
 from services.search.base import SearchRequest, SearchStrategy
 from services.search.passages import distinct_passages
 from services.settings import Settings

@@ -15,15 +15,15 @@ from uuid import UUID
 
 from models import Source
 from models.jobs import CrawlParams, StartedJob
+from services.access.job_limits import insert_job
 from services.crawl.params import _check_patterns
 from services.errors import InvalidArgument, NotFound
-from services.job_limits import insert_job
 from services.paths import resolve_allowed_path
 from services.sources import LIST_HINT
 from services.sync.scan import FolderConfig
 
 if TYPE_CHECKING:
-    from services.app import Archivist
+    from services.ports import AppServices as Archivist
 
 logger = logging.getLogger(__name__)
 

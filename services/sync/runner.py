@@ -29,7 +29,7 @@ from services.paths import resolve_allowed_path
 from services.sync.scan import FolderConfig, scan
 
 if TYPE_CHECKING:
-    from services.app import Archivist
+    from services.ports import AppServices as Archivist
 
 logger = logging.getLogger(__name__)
 

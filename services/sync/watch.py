@@ -20,7 +20,7 @@ from services.errors import ServiceError
 from services.sync.scan import FolderConfig
 
 if TYPE_CHECKING:
-    from services.app import Archivist
+    from services.ports import AppServices as Archivist
 
 logger = logging.getLogger(__name__)
 

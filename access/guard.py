@@ -12,8 +12,8 @@ from typing import Any
 
 from mcp.server.auth.middleware.auth_context import get_access_token
 
+from services.access.scope import Scope, use_scope
 from services.errors import service_error_from
-from services.scope import Scope, use_scope
 from tools.common import failure, failure_from
 
 logger = logging.getLogger(__name__)
@@ -87,7 +87,7 @@ def outcome(result: Any) -> tuple[str | None, int]:
 def audit_call(
     runtime: Any, scope: Scope | None, name: str, arguments: dict[str, Any], result: Any, started: float
 ) -> None:
-    """Queue one audit entry; never blocks, never raises (see services.audit)."""
+    """Queue one audit entry; never blocks, never raises (see services.access.audit)."""
     try:
         app = runtime.ready()
         if app is None:

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import sys
 from typing import Any
 
 from services.settings import Settings
@@ -10,10 +13,24 @@ from services.settings import Settings
 TOKEN_PLACEHOLDER = "<your access token>"
 
 
-def stdio_entry(settings: Settings) -> dict[str, Any]:
-    """The same stdio entry `archivist config claude-desktop` prints (server.py builds it)."""
-    from server import client_env, server_command  # lazy: server.py imports this package
+def server_command() -> list[str]:
+    """The absolute command that starts the stdio server (`archivist serve`)."""
+    exe = shutil.which("archivist") or os.path.join(os.path.dirname(sys.executable), "archivist")
+    return [os.path.abspath(exe), "serve"]
 
+
+def client_env(settings: Settings) -> dict[str, str]:
+    """The environment a stdio client entry needs to reach this knowledge base."""
+    env = {"ARCHIVIST_ALLOWED_PATHS": os.pathsep.join(str(p) for p in settings.allowed_paths)}
+    if settings.database_url:
+        env["DATABASE_URL"] = settings.database_url
+    else:
+        env["ARCHIVIST_DATA_DIR"] = str(settings.data_dir)
+    return env
+
+
+def stdio_entry(settings: Settings) -> dict[str, Any]:
+    """The same stdio entry `archivist config claude-desktop` prints."""
     command, *args = server_command()
     return {"command": command, "args": args, "env": client_env(settings)}
 

@@ -13,8 +13,8 @@ from typing import Any
 from uuid import UUID
 
 from models.jobs import ACTIVE_STATUSES
+from services.access.scope import Scope, current_scope
 from services.errors import RateLimited
-from services.scope import Scope, current_scope
 
 #: Seconds suggested to wait when over the running-jobs limit (a job's progress is worth a look first).
 RETRY_AFTER_SECONDS = 30.0

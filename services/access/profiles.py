@@ -10,9 +10,9 @@ from uuid import UUID
 import asyncpg
 
 from models.access import Profile
+from services.access.scope import Scope
 from services.database import Database
 from services.errors import Conflict, InvalidArgument, NotFound
-from services.scope import Scope
 
 logger = logging.getLogger(__name__)
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")

@@ -16,9 +16,9 @@ from urllib.parse import unquote, urlsplit
 
 import httpx
 
-from services.crawl.safety import check_url_allowed
-from services.crawl.urls import normalize_url
 from services.errors import ServiceError
+from services.net.safety import check_url_allowed
+from services.net.urls import normalize_url
 
 logger = logging.getLogger(__name__)
 

@@ -22,7 +22,7 @@ from mcp.server.auth.settings import AuthSettings
 from starlette.types import Receive, Send
 from starlette.types import Scope as AsgiScope
 
-from services.tokens import TokenService
+from services.access.tokens import TokenService
 
 logger = logging.getLogger(__name__)
 ACTIVE_TOKENS_SQL = (
