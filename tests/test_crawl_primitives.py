@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 
-from services.crawl import safety
 from services.crawl.politeness import HostThrottle
 from services.errors import InvalidArgument, PermissionDenied
 from services.fetchers import create_fetcher
 from services.fetchers.crawl4ai_http import Crawl4aiHttpFetcher
+from services.net import safety
 from services.net.robots import RobotsPolicy, fetch_text, parse_llms_txt, parse_sitemap
 from services.net.safety import check_url_allowed
 from services.net.urls import host_key, in_scope, matches_patterns, normalize_url, registrable_domain
