@@ -28,7 +28,7 @@ def add_backup_commands(sub: Any) -> None:
         "restore",
         help="restore a knowledge base from a backup file (pg_restore)",
         description="Restore a backup into this knowledge base (an empty one, unless --force).",
-        epilog="examples:\n  ARCHIVIST_DATA_DIR=~/kb2 archivist restore kb.backup\n  archivist restore kb.backup --force",
+        epilog="examples:\n  archivist --data-dir ~/kb2 restore kb.backup\n  archivist restore kb.backup --force",
     )
     restore.add_argument("file", type=Path, help="a file written by `archivist backup`")
     restore.add_argument("--force", action="store_true", help="replace a knowledge base that is not empty")
