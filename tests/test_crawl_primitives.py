@@ -572,14 +572,13 @@ async def test_private_site_refused_without_allow_private(make_fetcher: FetcherF
 async def test_redirect_to_private_address_refused(
     make_fetcher: FetcherFactory, site: FixtureSite, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Treat the fixture host as public, so only the redirect hop hits the real guard."""
-    import services.fetchers.crawl4ai_http as http_module
+    """Treat the fixture's address as public, so only the redirect hop hits the real guard."""
+    real_class = safety.address_class
 
-    async def fixture_is_public(url: str, allow_private: bool) -> None:
-        if not url.startswith(site.url):
-            await check_url_allowed(url, allow_private)
+    def fixture_is_public(address: Any) -> str | None:
+        return None if str(address) == site.host else real_class(address)
 
-    monkeypatch.setattr(http_module, "check_url_allowed", fixture_is_public)
+    monkeypatch.setattr(safety, "address_class", fixture_is_public)
     strict = await make_fetcher(crawl_allow_private=False)
     site.set_redirect("/to-metadata", "http://169.254.169.254/latest/meta-data/")
     result = await strict.fetch(site.url_for("/to-metadata"))

@@ -7,7 +7,8 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from services.crawl.politeness import HostThrottle
-from services.crawl.robots import RobotsPolicy, fetch_text
+from services.crawl.robots import RobotsPolicy
+from services.crawl.text_fetch import fetch_text
 from services.crawl.urls import host_key
 
 if TYPE_CHECKING:

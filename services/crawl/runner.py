@@ -34,8 +34,9 @@ from models.jobs import CrawlJob, CrawlParams
 from services.crawl.embed_batcher import BatchingEmbedder
 from services.crawl.frontier import Frontier, FrontierRow, RowResult, short_error
 from services.crawl.page_crawl import PageCrawler
-from services.crawl.robots import fetch_text, parse_llms_txt, parse_sitemap
+from services.crawl.robots import parse_llms_txt, parse_sitemap
 from services.crawl.robots_cache import MAX_DISCOVERY_BYTES, RobotsCache, site_root
+from services.crawl.text_fetch import fetch_text
 from services.crawl.urls import in_scope, matches_patterns, normalize_url
 from services.documents import DocumentService
 from services.errors import ServiceError, unavailable_from
