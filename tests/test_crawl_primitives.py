@@ -695,22 +695,23 @@ def test_browser_status_normalisation() -> None:
     assert crawl_result_status(SimpleNamespace(status_code=None, error_message="net::ERR_NAME_NOT_RESOLVED")) == 0
 
 
-async def test_browser_request_guard_aborts_private_requests(tmp_path: Path) -> None:
+async def test_browser_request_guard_aborts_private_requests(tmp_path: Path, site: FixtureSite) -> None:
+    """The route answers requests itself (pinned client) or aborts them; Chromium never connects."""
     from types import SimpleNamespace
 
     from services.fetchers.browser import BrowserFetcher
 
-    calls: list[tuple[str, str]] = []
+    calls: list[tuple[str, Any]] = []
 
     class FakeRoute:
         def __init__(self, url: str) -> None:
-            self.request = SimpleNamespace(url=url)
+            self.request = SimpleNamespace(url=url, method="GET", headers={}, post_data_buffer=None)
 
         async def abort(self, reason: str) -> None:
             calls.append(("abort", self.request.url))
 
-        async def continue_(self) -> None:
-            calls.append(("continue", self.request.url))
+        async def fulfill(self, *, status: int, headers: dict[str, str], body: bytes) -> None:
+            calls.append(("fulfill", status))
 
     class FakeContext:
         handler: Any = None
@@ -718,14 +719,20 @@ async def test_browser_request_guard_aborts_private_requests(tmp_path: Path) -> 
         async def route(self, pattern: str, handler: Any) -> None:
             self.handler = handler
 
-    browser = BrowserFetcher(_settings(tmp_path, crawl_allow_private=False, crawl_browser=True))
-    context = FakeContext()
-    await browser._guard_requests(page=None, context=context)
-    for url in ["http://169.254.169.254/latest", "https://93.184.215.14/app.js", "data:text/plain,hi"]:
-        await context.handler(FakeRoute(url))
-    await browser.close()
+    strict = BrowserFetcher(_settings(tmp_path, crawl_allow_private=False, crawl_browser=True))
+    trusting = BrowserFetcher(_settings(tmp_path, crawl_allow_private=True, crawl_browser=True))
+    strict_context, trusting_context = FakeContext(), FakeContext()
+    await strict._guard_requests(page=None, context=strict_context)
+    await trusting._guard_requests(page=None, context=trusting_context)
+    for url in ["http://169.254.169.254/latest", site.url_for("/docs/a"), "data:text/plain,hi", "file:///etc/passwd"]:
+        await strict_context.handler(FakeRoute(url))
+    await trusting_context.handler(FakeRoute(site.url_for("/docs/a")))
+    await strict.close()
+    await trusting.close()
     assert calls == [
         ("abort", "http://169.254.169.254/latest"),
-        ("continue", "https://93.184.215.14/app.js"),
-        ("continue", "data:text/plain,hi"),
+        ("abort", site.url_for("/docs/a")),
+        ("abort", "data:text/plain,hi"),
+        ("abort", "file:///etc/passwd"),
+        ("fulfill", 200),
     ]
