@@ -91,7 +91,14 @@ def _parse_http_url(url: str) -> tuple[str, int]:
 
 
 async def resolve_addresses(host: str, port: int) -> list[IPAddress]:
-    """Every address `host` resolves to (IPv4 and IPv6); InvalidArgument if it does not resolve."""
+    """Every address `host` resolves to (IPv4 and IPv6); InvalidArgument if it does not resolve.
+
+    An IP literal is its own answer (no lookup, no thread).
+    """
+    try:
+        return [ipaddress.ip_address(host.strip("[]").split("%", 1)[0])]
+    except ValueError:
+        pass
     loop = asyncio.get_running_loop()
     try:
         infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
