@@ -17,6 +17,7 @@ off (a retry would resolve again).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import ssl
 from collections.abc import Iterable
@@ -26,6 +27,7 @@ import httpcore
 import httpx
 
 from services.crawl import safety
+from services.errors import InvalidArgument
 
 logger = logging.getLogger(__name__)
 
@@ -48,8 +50,17 @@ class PinnedBackend(httpcore.AsyncNetworkBackend):
         local_address: str | None = None,
         socket_options: Iterable[SocketOption] | None = None,
     ) -> httpcore.AsyncNetworkStream:
-        """Connect to a checked address of `host`; PermissionDenied / InvalidArgument before any packet."""
-        addresses = await safety.checked_addresses(host, port, self._allow_private, self._resolver)
+        """Connect to a checked address of `host`; PermissionDenied before any packet for a refused one.
+
+        A name that does not resolve (or not within `timeout`) is a connection error, as in httpx.
+        """
+        try:
+            async with asyncio.timeout(timeout):
+                addresses = await safety.checked_addresses(host, port, self._allow_private, self._resolver)
+        except InvalidArgument as exc:
+            raise httpcore.ConnectError(exc.message) from exc
+        except TimeoutError as exc:
+            raise httpcore.ConnectTimeout(f"resolving {host} timed out") from exc
         error: Exception | None = None
         for address in addresses:
             try:
