@@ -44,8 +44,9 @@ def _embedded_ipv4(address: IPAddress) -> ipaddress.IPv4Address | None:
     """The IPv4 address an IPv6 address delivers to: IPv4-mapped (::ffff:a.b.c.d), 6to4 (2002::/16), NAT64."""
     if not isinstance(address, ipaddress.IPv6Address):
         return None
-    if address.ipv4_mapped or address.sixtofour:
-        return address.ipv4_mapped or address.sixtofour
+    embedded = address.ipv4_mapped or address.sixtofour
+    if embedded is not None:
+        return embedded
     if address in NAT64_PREFIX:
         return ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)
     return None
@@ -112,9 +113,8 @@ async def resolve_addresses(host: str, port: int) -> list[IPAddress]:
 
 def _refusal(target: str, host: str, reason: str, address: IPAddress) -> PermissionDenied:
     logger.info("refusing %s: %s resolves to %s address %s", target, host, reason, address)
-    return PermissionDenied(
-        f"refusing to crawl {target}: {host} resolves to a {reason} address ({address})", _ALLOW_PRIVATE_HINT
-    )
+    where = f"{host} is a {reason} address" if host == str(address) else f"{host} resolves to a {reason} address"
+    return PermissionDenied(f"refusing to crawl {target}: {where} ({address})", _ALLOW_PRIVATE_HINT)
 
 
 async def checked_addresses(
