@@ -13,8 +13,9 @@ import pytest
 
 from services.crawl import safety
 from services.crawl.politeness import HostThrottle
-from services.crawl.robots import RobotsPolicy, fetch_text, parse_llms_txt, parse_sitemap
+from services.crawl.robots import RobotsPolicy, parse_llms_txt, parse_sitemap
 from services.crawl.safety import check_url_allowed
+from services.crawl.text_fetch import fetch_text
 from services.crawl.urls import host_key, in_scope, matches_patterns, normalize_url, registrable_domain
 from services.errors import InvalidArgument, PermissionDenied
 from services.fetchers import create_fetcher
@@ -247,19 +248,23 @@ def test_parse_llms_txt() -> None:
 
 
 async def test_fetch_text_robots_and_sitemap_from_site(site: FixtureSite) -> None:
-    status, text = await fetch_text(site.url_for("/robots.txt"), user_agent=UA, timeout=5, max_bytes=10_000)
+    status, text = await fetch_text(
+        site.url_for("/robots.txt"), user_agent=UA, timeout=5, max_bytes=10_000, allow_private=True
+    )
     assert status == 200
     policy = RobotsPolicy(text, UA)
     assert not policy.can_fetch(site.url_for("/private/secret"))
     assert policy.can_fetch(site.url_for("/docs/a"))
     assert policy.sitemaps == [site.url_for("/sitemap.xml")]
 
-    status, xml = await fetch_text(policy.sitemaps[0], user_agent=UA, timeout=5, max_bytes=100_000)
+    status, xml = await fetch_text(policy.sitemaps[0], user_agent=UA, timeout=5, max_bytes=100_000, allow_private=True)
     pages, nested = parse_sitemap(xml)
     assert status == 200 and nested == []
     assert site.url_for("/sitemap-only") in pages
 
-    status, llms = await fetch_text(site.url_for("/llms.txt"), user_agent=UA, timeout=5, max_bytes=10_000)
+    status, llms = await fetch_text(
+        site.url_for("/llms.txt"), user_agent=UA, timeout=5, max_bytes=10_000, allow_private=True
+    )
     assert parse_llms_txt(llms, site.url_for("/llms.txt")) == [
         site.url_for("/docs/a"),
         site.url_for("/docs/b"),
@@ -268,23 +273,23 @@ async def test_fetch_text_robots_and_sitemap_from_site(site: FixtureSite) -> Non
 
 
 async def test_fetch_text_statuses_errors_and_limits(site: FixtureSite) -> None:
-    assert await fetch_text(site.url_for("/missing"), user_agent=UA, timeout=5, max_bytes=100) == (
+    assert await fetch_text(site.url_for("/missing"), user_agent=UA, timeout=5, max_bytes=100, allow_private=True) == (
         404,
         "<html><body><h1>Not Found</h1></body></html>",
     )
-    status, text = await fetch_text(site.url_for("/robots.txt"), user_agent=UA, timeout=5, max_bytes=10)
+    status, text = await fetch_text(
+        site.url_for("/robots.txt"), user_agent=UA, timeout=5, max_bytes=10, allow_private=True
+    )
     assert (status, text) == (200, "User-agent")
     closed_port = FixtureSite(with_defaults=False).start()
     dead_url = closed_port.url_for("/robots.txt")
     closed_port.stop()
-    assert await fetch_text(dead_url, user_agent=UA, timeout=2, max_bytes=100) == (0, "")
+    assert await fetch_text(dead_url, user_agent=UA, timeout=2, max_bytes=100, allow_private=True) == (0, "")
 
 
-async def test_fetch_text_redirects_only_when_checked(site: FixtureSite) -> None:
+async def test_fetch_text_follows_redirects_and_checks_every_hop(site: FixtureSite) -> None:
     site.set_redirect("/robots-moved", "/robots.txt", status=301)
     url = site.url_for("/robots-moved")
-    status, _ = await fetch_text(url, user_agent=UA, timeout=5, max_bytes=10_000)
-    assert status == 301
     status, text = await fetch_text(url, user_agent=UA, timeout=5, max_bytes=10_000, allow_private=True)
     assert status == 200 and "Disallow: /private/" in text
     requests_before = len(site.request_log)

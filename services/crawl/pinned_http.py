@@ -18,6 +18,7 @@ off (a retry would resolve again).
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import ssl
 from collections.abc import Iterable
@@ -80,6 +81,12 @@ class PinnedBackend(httpcore.AsyncNetworkBackend):
         await self._inner.sleep(seconds)
 
 
+@functools.cache
+def default_ssl_context() -> ssl.SSLContext:
+    """httpx's verifying context (certifi CAs), built once: loading the CA bundle takes tens of ms."""
+    return httpx.create_ssl_context()
+
+
 class PinnedTransport(httpx.AsyncHTTPTransport):
     """httpx's own transport (request/response mapping, streaming, errors) over a `PinnedBackend` pool.
 
@@ -95,9 +102,13 @@ class PinnedTransport(httpx.AsyncHTTPTransport):
         verify: ssl.SSLContext | bool = True,
         limits: httpx.Limits = httpx.Limits(max_connections=100, max_keepalive_connections=20),  # noqa: B008
     ) -> None:
-        super().__init__(verify=verify, limits=limits, retries=0)
+        if isinstance(verify, ssl.SSLContext):
+            context = verify
+        else:
+            context = default_ssl_context() if verify else httpx.create_ssl_context(verify=False)
+        super().__init__(verify=context, limits=limits, retries=0)
         self._pool = httpcore.AsyncConnectionPool(
-            ssl_context=verify if isinstance(verify, ssl.SSLContext) else httpx.create_ssl_context(verify=verify),
+            ssl_context=context,
             max_connections=limits.max_connections,
             max_keepalive_connections=limits.max_keepalive_connections,
             keepalive_expiry=limits.keepalive_expiry,

@@ -39,7 +39,6 @@ ISOLATION_FLAGS = [
     "--proxy-bypass-list=<-loopback>",  # no implicit direct connections to loopback either
     "--host-resolver-rules=MAP * ~NOTFOUND",  # and no DNS of its own
     "--force-webrtc-ip-handling-policy=disable_non_proxied_udp",
-    "--disable-background-networking",
 ]
 # Hop-by-hop and encoding headers are not passed on: httpx already decoded the body it hands over.
 _DROP_REQUEST = frozenset({"host", "connection", "content-length", "accept-encoding", "transfer-encoding", "cookie"})
