@@ -1,9 +1,10 @@
 """SSRF through the browser fetcher: a rendered page's subresources never reach a private address.
 
 A real headless Chromium (crawl4ai managed browser) renders a page from the fixture site (127.0.0.1,
-treated as public) whose image, script and fetch() requests point at the trap on 127.0.0.2: directly,
-through a redirect, and through a name that Chromium's own resolver maps to 127.0.0.2 (what a
-rebinding DNS would answer Chromium after the guard's own lookup said 127.0.0.1).
+treated as public) whose image, script, fetch() and WebSocket requests point at the trap on 127.0.0.2:
+directly, through a redirect, and through a name that Chromium's own resolver maps to 127.0.0.2 (what
+a rebinding DNS would answer Chromium after the guard's own lookup said 127.0.0.1). A WebSocket is
+not seen by Playwright routes at all: only Chromium's network isolation stops it.
 """
 
 from __future__ import annotations
@@ -58,7 +59,8 @@ def hostile_page(port: int) -> str:
     hostile = (
         f'<img src="{private}/direct.png"><img src="http://rebind.test:{port}/rebind.png">'
         f'<img src="/to-private.png"><script src="/app.js"></script>'
-        f'<script>fetch("{private}/xhr").catch(() => null);</script>'
+        f'<script>fetch("{private}/xhr").catch(() => null);'
+        f'try {{ new WebSocket("ws://{PRIVATE}:{port}/ws"); }} catch (e) {{}}</script>'
     )
     return body.replace("</body>", hostile + "</body>")
 
@@ -102,3 +104,24 @@ async def test_browser_subresources_never_reach_private_addresses(
     assert result.ok, result.error
     assert "Rendered by script" in result.markdown, "the page was not rendered by the browser"
     assert site.requests_for("/app.js") and site.requests_for("/to-private.png")
+
+
+async def test_chromium_has_no_network_of_its_own(trap: Trap) -> None:
+    """What a route cannot see (WebSocket, WebRTC, a worker's fetch) meets Chromium's isolation flags."""
+    from services.fetchers.browser_guard import ISOLATION_FLAGS
+
+    sandbox = ["--no-sandbox"] if os.geteuid() == 0 else []
+    process = await asyncio.create_subprocess_exec(
+        CHROMIUM,
+        "--headless=new",
+        "--disable-gpu",
+        *sandbox,
+        *ISOLATION_FLAGS,
+        "--dump-dom",
+        f"http://{PRIVATE}:{trap.port}/direct",
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.DEVNULL,
+    )
+    dom, _ = await asyncio.wait_for(process.communicate(), timeout=60)
+    assert trap.hits == [], "Chromium connected to the private server by itself"
+    assert b"Internal secret" not in dom
