@@ -303,14 +303,18 @@ class SyncRunner:
             await self.frontier.recover()
             await self.app.jobs.finish(self.job.id, self.worker_id, "cancelled", None, self.warnings)
         else:
-            await self.pool.execute(
-                "UPDATE source_folders SET last_synced_at = now() WHERE source_id = $1", self.job.source_id
-            )
+            await self._mark_synced()
             failed = await self.frontier.count("state = 'failed'")
             if failed:
                 self.warnings.append(f"{failed} files could not be read; see recent_errors.")
             await self.app.jobs.finish(self.job.id, self.worker_id, "completed", None, self.warnings)
             logger.info("sync %s completed", self.job.id)
+
+    async def _mark_synced(self) -> None:
+        """Record on the source that a sync completed."""
+        await self.pool.execute(
+            "UPDATE source_folders SET last_synced_at = now() WHERE source_id = $1", self.job.source_id
+        )
 
     def _interrupt(self, reason: str) -> None:
         if not self.interrupt.is_set():
@@ -339,13 +343,23 @@ class SyncRunner:
 
 
 class SyncFailed(Exception):
-    """A sync that cannot run (its folder is gone or no longer allowed)."""
+    """A sync that cannot run (its folder is gone or no longer allowed, its repository cannot be fetched)."""
+
+
+async def runner_for(app: Archivist, job: CrawlJob) -> type[SyncRunner]:
+    """The runner of the job's source: git sources have their own, folder sources this one."""
+    kind = await app.db.pool.fetchval("SELECT source_type FROM sources WHERE id = $1", job.source_id)
+    if kind == "git":
+        from services.sync.git.runner import GitSyncRunner
+
+        return GitSyncRunner
+    return SyncRunner
 
 
 async def run_sync_job(app: Archivist, job: CrawlJob, worker_id: str, stop: asyncio.Event) -> None:
     """Run a claimed sync job; a failure is recorded on the job with a short message."""
     try:
-        await SyncRunner(app, job, worker_id, stop).run()
+        await (await runner_for(app, job))(app, job, worker_id, stop).run()
     except asyncio.CancelledError:
         raise
     except Exception as exc:
