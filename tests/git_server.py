@@ -94,13 +94,19 @@ class GitServer:
         self.repos: dict[str, Repo] = {}
         self.private: set[str] = set()
         self.requests: list[tuple[str, str]] = []  # (path, Authorization header) of every request
+        self.redirects: dict[str, str] = {}  # "<name>.git" -> the base URL its requests are redirected to
         public = make_wsgi_chain(DictBackend(self.repos))
         guarded = require_token(public, token)
 
         def route(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
             path = environ.get("PATH_INFO", "")
             self.requests.append((path, environ.get("HTTP_AUTHORIZATION", "")))
-            name = path.lstrip("/").split("/", 1)[0]
+            name, _, rest = path.lstrip("/").partition("/")
+            if name in self.redirects:
+                query = environ.get("QUERY_STRING", "")
+                location = f"{self.redirects[name]}/{rest}" + (f"?{query}" if query else "")
+                start_response("301 Moved Permanently", [("Location", location), ("Content-Length", "0")])
+                return [b""]
             return (guarded if name in self.private else public)(environ, start_response)
 
         self.server: WSGIServer = make_server("127.0.0.1", 0, route, handler_class=QuietHandler)

@@ -20,6 +20,8 @@ from server import build_server
 from services.app import Archivist, Runtime
 from services.errors import InvalidArgument, NotFound, PermissionDenied
 from services.sync.git import GitService
+from services.sync.git.remote import GuardedPoolManager
+from services.sync.git.tree import plan
 from services.worker import run_worker
 from tests.conftest import make_settings
 from tests.git_server import GitServer
@@ -309,3 +311,76 @@ async def test_crawl_website_sync_git_url(
     finally:
         await conn.close()
     assert any("TOOL_TOKEN" in r["args"] for r in audit) and all(TOKEN not in r["args"] for r in audit)
+
+
+def test_plan_pairs_renames_and_skips_what_is_stored() -> None:
+    manifest = {"a.md": "1", "b.md": "2", "c.md": "3", "d.md": "4"}
+    target = {"a.md": "1", "b.md": "22", "moved/c.md": "3", "e.md": "5", "f.md": "44"}
+    result = plan(set(target) | set(manifest), target.get, manifest, renames={"f.md": "d.md"})
+    # b changed; c moved as is (paired by blob); d renamed and edited (paired by the tree diff); e new
+    assert result.files == [("b.md", None), ("e.md", None), ("f.md", "d.md"), ("moved/c.md", "c.md")]
+    assert result.gone == []
+    assert plan(["a.md", "gone.md"], target.get, {"a.md": "1", "gone.md": "9"}).gone == ["gone.md"]
+
+
+def test_every_request_and_redirect_hop_is_checked() -> None:
+    pool = GuardedPoolManager(allow_private=False, timeout=5)
+    with pytest.raises(PermissionDenied, match="loopback"):
+        pool.urlopen("GET", "http://127.0.0.1:9/repo.git/info/refs")
+    with pytest.raises(PermissionDenied, match="http"):
+        pool.urlopen("GET", "file:///etc/passwd")
+
+
+async def test_token_not_sent_on_a_redirect_to_another_host(
+    git_app: Archivist, git_server: GitServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    repo = git_server.add("vault", private=True)
+    repo.commit({"vault.md": "# Vault\n\nThe spare lamp is in the vault.\n"})
+    git_server.redirects["moved.git"] = git_server.url("vault")  # 127.0.0.1: another host than localhost
+    monkeypatch.setenv("VAULT_TOKEN", TOKEN)
+    moved = git_server.url("moved").replace("127.0.0.1", "localhost")
+    config, _ = await git_app.git.bind(moved, auth_env="VAULT_TOKEN")
+    git_server.requests.clear()
+    failed = await run_sync(git_app, config.source_id, "failed")
+    assert "needs authentication" in (failed.error or ""), failed
+    sent = [(path, header) for path, header in git_server.requests]
+    assert any(path.startswith("/moved.git/") and header for path, header in sent), sent  # to localhost: sent
+    assert all(not header for path, header in sent if path.startswith("/vault.git/")), sent  # redirected: not
+
+
+async def test_handed_back_sync_resumes_the_same_commit(git_app: Archivist, git_server: GitServer) -> None:
+    repo = git_server.add("many")
+    commit = repo.commit(
+        {f"n{i:03d}.md": f"# Note {i}\n\nNote {i} is about topic {i * 7919 % 1000}.\n" for i in range(70)}
+    )
+    config, _ = await git_app.git.bind(git_server.url("many"))
+    started = await git_app.git.queue(config.source_id)
+    stop = asyncio.Event()
+    first = asyncio.create_task(run_worker(git_app, stop, "first"))
+    while (await git_app.jobs.get(started.job.id)).pages_crawled < 1:
+        await asyncio.sleep(0.05)
+    stop.set()
+    await first
+    handed_back = await git_app.jobs.get(started.job.id)
+    assert handed_back.status == "queued" and 0 < handed_back.pages_crawled < 70, handed_back
+    repo.commit({"n000.md": None})  # a new commit meanwhile: the resumed job still syncs the one it planned
+    stop = asyncio.Event()
+    second = asyncio.create_task(run_worker(git_app, stop, "second"))
+    job = await git_app.jobs.wait(started.job.id, 60, interval=0.1)
+    stop.set()
+    await second
+    assert job.status == "completed" and counts(job) == (70, 0, 0, 0), job.counters()
+    assert (await git_app.git.config(config.source_id)).last_commit == commit
+    job = await run_sync(git_app, config.source_id)
+    assert counts(job) == (0, 0, 0, 1)  # then the next sync takes the new commit
+
+
+async def test_deleted_source_clone_is_removed(git_app: Archivist, git_server: GitServer) -> None:
+    repo = git_server.add("shortlived")
+    repo.commit({"a.md": "# A\n\nShort-lived repository.\n"})
+    config, _ = await git_app.git.bind(git_server.url("shortlived"))
+    await run_sync(git_app, config.source_id)
+    clone = config.directory(git_app.settings.data_dir)
+    assert (clone / "objects").is_dir()
+    await git_app.sources.delete(config.source_id)
+    assert await git_app.git.prune_clones() >= 1 and not clone.exists()

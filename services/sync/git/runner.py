@@ -92,6 +92,10 @@ class GitSyncRunner(SyncRunner):
             if self.git.syncing_commit:
                 self.commit = self.git.syncing_commit
                 return
+        try:
+            await self.app.git.prune_clones()
+        except OSError as exc:  # housekeeping must not stop a sync
+            logger.warning("git sync %s: could not remove old clones: %s", self.job.id, exc)
         self.commit = await self._fetch()
         plan, warnings = await asyncio.to_thread(self._plan)
         self.warnings.extend(warnings)

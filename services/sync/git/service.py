@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import shutil
+from pathlib import Path
 from typing import Any
 from uuid import UUID
 
@@ -140,3 +143,24 @@ class GitService:
         logger.info("queued git sync job %s for %s (%s)", job_id, config.url, config.ref)
         self.jobs.wakeup.set()
         return StartedJob(job=await self.jobs.get(job_id))
+
+    async def prune_clones(self) -> int:
+        """Remove the clones of sources that are no longer git sources (deleting a source leaves its
+        clone behind); returns how many went."""
+        root = Path(self.settings.data_dir) / "git"
+        if not root.is_dir():
+            return 0
+        found: dict[UUID, Path] = {}
+        for directory in root.iterdir():
+            try:
+                found[UUID(directory.name)] = directory
+            except ValueError:
+                continue
+        rows = await self.db.pool.fetch(
+            "SELECT source_id FROM source_git WHERE source_id = ANY($1::uuid[])", list(found)
+        )
+        stale = [found[sid] for sid in set(found) - {r["source_id"] for r in rows}]
+        for directory in stale:
+            logger.info("removing the clone of a deleted git source: %s", directory)
+            await asyncio.to_thread(shutil.rmtree, directory, True)
+        return len(stale)
