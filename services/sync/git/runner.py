@@ -66,8 +66,11 @@ class GitSyncRunner(SyncRunner):
         self.files = await self._manifest()
         await self._seed_git()
         self.repo = await asyncio.to_thread(open_clone, self.git.directory(self.app.settings.data_dir))
-        self.tree = self.repo[self.commit.encode()].tree
         try:
+            commit = self.repo.object_store[self.commit.encode()] if self.commit.encode() in self.repo else None
+            if commit is None:  # the clone was removed while the job waited in the queue
+                raise SyncFailed(f"Commit {self.commit[:12]} is not in the clone any more; sync again.")
+            self.tree = commit.tree
             while not self.interrupt.is_set():
                 rows = await self.frontier.claim(BATCH)
                 if not rows:
