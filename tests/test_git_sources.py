@@ -19,6 +19,7 @@ from models.jobs import CrawlJob
 from server import build_server
 from services.app import Archivist, Runtime
 from services.errors import InvalidArgument, NotFound, PermissionDenied
+from services.sync.cli import git_sync_command, sync_command
 from services.sync.git import GitService
 from services.sync.git.remote import GuardedPoolManager
 from services.sync.git.tree import plan
@@ -384,3 +385,14 @@ async def test_deleted_source_clone_is_removed(git_app: Archivist, git_server: G
     assert (clone / "objects").is_dir()
     await git_app.sources.delete(config.source_id)
     assert await git_app.git.prune_clones() >= 1 and not clone.exists()
+
+
+async def test_sync_commands(git_app: Archivist, git_server: GitServer, capsys: pytest.CaptureFixture[str]) -> None:
+    repo = git_server.add("shell")
+    repo.commit({"one.md": "# One\n\nSynced from the shell.\n", "two.md": "# Two\n\nAlso synced.\n"})
+    await git_sync_command(git_app, git_server.url("shell"), title="Shell repo", include=["*.md"])
+    assert "2 created, 0 updated, 0 unchanged, 0 deleted, 0 failed" in capsys.readouterr().out
+    repo.commit({"two.md": None})
+    await sync_command(git_app, "Shell repo")  # `archivist sync TITLE` finds git sources too
+    out = capsys.readouterr().out
+    assert "(HEAD): completed" in out and "0 created, 0 updated, 0 unchanged, 1 deleted" in out, out

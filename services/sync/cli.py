@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from tqdm import tqdm
 
+from services.errors import NotFound
 from services.worker import run_worker
 
 if TYPE_CHECKING:
@@ -23,11 +24,20 @@ async def sync_command(
     exclude: list[str] | None = None,
     recursive: bool | None = None,
 ) -> None:
-    """SOURCE is a directory (bound to a folder source on first use), or a folder source's id or title."""
+    """SOURCE is a directory (bound to a folder source on first use), or a folder or git source's id or title."""
     if Path(source).expanduser().is_dir():
         config, _ = await app.sync.bind(source, None, title, include, exclude, recursive)
     else:
-        config = await app.sync.find(source)
+        try:
+            config = await app.sync.find(source)
+        except NotFound as missing:
+            try:
+                git = await app.git.find(source)
+            except NotFound:
+                raise missing from None
+            started = await app.git.queue(git.source_id)
+            await follow(app, started.job.id, f"{git.url} ({git.ref})")
+            return
     started = await app.sync.queue(config.source_id)
     await follow(app, started.job.id, config.path)
 

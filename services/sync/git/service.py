@@ -14,10 +14,10 @@ from models.jobs import CrawlParams, StartedJob
 from services.crawl.params import _check_patterns
 from services.crawl.safety import check_url_allowed
 from services.database import Database
-from services.errors import InvalidArgument
+from services.errors import InvalidArgument, NotFound
 from services.job_limits import insert_job
 from services.settings import Settings
-from services.sources import SourceService
+from services.sources import LIST_HINT, SourceService
 from services.sync.git.config import (
     GitConfig,
     check_auth_env,
@@ -121,6 +121,21 @@ class GitService:
         if row is None:
             raise InvalidArgument(f"Source '{source.title[:200]}' is not bound to a git repository.", BIND_HINT)
         return GitConfig(**dict(row))
+
+    async def find(self, reference: str) -> GitConfig:
+        """A git source by id, by title, or by its clone URL (for the command line)."""
+        try:
+            return await self.config(UUID(reference.strip()))
+        except ValueError:
+            pass
+        row = await self.db.pool.fetchrow(
+            "SELECT g.source_id FROM source_git g JOIN sources s ON s.id = g.source_id "
+            "WHERE lower(s.title) = lower($1) OR g.url = $1 ORDER BY g.created_at LIMIT 1",
+            reference.strip(),
+        )
+        if row is None:
+            raise NotFound(f"No git source matches '{reference[:200]}'.", LIST_HINT)
+        return await self.config(row["source_id"])
 
     async def is_git(self, source_id: str | UUID | None) -> bool:
         return (await self.sources.get(source_id)).source_type == "git"
