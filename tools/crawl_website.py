@@ -238,22 +238,8 @@ async def sync(app: Archivist, args: dict[str, Any]) -> dict[str, Any]:
 
 
 async def sync_git(app: Archivist, args: dict[str, Any]) -> dict[str, Any]:
-    created = False
-    source_id = args["source_id"]
-    if args["git_url"]:
-        config, created = await app.git.bind(
-            args["git_url"],
-            source_id,
-            args["title"],
-            args["ref"],
-            args["include_patterns"],
-            args["exclude_patterns"],
-            args["auth_env"],
-            args["browse_url"],
-        )
-        source_id = config.source_id
-    started = await app.git.queue(source_id)
-    started.source_created = created
+    names = ("git_url", "source_id", "title", "ref", "include_patterns", "exclude_patterns", "auth_env", "browse_url")
+    started = await app.git.sync(**{name: args[name] for name in names})
     return await started_payload(app, started, args)
 
 

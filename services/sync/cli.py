@@ -53,9 +53,8 @@ async def git_sync_command(
     browse_url: str | None = None,
 ) -> None:
     """`archivist sync --git URL`: bind the repository (a new source on first use, the same one after) and sync it."""
-    config, _ = await app.git.bind(url, None, title, ref, include, exclude, auth_env, browse_url)
-    started = await app.git.queue(config.source_id)
-    await follow(app, started.job.id, f"{config.url} ({config.ref})")
+    started = await app.git.sync(url, None, title, ref, include, exclude, auth_env, browse_url)
+    await follow(app, started.job.id, f"{url} ({ref or 'HEAD'})")
 
 
 async def follow(app: Archivist, job_id: Any, label: str) -> None:

@@ -87,6 +87,29 @@ class GitService:
         await self.show(config, source.source_type != "git" or source.url != url)
         return config, created
 
+    async def sync(
+        self,
+        git_url: str | None = None,
+        source_id: str | UUID | None = None,
+        title: str | None = None,
+        ref: str | None = None,
+        include_patterns: list[str] | None = None,
+        exclude_patterns: list[str] | None = None,
+        auth_env: str | None = None,
+        browse_url: str | None = None,
+    ) -> StartedJob:
+        """Bind `git_url` first when given (see `bind`), then queue a sync of the source: what
+        crawl_website(action='sync', git_url=...) and `archivist sync --git URL` call."""
+        created = False
+        if git_url:
+            config, created = await self.bind(
+                git_url, source_id, title, ref, include_patterns, exclude_patterns, auth_env, browse_url
+            )
+            source_id = config.source_id
+        started = await self.queue(source_id)
+        started.source_created = created
+        return started
+
     async def _source(self, url: str, ref: str, source_id: str | UUID | None, title: str | None) -> tuple[Source, bool]:
         if source_id:
             source = await self.sources.get(source_id)
