@@ -228,8 +228,9 @@ async def test_private_repository_token_from_env(
     monkeypatch.delenv("LIGHTHOUSE_TOKEN", raising=False)
     with pytest.raises(InvalidArgument, match="LIGHTHOUSE_TOKEN"):
         await git_app.git.bind(url, auth_env="LIGHTHOUSE_TOKEN")
-    with pytest.raises(InvalidArgument, match="NAME of an environment variable"):
-        await git_app.git.bind(url, auth_env=TOKEN)
+    with pytest.raises(InvalidArgument, match="NAME of an environment variable") as pasted:
+        await git_app.git.bind(url, auth_env=TOKEN)  # the token itself, by mistake: refused, never echoed
+    assert TOKEN not in pasted.value.message + pasted.value.suggestion
     config, _ = await git_app.git.bind(url)  # no token: the fetch is refused
     failed = await run_sync(git_app, config.source_id, "failed")
     assert "needs authentication" in (failed.error or "")
@@ -257,6 +258,7 @@ async def test_argument_checks_and_private_addresses(git_app: Archivist, git_ser
     for bad, message in (
         ("ftp://127.0.0.1/repo.git", "http"),
         ("http://user:secret@127.0.0.1/repo.git", "credentials"),
+        ("https://127.0.0.1/repo.git?private_token=secret", "query"),
         ("", "required"),
     ):
         with pytest.raises(InvalidArgument, match=message):

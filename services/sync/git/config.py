@@ -25,7 +25,8 @@ from services.sync.scan import FolderConfig
 #: accept any username with a personal access token).
 TOKEN_USERNAME = "x-access-token"
 MAX_URL_LENGTH = 2000
-ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
+#: Upper case only: a token pasted by mistake (ghp_..., glpat-...) is refused without being echoed.
+ENV_NAME = re.compile(r"[A-Z_][A-Z0-9_]{0,127}")
 URL_HINT = "Pass the repository's http(s) clone URL, e.g. 'https://github.com/org/repo.git'."
 
 
@@ -95,15 +96,15 @@ def check_git_url(url: str | None) -> str:
         parts.port  # noqa: B018 - raises on a bad port
     except ValueError as exc:
         raise InvalidArgument(f"git_url is not a valid URL: {exc}", URL_HINT) from None
-    if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
-        raise InvalidArgument(f"git_url must be an http(s) URL (got {url[:200]!r}).", URL_HINT)
     if parts.username is not None or parts.password is not None:
         raise InvalidArgument(
             "git_url must not carry credentials.",
             "Put the token in an environment variable of the server and pass its name as auth_env.",
         )
-    if parts.fragment:
-        raise InvalidArgument("git_url must not have a #fragment.", URL_HINT)
+    if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
+        raise InvalidArgument(f"git_url must be an http(s) URL (got {url[:200]!r}).", URL_HINT)
+    if parts.query or parts.fragment:  # a query may carry a token (?private_token=...): never stored
+        raise InvalidArgument("git_url must not have a ?query or #fragment.", URL_HINT)
     return url
 
 
@@ -125,7 +126,7 @@ def check_auth_env(name: str | None) -> str | None:
     name = str(name).strip()
     if not ENV_NAME.fullmatch(name):
         raise InvalidArgument(
-            "auth_env must be the NAME of an environment variable (letters, digits, underscore).",
+            "auth_env must be the NAME of an environment variable (upper-case letters, digits, underscore).",
             "Pass e.g. auth_env='GITLAB_TOKEN', never the token itself.",
         )
     read_credentials(name)
