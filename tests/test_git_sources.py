@@ -1,34 +1,25 @@
 """Git sources against real repositories served over smart HTTP on 127.0.0.1: what the first sync
-ingests, that a later sync re-ingests only changed files, renames, deletes, document URLs, a private
-repository's token (never stored), and the errors of bad arguments."""
+ingests (.gitignore'd and hidden files skipped), that a later sync re-ingests only changed files,
+renames keep their document, deletes remove it, document URLs, patterns, refs, hand-back."""
 
 from __future__ import annotations
 
 import asyncio
-import logging
-from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
 from typing import Any
 from uuid import UUID
 
-import asyncpg
 import pytest
-import pytest_asyncio
 
-from models.jobs import CrawlJob
-from server import build_server
-from services.app import Archivist, Runtime
-from services.errors import InvalidArgument, NotFound, PermissionDenied
+from services.app import Archivist
+from services.errors import NotFound
 from services.sync.cli import git_sync_command, sync_command
-from services.sync.git import GitService
-from services.sync.git.remote import GuardedPoolManager
 from services.sync.git.tree import plan
 from services.worker import run_worker
-from tests.conftest import make_settings
 from tests.git_server import GitServer
-from tests.mcp_helpers import client_in_own_task, err, ok
+from tests.git_support import counts, run_sync, stored
 
-TOKEN = "glpat-Sup3rSecretT0ken-x91"
+pytest_plugins = ("tests.git_fixtures",)  # the git_server and git_app fixtures
+
 BROWSE = "https://git.example/org/repo/blob/{commit}/{path}"
 
 FILES = {
@@ -48,28 +39,6 @@ FILES = {
 SYNCED = {"README.md", "docs/guide.md", "docs/api.rst", "src/app.py"}
 
 
-@pytest.fixture(scope="module")
-def git_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GitServer]:
-    server = GitServer(tmp_path_factory.mktemp("repos"), TOKEN)
-    yield server
-    server.close()
-
-
-@pytest_asyncio.fixture(scope="module")
-async def git_app(database_url: str, files_dir: Path, embedder: Any) -> AsyncIterator[Archivist]:
-    settings = make_settings(
-        database_url,
-        files_dir,
-        git_allow_private=True,
-        job_poll_seconds=0.1,
-        job_heartbeat_seconds=0.5,
-        job_stale_seconds=2.0,
-    )
-    app = await Archivist.open(settings, embedder)
-    yield app
-    await app.close()
-
-
 class CountIngests:
     """Wraps documents.ingest_many: the paths handed to it, per sync."""
 
@@ -86,33 +55,6 @@ class CountIngests:
     def take(self) -> list[str]:
         taken, self.paths = sorted(self.paths), []
         return taken
-
-
-async def run_sync(app: Archivist, source_id: Any, status: str = "completed") -> CrawlJob:
-    started = await app.git.queue(source_id)
-    stop = asyncio.Event()
-    task = asyncio.create_task(run_worker(app, stop, "git-test"))
-    try:
-        job = await app.jobs.wait(started.job.id, 60, interval=0.1)
-    finally:
-        stop.set()
-        await task
-    assert job.status == status, job
-    return job
-
-
-def counts(job: CrawlJob) -> tuple[int, int, int, int]:
-    return job.documents_created, job.documents_updated, job.documents_unchanged, job.documents_deleted
-
-
-async def stored(app: Archivist, source_id: UUID) -> dict[str, dict[str, Any]]:
-    """path -> the document holding it (id, url, updated_at, metadata)."""
-    rows = await app.db.pool.fetch(
-        "SELECT g.path, d.id, d.url, d.updated_at, d.metadata FROM git_files g JOIN documents d "
-        "ON d.id = g.document_id WHERE g.source_id = $1",
-        source_id,
-    )
-    return {r["path"]: dict(r) for r in rows}
 
 
 async def test_sync_adds_changes_renames_and_deletes(
@@ -206,116 +148,6 @@ async def test_git_plus_urls_patterns_and_ignore_changes(git_app: Archivist, git
     assert counts(await run_sync(git_app, config.source_id)) == (0, 0, 0, 0)  # same files on that branch
 
 
-async def table_texts(app: Archivist) -> str:
-    """Every row of the tables a secret could leak into, as text."""
-    texts = []
-    for table in ("sources", "source_git", "crawl_jobs", "crawl_frontier", "documents", "audit_log", "git_files"):
-        rows = await app.db.pool.fetch(f"SELECT t::text AS row FROM {table} t")
-        texts += [r["row"] for r in rows]
-    return "\n".join(texts)
-
-
-async def test_private_repository_token_from_env(
-    git_app: Archivist,
-    git_server: GitServer,
-    monkeypatch: pytest.MonkeyPatch,
-    caplog: pytest.LogCaptureFixture,
-) -> None:
-    caplog.set_level(logging.DEBUG)
-    repo = git_server.add("private", private=True)
-    repo.commit({"handbook.md": "# Handbook\n\nThe keeper logs the weather every four hours.\n"})
-    url = git_server.url("private")
-    monkeypatch.delenv("LIGHTHOUSE_TOKEN", raising=False)
-    with pytest.raises(InvalidArgument, match="LIGHTHOUSE_TOKEN"):
-        await git_app.git.bind(url, auth_env="LIGHTHOUSE_TOKEN")
-    with pytest.raises(InvalidArgument, match="NAME of an environment variable") as pasted:
-        await git_app.git.bind(url, auth_env=TOKEN)  # the token itself, by mistake: refused, never echoed
-    assert TOKEN not in pasted.value.message + pasted.value.suggestion
-    config, _ = await git_app.git.bind(url)  # no token: the fetch is refused
-    failed = await run_sync(git_app, config.source_id, "failed")
-    assert "needs authentication" in (failed.error or "")
-    monkeypatch.setenv("LIGHTHOUSE_TOKEN", "wrong-token")
-    await git_app.git.bind(url, auth_env="LIGHTHOUSE_TOKEN")
-    failed = await run_sync(git_app, config.source_id, "failed")
-    assert "refused" in (failed.error or "")
-    monkeypatch.setenv("LIGHTHOUSE_TOKEN", TOKEN)
-    job = await run_sync(git_app, config.source_id)
-    assert job.documents_created == 1
-    assert any(TOKEN in header or header.startswith("Basic ") for _, header in git_server.requests)
-    assert (await git_app.sources.get(config.source_id)).metadata["auth_env"] == "LIGHTHOUSE_TOKEN"
-    monkeypatch.delenv("LIGHTHOUSE_TOKEN")
-    with pytest.raises(InvalidArgument, match="LIGHTHOUSE_TOKEN"):
-        await git_app.git.queue(config.source_id)
-
-    assert TOKEN not in await table_texts(git_app)
-    assert TOKEN not in caplog.text
-    clone = config.directory(git_app.settings.data_dir)
-    assert all(TOKEN.encode() not in p.read_bytes() for p in clone.rglob("*") if p.is_file())
-
-
-async def test_argument_checks_and_private_addresses(git_app: Archivist, git_server: GitServer) -> None:
-    url = git_server.url("lights")
-    for bad, message in (
-        ("ftp://127.0.0.1/repo.git", "http"),
-        ("http://user:secret@127.0.0.1/repo.git", "credentials"),
-        ("https://127.0.0.1/repo.git?private_token=secret", "query"),
-        ("", "required"),
-    ):
-        with pytest.raises(InvalidArgument, match=message):
-            await git_app.git.bind(bad)
-    with pytest.raises(InvalidArgument, match="ref"):
-        await git_app.git.bind(url, ref="bad..ref")
-    with pytest.raises(InvalidArgument, match="path"):
-        await git_app.git.bind(url, browse_url="https://git.example/org/repo")
-    strict = GitService(
-        git_app.db, git_app.settings.model_copy(update={"git_allow_private": False}), git_app.sources, git_app.jobs
-    )
-    with pytest.raises(PermissionDenied, match="loopback"):
-        await strict.bind(url)
-
-
-async def test_crawl_website_sync_git_url(
-    database_url: str, files_dir: Path, embedder: Any, git_server: GitServer, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    repo = git_server.add("tooled", private=True)
-    repo.commit({"guide.md": "# Keeper guide\n\nPolish the Fresnel lens every morning.\n"})
-    monkeypatch.setenv("TOOL_TOKEN", TOKEN)
-    settings = make_settings(database_url, files_dir, git_allow_private=True, run_worker=True, job_poll_seconds=0.1)
-    server = build_server(settings, runtime=Runtime(settings, embedder=embedder))
-    async with client_in_own_task(server) as client:
-        missing = await err(
-            client,
-            "crawl_website",
-            "INVALID_ARGUMENT",
-            action="sync",
-            git_url=git_server.url("tooled"),
-            auth_env="NO_SUCH_TOKEN_VAR",
-        )
-        assert "NO_SUCH_TOKEN_VAR" in missing["error"]
-        bound = await ok(
-            client,
-            "crawl_website",
-            action="sync",
-            git_url=git_server.url("tooled"),
-            auth_env="TOOL_TOKEN",
-            wait_seconds=20,
-        )
-        assert bound["source_created"] and bound["crawl_job"]["status"] == "completed", bound
-        assert bound["crawl_job"]["documents_created"] == 1
-        source = await ok(client, "manage_source", action="get", source_id=bound["source_id"])
-        assert source["source"]["source_type"] == "git" and source["source"]["metadata"]["kind"] == "git"
-        assert source["source"]["metadata"]["last_synced_commit"] == repo.repo.head().decode()
-        again = await ok(client, "crawl_website", action="recrawl", source_id=bound["source_id"], wait_seconds=20)
-        assert again["crawl_job"]["kind"] == "sync" and again["crawl_job"]["status"] == "completed", again
-        assert TOKEN not in str(bound) + str(source) + str(again)
-    conn = await asyncpg.connect(database_url)
-    try:
-        audit = await conn.fetch("SELECT arguments::text AS args FROM audit_log WHERE tool = 'crawl_website'")
-    finally:
-        await conn.close()
-    assert any("TOOL_TOKEN" in r["args"] for r in audit) and all(TOKEN not in r["args"] for r in audit)
-
-
 def test_plan_pairs_renames_and_skips_what_is_stored() -> None:
     manifest = {"a.md": "1", "b.md": "2", "c.md": "3", "d.md": "4"}
     target = {"a.md": "1", "b.md": "22", "moved/c.md": "3", "e.md": "5", "f.md": "44"}
@@ -324,31 +156,6 @@ def test_plan_pairs_renames_and_skips_what_is_stored() -> None:
     assert result.files == [("b.md", None), ("e.md", None), ("f.md", "d.md"), ("moved/c.md", "c.md")]
     assert result.gone == []
     assert plan(["a.md", "gone.md"], target.get, {"a.md": "1", "gone.md": "9"}).gone == ["gone.md"]
-
-
-def test_every_request_and_redirect_hop_is_checked() -> None:
-    pool = GuardedPoolManager(allow_private=False, timeout=5)
-    with pytest.raises(PermissionDenied, match="loopback"):
-        pool.urlopen("GET", "http://127.0.0.1:9/repo.git/info/refs")
-    with pytest.raises(PermissionDenied, match="http"):
-        pool.urlopen("GET", "file:///etc/passwd")
-
-
-async def test_token_not_sent_on_a_redirect_to_another_host(
-    git_app: Archivist, git_server: GitServer, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    repo = git_server.add("vault", private=True)
-    repo.commit({"vault.md": "# Vault\n\nThe spare lamp is in the vault.\n"})
-    git_server.redirects["moved.git"] = git_server.url("vault")  # 127.0.0.1: another host than localhost
-    monkeypatch.setenv("VAULT_TOKEN", TOKEN)
-    moved = git_server.url("moved").replace("127.0.0.1", "localhost")
-    config, _ = await git_app.git.bind(moved, auth_env="VAULT_TOKEN")
-    git_server.requests.clear()
-    failed = await run_sync(git_app, config.source_id, "failed")
-    assert "needs authentication" in (failed.error or ""), failed
-    sent = [(path, header) for path, header in git_server.requests]
-    assert any(path.startswith("/moved.git/") and header for path, header in sent), sent  # to localhost: sent
-    assert all(not header for path, header in sent if path.startswith("/vault.git/")), sent  # redirected: not
 
 
 async def test_handed_back_sync_resumes_the_same_commit(git_app: Archivist, git_server: GitServer) -> None:
