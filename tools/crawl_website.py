@@ -291,9 +291,8 @@ def register(mcp: MCPServer, runtime: Runtime) -> None:
           globs. Obeys robots.txt.
         status: job_id; wait_seconds (max 30) waits. list: status, source_id, page, per_page. cancel: job_id.
         recrawl: source_id, job_id or url; new settings optional; only changed pages re-embedded.
-        sync: folder_path or a folder source_id; new/changed files ingested, deleted ones removed.
-          Or git_url (http(s)), ref (default: the default branch), include/exclude_patterns, auth_env
-          (NAME of a server env var holding a token), browse_url ('https://host/o/r/blob/{commit}/{path}').
+        sync: folder_path, git_url (ref, auth_env: NAME of a token env var, browse_url with {commit}, {path})
+          or a source_id; new/changed files ingested, deleted ones removed.
         """
         return await dispatch("crawl_website", runtime, ACTIONS, action, dict(locals()))
 

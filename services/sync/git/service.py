@@ -6,7 +6,7 @@ import asyncio
 import logging
 import shutil
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 from uuid import UUID
 
 from models import Source
@@ -27,6 +27,9 @@ from services.sync.git.config import (
     default_title,
 )
 
+if TYPE_CHECKING:
+    from services.jobs import JobService
+
 logger = logging.getLogger(__name__)
 
 GIT_COLUMNS = (
@@ -39,7 +42,7 @@ BIND_HINT = "Bind one with crawl_website(action='sync', git_url=..., source_id=.
 class GitService:
     """Git sources: a source bound to one ref of a remote repository."""
 
-    def __init__(self, db: Database, settings: Settings, sources: SourceService, jobs: Any) -> None:
+    def __init__(self, db: Database, settings: Settings, sources: SourceService, jobs: JobService) -> None:
         self.db = db
         self.settings = settings
         self.sources = sources
