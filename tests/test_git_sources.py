@@ -145,6 +145,8 @@ async def test_git_plus_urls_patterns_and_ignore_changes(git_app: Archivist, git
     failed = await run_sync(git_app, config.source_id, "failed")
     assert "no ref 'no-such-branch'" in (failed.error or "")
     config, _ = await git_app.git.bind(url, config.source_id, ref="stable")
+    same, created = await git_app.git.bind(url)  # by URL, without a ref: the same source, its ref kept
+    assert not created and same.source_id == config.source_id and same.ref == "stable"
     assert counts(await run_sync(git_app, config.source_id)) == (0, 0, 0, 0)  # same files on that branch
 
 

@@ -64,7 +64,7 @@ class GitService:
         old ones; a new URL or ref makes the next sync compare every file."""
         url = check_git_url(git_url)
         await check_url_allowed(url, self.settings.git_allow_private)
-        wanted_ref = check_ref(ref)
+        wanted_ref = check_ref(ref) if ref is not None and str(ref).strip() else None  # None: keep (new: HEAD)
         include = _check_patterns(include_patterns, "include_patterns") if include_patterns is not None else None
         exclude = _check_patterns(exclude_patterns, "exclude_patterns") if exclude_patterns is not None else None
         env_name = check_auth_env(auth_env)
@@ -72,10 +72,11 @@ class GitService:
         source, created = await self._source(url, wanted_ref, source_id, title)
         await self.db.pool.execute(
             "INSERT INTO source_git (source_id, url, ref, include_patterns, exclude_patterns, auth_env, browse_url) "
-            "VALUES ($1, $2, $3, coalesce($4, '{}'::text[]), coalesce($5, '{}'::text[]), $6, $7) "
-            "ON CONFLICT (source_id) DO UPDATE SET "
-            "last_commit = CASE WHEN source_git.url = $2 AND source_git.ref = $3 THEN source_git.last_commit END, "
-            "url = $2, ref = $3, include_patterns = coalesce($4, source_git.include_patterns), "
+            "VALUES ($1, $2, coalesce($3, 'HEAD'), coalesce($4, '{}'::text[]), coalesce($5, '{}'::text[]), $6, $7) "
+            "ON CONFLICT (source_id) DO UPDATE SET last_commit = CASE WHEN source_git.url = $2 "
+            "AND source_git.ref = coalesce($3, source_git.ref) THEN source_git.last_commit END, "
+            "url = $2, ref = coalesce($3, source_git.ref), "
+            "include_patterns = coalesce($4, source_git.include_patterns), "
             "exclude_patterns = coalesce($5, source_git.exclude_patterns), "
             "auth_env = coalesce($6, source_git.auth_env), browse_url = coalesce($7, source_git.browse_url)",
             source.id,
@@ -113,7 +114,10 @@ class GitService:
         started.source_created = created
         return started
 
-    async def _source(self, url: str, ref: str, source_id: str | UUID | None, title: str | None) -> tuple[Source, bool]:
+    async def _source(
+        self, url: str, ref: str | None, source_id: str | UUID | None, title: str | None
+    ) -> tuple[Source, bool]:
+        """The given source, else the one following this URL (and ref, when given), else a new one."""
         if source_id:
             source = await self.sources.get(source_id)
             if source.source_type == "folder":
@@ -122,11 +126,14 @@ class GitService:
                 )
             return source, False
         row = await self.db.pool.fetchrow(
-            "SELECT source_id FROM source_git WHERE url = $1 AND ref = $2 ORDER BY created_at LIMIT 1", url, ref
+            "SELECT source_id FROM source_git WHERE url = $1 AND ($2::text IS NULL OR ref = $2) "
+            "ORDER BY created_at LIMIT 1",
+            url,
+            ref,
         )
         if row is not None:
             return await self.sources.get(row["source_id"]), False
-        name = (title or "").strip() or default_title(url, ref)
+        name = (title or "").strip() or default_title(url, ref or "HEAD")
         return await self.sources.create(name, url=url, source_type="git"), True
 
     async def show(self, config: GitConfig, retype: bool = False) -> None:
