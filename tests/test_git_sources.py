@@ -160,6 +160,18 @@ def test_plan_pairs_renames_and_skips_what_is_stored() -> None:
     assert plan(["a.md", "gone.md"], target.get, {"a.md": "1", "gone.md": "9"}).gone == ["gone.md"]
 
 
+async def test_a_file_becomes_a_folder_and_back(git_app: Archivist, git_server: GitServer) -> None:
+    repo = git_server.add("shapes")
+    repo.commit({"notes.md": "# Notes\n\nA file first.\n", "keep.md": "# Keep\n\nStays.\n"})
+    config, _ = await git_app.git.bind(git_server.url("shapes"))
+    await run_sync(git_app, config.source_id)
+    repo.commit({"notes.md": None, "notes.md/inside.md": "# Inside\n\nNow a folder.\n"})
+    assert counts(await run_sync(git_app, config.source_id)) == (1, 0, 0, 1)
+    repo.commit({"notes.md/inside.md": None, "notes.md": "# Notes\n\nA file again.\n"})
+    assert counts(await run_sync(git_app, config.source_id)) == (1, 0, 0, 1)
+    assert set(await stored(git_app, config.source_id)) == {"notes.md", "keep.md"}
+
+
 async def test_handed_back_sync_resumes_the_same_commit(git_app: Archivist, git_server: GitServer) -> None:
     repo = git_server.add("many")
     commit = repo.commit(

@@ -17,9 +17,10 @@ from dataclasses import dataclass, field
 from io import BytesIO
 
 from dulwich.diff_tree import CHANGE_COPY, CHANGE_RENAME, RenameDetector, tree_changes
+from dulwich.errors import NotTreeError
 from dulwich.ignore import IgnoreFilter, IgnoreFilterManager, read_ignore_patterns
 from dulwich.object_store import BaseObjectStore
-from dulwich.objects import Blob, Tree
+from dulwich.objects import Blob, SubmoduleEncountered, Tree
 
 from services.sync.git.config import GitConfig, hidden
 
@@ -52,8 +53,8 @@ def lookup_blob(store: BaseObjectStore, tree_id: bytes, path: str) -> Blob | Non
         tree = store[tree_id]
         assert isinstance(tree, Tree)
         mode, sha = tree.lookup_path(store.__getitem__, path.encode())
-    except (KeyError, NotADirectoryError, AssertionError):
-        return None
+    except (KeyError, ValueError, AssertionError, NotTreeError, SubmoduleEncountered):
+        return None  # not there, or a file or submodule where a folder was expected
     if not stat.S_ISREG(mode):
         return None
     blob = store[sha]
