@@ -104,6 +104,12 @@ class Settings(BaseSettings):
     #: At most this many files of one folder are synced.
     sync_max_files: int = 10_000
 
+    # --- git sources (issue 19) ---
+    #: Git URLs whose host resolves to a private, loopback or link-local address are refused unless set.
+    git_allow_private: bool = False
+    #: Seconds a git fetch may wait on the network (each connect and each read).
+    git_timeout_seconds: float = 60.0
+
     # --- distinct results and keyword ranking (issue 7) ---
     #: At most this many results per document in a result list, unless fewer documents match.
     results_per_document: int = Field(default=2, ge=1)

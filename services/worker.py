@@ -87,7 +87,7 @@ async def run_claimed(app: Archivist, job: CrawlJob, worker_id: str, stop: async
         return
     logger.info("worker %s runs job %s (%s %s)", worker_id, job.id, job.kind, job.params.url)
     if job.kind == "sync":
-        from services.sync.runner import run_sync_job
+        from services.sync.jobs import run_sync_job
 
         await run_sync_job(app, job, worker_id, stop)
         return

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import Any
 from uuid import UUID
 
@@ -55,13 +55,34 @@ class FilesMixin:
         resolved = resolve_allowed_path(str(path), self.settings.allowed_paths)
         if not resolved.is_file():
             raise InvalidArgument(f"{path} is not a regular file.", "Pass a file or a directory path.")
-        size = check_file_size(resolved, self.settings.max_file_bytes)
-        parsed = parse_bytes(resolved.read_bytes(), resolved)
+        check_file_size(resolved, self.settings.max_file_bytes)
+        return self.parse_file(
+            resolved.read_bytes(), resolved, str(resolved), title, url or resolved.as_uri(), metadata
+        )
+
+    def parse_file(
+        self,
+        data: bytes,
+        name: PurePath,
+        file_path: str,
+        title: str | None = None,
+        url: str | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> NewDocument:
+        """Parse a file's bytes (the parser chosen by `name`'s extension) into a document to ingest; for
+        files that are not on disk too (git blobs). `file_path` names the file for the code chunker."""
+        if len(data) > self.settings.max_file_bytes:
+            raise InvalidArgument(
+                f"{name.name} is {len(data) / 1048576:.1f} MB, over the "
+                f"{self.settings.max_file_bytes / 1048576:.1f} MB limit.",
+                "Split the file, or raise ARCHIVIST_MAX_FILE_MB on the server.",
+            )
+        parsed = parse_bytes(data, Path(name))
         if not parsed.content.strip():
-            raise InvalidArgument(f"{resolved.name} has no text content.", "Skip empty files.")
-        meta = {"file_path": str(resolved), "file_size": size, **parsed.metadata, **check_metadata(metadata)}
-        doc_title = (title or parsed.title or resolved.name).strip()[:500]
-        return NewDocument(doc_title, parsed.content, parsed.document_type, url or resolved.as_uri(), meta)
+            raise InvalidArgument(f"{name.name} has no text content.", "Skip empty files.")
+        meta = {"file_path": file_path, "file_size": len(data), **parsed.metadata, **check_metadata(metadata)}
+        doc_title = (title or parsed.title or name.name).strip()[:500]
+        return NewDocument(doc_title, parsed.content, parsed.document_type, url, meta)
 
     async def create_from_file(
         self,
