@@ -3,7 +3,6 @@ search tool's description naming the caller's profiles."""
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 from typing import Any
 
@@ -39,10 +38,7 @@ async def choose_profile(app: Any, name: str | None) -> tuple[Profile | None, Sc
             f"Use profile= one of: {', '.join(allowed) or '(none: leave profile out)'}.",
         )
     profile = profiles[name]
-    ids = frozenset(profile.source_ids)
-    if scope.source_ids is not None:
-        ids &= scope.source_ids
-    return profile, dataclasses.replace(scope, source_ids=ids)
+    return profile, scope.narrowed(frozenset(profile.source_ids), scope.profiles)
 
 
 def with_defaults(profile: Profile | None, given: dict[str, Any]) -> dict[str, Any]:

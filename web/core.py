@@ -91,7 +91,7 @@ class Console:
         """What the signed-in token may see and change (everything without a token)."""
         token = viewer.token
         if token is None:
-            return Scope(source_ids=None, read_only=False, profiles=[], who="console")
+            return Scope.owner("console")
         app = await self.app()
         return await app.profiles.scope_for(list(token.profiles), bool(token.read_only), token.name)
 
