@@ -64,7 +64,8 @@ def test_owner_names_are_refused_for_tokens(name: str, database_url: str, files_
 async def test_a_token_named_like_the_owner_before_the_rule_is_refused(app: Any, url: str) -> None:
     """A token row named 'local' (made before names were reserved) no longer authenticates."""
     await app.db.pool.execute(
-        "INSERT INTO access_tokens (name, token_hash, prefix, profiles) VALUES ('local', $1, 'arch_old', '{}')",
+        "INSERT INTO access_tokens (name, token_hash, prefix, profiles) VALUES ('local', $1, 'arch_old', '{}') "
+        "ON CONFLICT (name) DO UPDATE SET token_hash = EXCLUDED.token_hash, revoked_at = NULL, expires_at = NULL",
         hashlib.sha256(b"arch_oldlocalsecret").hexdigest(),
     )
     async with httpx.AsyncClient() as http:
