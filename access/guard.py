@@ -59,7 +59,17 @@ def caller_of(profiles: list[str], request: Any) -> Caller:
     headers = getattr(request, "headers", None)
     if headers is None:
         return Caller(profiles=tuple(profiles), transport="stdio")
-    return Caller(profiles=tuple(profiles), transport="local", session=headers.get("mcp-session-id"))
+    return Caller(profiles=tuple(profiles), transport="local", session=session_of(request))
+
+
+def session_of(request: Any) -> str | None:
+    """The owner's rate-bucket key on HTTP: its MCP session (mcp-session-id), or, for the session-less
+    2026-07-28 protocol, the client's connection (address and port: one per client in practice)."""
+    session = request.headers.get("mcp-session-id")
+    if session:
+        return f"session:{session}"
+    client = getattr(request, "client", None)
+    return f"connection:{client.host}:{client.port}" if client else None
 
 
 class Outcome:

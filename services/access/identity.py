@@ -5,7 +5,8 @@ request (access/guard.py) and console pages use these; nothing else decides iden
 
 Rate buckets: a token has its own (its override, else ARCHIVIST_RATE_PER_MINUTE). The local owner
 (no token: stdio, open loopback HTTP) is not throttled by default: its agents are its own work. With
-ARCHIVIST_LOCAL_RATE_PER_MINUTE > 0, each MCP session of the owner gets a bucket of that size.
+ARCHIVIST_LOCAL_RATE_PER_MINUTE > 0, each MCP session of the owner gets a bucket of that size (a stdio
+process; an HTTP session; for the session-less 2026-07-28 protocol, the client's connection).
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ class Caller:
     max_running_jobs: int | None = None  # the token's override
     #: the owner's name in the audit log: "stdio" or "local" (loopback HTTP without a token)
     transport: str = "stdio"
-    #: the MCP session (mcp-session-id), for the owner's per-session bucket
+    #: the owner's MCP session (HTTP session id, else the client connection), for its own rate bucket
     session: str | None = None
 
     @property
