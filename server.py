@@ -87,10 +87,12 @@ class ArchivistServer(MCPServer):
 
     async def list_tools(self) -> list[Any]:
         """With profiles selected (or a token limited to profiles), the search tool names them."""
+        from access.guard import caller_of
         from tools.profile_search import describe_profiles
 
         tools = await super().list_tools()
-        return await describe_profiles(tools, self.runtime, self.profiles, self.profile_notes)
+        names = list(caller_of(self.profiles, None).profiles)
+        return await describe_profiles(tools, self.runtime, names, self.profile_notes)
 
     def streamable_http_app(self, **kwargs: Any) -> Any:
         app = super().streamable_http_app(**kwargs)

@@ -6,8 +6,6 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from mcp.server.auth.middleware.auth_context import get_access_token
-
 from models.access import Profile
 from services.access.profiles import read_profile_notes
 from services.access.scope import Scope, current_scope
@@ -52,10 +50,9 @@ def with_defaults(profile: Profile | None, given: dict[str, Any]) -> dict[str, A
     return out
 
 
-async def caller_profiles(runtime: Any, selected: list[str], notes: dict[str, str]) -> dict[str, str]:
-    """name -> description of the profiles this caller may search as (its token's, else `--profile`)."""
-    token = get_access_token()
-    names = list((token.claims or {}).get("profiles") or []) if token is not None else list(selected)
+async def caller_profiles(runtime: Any, names: list[str], notes: dict[str, str]) -> dict[str, str]:
+    """name -> description of the profiles this caller may search as (its token's, else `--profile`:
+    the caller is worked out once, by access/guard.caller_of)."""
     if not names:
         return {}
     app = runtime.ready()
@@ -71,9 +68,9 @@ async def caller_profiles(runtime: Any, selected: list[str], notes: dict[str, st
     return {n: notes[n] for n in names if n in notes}
 
 
-async def describe_profiles(tools: list[Any], runtime: Any, selected: list[str], notes: dict[str, str]) -> list[Any]:
+async def describe_profiles(tools: list[Any], runtime: Any, names: list[str], notes: dict[str, str]) -> list[Any]:
     """The tool list, the search tool's description naming the caller's profiles (a copy per call)."""
-    named = await caller_profiles(runtime, selected, notes)
+    named = await caller_profiles(runtime, names, notes)
     if not named:
         return tools
     parts = []
