@@ -125,6 +125,8 @@ async def within_limit(app: Any, name: str, run: Callable[[], Awaitable[Any]]) -
 
 
 def error_code(exc: BaseException) -> str:
+    if isinstance(exc, asyncio.CancelledError):
+        return "CANCELLED"
     if isinstance(exc, ServiceError):
         return exc.code
     if isinstance(exc, MCPError):
