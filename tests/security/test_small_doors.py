@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextvars
 import hashlib
 import json
+import re
 import subprocess
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -115,3 +116,15 @@ def test_no_scope_entered_means_no_access() -> None:
     with pytest.raises(Exception) as refused:
         contextvars.Context().run(outside)
     assert "scope" in str(refused.value).lower()
+
+
+async def test_a_refused_profile_names_no_other_profiles(app: Any, url: str, world: World) -> None:
+    """A token whose profile was disabled is refused without learning the other tenants' profile names."""
+    await app.profiles.create("gone", "soon disabled", [world.pub_source])
+    _, secret = await app.tokens.create("gone-reader", ["gone"])
+    await app.profiles.update("gone", enabled=False)
+    async with client_in_own_task(bearer_transport(url, secret)) as client:
+        refused = await call(client, "manage_source", action="list")
+    assert not refused["success"] and refused["error_code"] == "NOT_FOUND", refused
+    text = json.dumps(refused)
+    assert not re.search(r"\b(sec|pub)\b", text), text
