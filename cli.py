@@ -120,8 +120,10 @@ def main(argv: list[str] | None = None) -> None:
         print_client_config(args.client, settings, http_url=args.http, profiles=args.profile)
     else:
         from commands.kb import run_human_command
+        from services.access.scope import Scope, use_scope
 
-        asyncio.run(run_human_command(args, settings))
+        with use_scope(Scope.owner()):  # the command line is the local owner, said out loud
+            asyncio.run(run_human_command(args, settings))
 
 
 if __name__ == "__main__":

@@ -9,7 +9,7 @@ from typing import Any
 from uuid import UUID
 
 import pytest
-from services.sync.cli import git_sync_command, sync_command
+from commands.sync import git_sync_command, sync_command
 
 from services.app import Archivist
 from services.errors import NotFound

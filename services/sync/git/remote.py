@@ -23,7 +23,7 @@ from dulwich.errors import GitProtocolError, NotGitRepository
 from dulwich.objects import Commit
 from dulwich.repo import Repo
 
-from services.crawl.safety import address_class
+from services.net.safety import address_class
 from services.errors import InvalidArgument, PermissionDenied
 
 logger = logging.getLogger(__name__)
