@@ -9,8 +9,8 @@ from typing import Any
 from uuid import UUID
 
 import pytest
-from commands.sync import git_sync_command, sync_command
 
+from commands.sync import git_sync_command, sync_command
 from services.app import Archivist
 from services.errors import NotFound
 from services.sync.git.tree import plan

@@ -23,8 +23,8 @@ from dulwich.errors import GitProtocolError, NotGitRepository
 from dulwich.objects import Commit
 from dulwich.repo import Repo
 
-from services.net.safety import address_class
 from services.errors import InvalidArgument, PermissionDenied
+from services.net.safety import address_class
 
 logger = logging.getLogger(__name__)
 

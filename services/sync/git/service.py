@@ -12,10 +12,10 @@ from uuid import UUID
 from models import Source
 from models.jobs import CrawlParams, StartedJob
 from services.crawl.params import _check_patterns
-from services.net.safety import check_url_allowed
 from services.database import Database
 from services.errors import InvalidArgument, NotFound
 from services.job_limits import insert_job
+from services.net.safety import check_url_allowed
 from services.settings import Settings
 from services.sources import LIST_HINT, SourceService
 from services.sync.git.config import (
