@@ -10,6 +10,7 @@ from mcp.types import CallToolResult, ToolAnnotations
 
 from models import IngestResult
 from services.app import Archivist, Runtime
+from services.documents.specs import SpecIngestResult
 from services.errors import InvalidArgument
 from services.paths import resolve_allowed_path
 from services.reading import MAX_WINDOW, ReadingService
@@ -77,6 +78,8 @@ async def create_document(app: Archivist, args: dict[str, Any]) -> dict[str, Any
         result = await docs.create_from_file(source_id, path, args["title"], args["url"], args["metadata"])
     else:
         result = await docs.create_from_url(source_id, args["url"], args["title"], args["metadata"])
+    if isinstance(result, SpecIngestResult):  # an OpenAPI spec: one document per operation
+        return {**result.summary(), **extra}
     return {**ingest_view(result), **extra}
 
 

@@ -7,6 +7,7 @@ content hash and, when it differs, the page is re-chunked and re-embedded.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -21,8 +22,10 @@ from services.documents import DocumentService, page_content
 from services.errors import NotFound, ServiceError
 from services.fetchers.base import Fetcher, FetchResult
 from services.net.urls import normalize_url
+from services.openapi import SPEC_MEDIA_TYPES, load_spec_if_any
 from services.pages import EXTRACTOR_VERSION
 from services.pages.indexing import NOFOLLOW, NOINDEX
+from services.parsers.text import decode_text
 
 if TYPE_CHECKING:
     from services.ports import AppServices as Archivist
@@ -166,6 +169,9 @@ class PageCrawler:
     async def _store_page(
         self, target: FrontierRow, known: KnownDocument | None, page: FetchResult, follow_only: bool
     ) -> None:
+        if page.raw is not None and page.content_type in SPEC_MEDIA_TYPES:
+            await self._store_spec(target, known, page)
+            return
         title, text, document_type = page_content(page)
         if follow_only:
             await self._enqueue_links(target, page.links)
@@ -203,6 +209,35 @@ class PageCrawler:
                 content_hash=document.content_hash,
                 chunks=document.chunk_count,
                 chunks_embedded=result.chunks_created,
+            ),
+        )
+        self.ingested += 1
+
+    async def _store_spec(self, target: FrontierRow, known: KnownDocument | None, page: FetchResult) -> None:
+        """A JSON/YAML body: an OpenAPI spec becomes one document per operation, anything else is skipped."""
+        assert page.raw is not None
+        spec = await asyncio.to_thread(load_spec_if_any, decode_text(page.raw), target.url)
+        if spec is None:
+            await self._skip(target.url, "non-text", known, page.status)
+            return
+        # no crawl_root: the documents live at "<spec url>#<operation>", which no crawl links to
+        metadata = {"crawl_job_id": str(self.job.id), "openapi_crawl_root": self.params.url}
+        outcome = await self.documents.ingest_spec(self.job.source_id, spec, target.url, metadata)
+        overview = outcome.results[0]
+        changed = outcome.count("created") + outcome.count("updated") + outcome.deleted
+        status = overview.status if overview.status != "unchanged" or not changed else "updated"
+        await self.frontier.finish_row(
+            target.url,
+            RowResult(
+                "done",
+                outcome=self._outcome_after_recovery(
+                    target, status, overview.document.created_at, overview.document.updated_at
+                ),
+                http_status=page.status,
+                document_id=overview.document.id,
+                content_hash=overview.document.content_hash,
+                chunks=overview.document.chunk_count,
+                chunks_embedded=outcome.chunks_created,
             ),
         )
         self.ingested += 1

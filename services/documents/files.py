@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable
 from pathlib import Path, PurePath
 from typing import Any
 from uuid import UUID
 
 from models import FileFailure, IngestResult
 from services.database import Database
+from services.documents.specs import SpecIngestResult, spec_in
 from services.documents.text import (
     DIRECTORY_BATCH,
     MAX_DIRECTORY_FILES,
@@ -21,7 +23,9 @@ from services.documents.text import (
 )
 from services.embeddings.base import Embedder
 from services.errors import InvalidArgument, ServiceError
+from services.openapi import SPEC_MEDIA_TYPES, load_spec_if_any
 from services.parsers import parse_bytes, supported_extensions
+from services.parsers.text import decode_text
 from services.paths import check_file_size, resolve_allowed_path, walk_files
 from services.settings import Settings
 from services.sources import SourceService
@@ -36,6 +40,7 @@ class FilesMixin:
     sources: SourceService
     embedder: Embedder
     settings: Settings
+    ingest_spec: Callable[..., Awaitable[SpecIngestResult]]  # SpecsMixin's
 
     async def create_from_text(
         self,
@@ -91,8 +96,13 @@ class FilesMixin:
         title: str | None = None,
         url: str | None = None,
         metadata: dict[str, Any] | None = None,
-    ) -> IngestResult:
-        return (await self.ingest_many(source_id, [self.read_file(path, title, url, metadata)]))[0]
+    ) -> IngestResult | SpecIngestResult:
+        """One file as a document; an OpenAPI/Swagger spec as one document per operation."""
+        item = self.read_file(path, title, url, metadata)
+        spec = spec_in(item)
+        if spec is not None:
+            return await self.ingest_spec(source_id, spec, item.url or path.as_uri(), metadata)
+        return (await self.ingest_many(source_id, [item]))[0]
 
     async def create_from_directory(
         self,
@@ -121,7 +131,12 @@ class FilesMixin:
                 skipped += 1
                 continue
             try:
-                batch.append((path, self.read_file(path, metadata=metadata)))
+                item = self.read_file(path, metadata=metadata)
+                spec = spec_in(item)
+                if spec is not None:  # an OpenAPI spec: its operations, at once
+                    results += await self._ingest_spec_file(source_id, path, spec, item.url, metadata, progress)
+                else:
+                    batch.append((path, item))
             except ServiceError as exc:
                 fail(path, exc.message)
             except Exception as exc:  # a parser bug must not stop the directory
@@ -133,6 +148,20 @@ class FilesMixin:
         if batch:
             results += await self._ingest_batch(source_id, batch, progress)
         return results, failures, skipped
+
+    async def _ingest_spec_file(
+        self,
+        source_id: UUID,
+        path: Path,
+        spec: dict[str, Any],
+        url: str | None,
+        metadata: dict[str, Any] | None,
+        progress: ProgressFn | None,
+    ) -> list[tuple[Path, IngestResult]]:
+        outcome = await self.ingest_spec(source_id, spec, url or path.as_uri(), metadata)
+        if progress and outcome.results:
+            progress(path, outcome.results[0], None)
+        return [(path, result) for result in outcome.results]
 
     async def _ingest_batch(
         self, source_id: UUID, batch: list[tuple[Path, NewDocument]], progress: ProgressFn | None
@@ -164,7 +193,7 @@ class FilesMixin:
         url: str,
         title: str | None = None,
         metadata: dict[str, Any] | None = None,
-    ) -> IngestResult:
+    ) -> IngestResult | SpecIngestResult:
         """Fetch one web page (same fetcher and safety checks as the crawler) and ingest it."""
         from services.fetchers import create_fetcher
         from services.net.safety import check_url_allowed
@@ -179,6 +208,10 @@ class FilesMixin:
             page = await fetcher.fetch(normalized)
         finally:
             await fetcher.close()
+        if page.ok and page.raw is not None and page.content_type in SPEC_MEDIA_TYPES:
+            spec = load_spec_if_any(decode_text(page.raw), normalized)
+            if spec is not None:  # an OpenAPI spec: one document per operation
+                return await self.ingest_spec(source_id, spec, page.final_url or normalized, metadata)
         parsed_title, content, doc_type = page_content(page)
         meta = {"http_status": page.status, "content_type": page.content_type, **check_metadata(metadata)}
         doc_title = (title or parsed_title or normalized).strip()[:500]
