@@ -326,7 +326,11 @@ def large_spec(resources: int, title: str = "Warehouse Fleet") -> dict[str, Any]
         }
         paths[f"/r{index}/{{id}}"] = {
             "parameters": [item_id],
-            "get": {"tags": tag, "summary": f"Get one {name}", "responses": {"200": {"description": "ok", **json_body}}},
+            "get": {
+                "tags": tag,
+                "summary": f"Get one {name}",
+                "responses": {"200": {"description": "ok", **json_body}},
+            },
             "put": {"tags": tag, "summary": f"Replace a {name}", "requestBody": json_body, "responses": {}},
             "delete": {"tags": tag, "summary": f"Delete a {name}", "responses": {"204": {"description": "gone"}}},
         }
@@ -339,7 +343,12 @@ def large_spec(resources: int, title: str = "Warehouse Fleet") -> dict[str, Any]
                 "weight_kg": {"type": "number"},
             },
         }
-    return {"openapi": "3.0.3", "info": {"title": title, "version": "1"}, "paths": paths, "components": {"schemas": schemas}}
+    return {
+        "openapi": "3.0.3",
+        "info": {"title": title, "version": "1"},
+        "paths": paths,
+        "components": {"schemas": schemas},
+    }
 
 
 def as_json(spec: dict[str, Any]) -> str:
