@@ -16,12 +16,14 @@ import pytest
 import pytest_asyncio
 import yaml
 
-from services.app import Archivist
+from server import build_server
+from services.app import Archivist, Runtime
 from services.documents.specs import SpecIngestResult
 from services.errors import InvalidArgument
 from services.openapi import convert_spec, load_spec, load_spec_if_any
 from tests.conftest import make_settings
 from tests.fixture_site import FixtureSite, html_page
+from tests.mcp_helpers import client_in_own_task, err, ok
 from tests.openapi_specs import CYCLES_31, PETSTORE_30, SWAGGER_20, as_json, large_spec
 from tests.test_crawl_jobs import crawl, run_until_finished
 
@@ -258,6 +260,22 @@ async def test_large_spec_ingest_time(app: Archivist, files_dir: Path) -> None:
     logger.warning(message)
     print(message)
     assert first < 300 and second < 60
+
+
+async def test_manage_document_tool_replies_with_the_operations(settings: Any, embedder: Any, files_dir: Path) -> None:
+    path = files_dir / "openapi" / "tree.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(as_json(CYCLES_31))
+    server = build_server(settings, runtime=Runtime(settings, embedder=embedder), run_worker=False)
+    async with client_in_own_task(server) as client:
+        reply = await ok(client, "manage_document", action="create", title="Family Tree API", file_path=str(path))
+        assert reply["operations"] == 2 and reply["documents_created"] == 3 and reply["source_created"] is True
+        assert [d["title"] for d in reply["documents"]][1] == "GET /people/{id} — Get a person with ancestors"
+        again = await ok(client, "manage_document", action="create", source_id=reply["source_id"], file_path=str(path))
+        assert again["documents_unchanged"] == 3 and again["documents_deleted"] == 0
+        await err(
+            client, "manage_document", "INVALID_ARGUMENT", action="create", source_id=reply["source_id"], url="ftp://x"
+        )
 
 
 # ------------------------------------------------------------------ URL and crawl (fixture site on 127.0.0.1)
