@@ -5,6 +5,7 @@ search through the real embedder and PostgreSQL."""
 from __future__ import annotations
 
 import copy
+import importlib.util
 import json
 import logging
 import time
@@ -124,6 +125,37 @@ def test_recursive_refs_are_marked_not_expanded() -> None:
     nodes = text["GET /nodes — Walk the graph"]
     assert "- `next` (object `NodeB`)\n  - `back` (`NodeA`, recursive: see above)" in nodes
     assert documents[0].metadata["unresolved_refs"] == ["common.yaml#/components/schemas/Address"]
+
+
+def test_webhooks_are_operations_too() -> None:
+    spec = copy.deepcopy(CYCLES_31)
+    spec["webhooks"] = {
+        "personBorn": {
+            "post": {
+                "summary": "A person was born",
+                "requestBody": {"content": {"application/json": {"schema": {"$ref": "#/components/schemas/Person"}}}},
+            }
+        }
+    }
+    documents = {d.fragment: d for d in convert_spec(spec)}
+    born = documents["post-webhook:personBorn"]
+    assert born.title == "POST webhook:personBorn — A person was born"
+    assert "- `mother` (`Person`, recursive: see above)" in born.markdown
+
+
+def test_a_real_spec_from_an_installed_package() -> None:
+    """litellm (installed with crawl4ai) ships its proxy's OpenAPI spec; read in place, never copied."""
+    found = importlib.util.find_spec("litellm")  # located, not imported (its import takes seconds)
+    locations = list(found.submodule_search_locations or []) if found else []
+    path = Path(locations[0] if locations else "/nonexistent") / "proxy" / "openapi.json"
+    if not path.is_file():
+        pytest.skip("this litellm has no proxy/openapi.json")
+    documents = convert_spec(load_spec(path.read_text()))
+    titles = [d.title for d in documents]
+    assert titles[0].startswith("LiteLLM API") and len(titles) > 3
+    chat = next(d for d in documents if d.title.startswith("POST /chat/completions"))
+    assert "- `model` (string): ID of the model to use." in chat.markdown
+    assert "### Request body" in chat.markdown and "### Responses" in chat.markdown
 
 
 def test_deep_schemas_are_capped() -> None:

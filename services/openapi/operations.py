@@ -54,9 +54,13 @@ def is_swagger2(spec: dict[str, Any]) -> bool:
 
 
 def iter_operations(spec: dict[str, Any], refs: SpecRefs) -> list[Operation]:
-    """Every operation, in the spec's order of paths and methods."""
+    """Every operation, in the spec's order of paths and methods, then 3.1 webhooks ("webhook:newPet")."""
     operations: list[Operation] = []
-    for path, item in (spec.get("paths") or {}).items():
+    items = list((spec.get("paths") or {}).items())
+    webhooks = spec.get("webhooks")
+    if isinstance(webhooks, dict):
+        items += [(f"webhook:{name}", item) for name, item in webhooks.items()]
+    for path, item in items:
         path_item = refs.value(item)
         if not isinstance(path_item, dict):
             continue
