@@ -337,6 +337,9 @@ async def test_url_ingest_of_a_spec(crawl_app: Archivist, site: FixtureSite) -> 
     assert isinstance(result, SpecIngestResult) and result.count("created") == 4
     docs = await documents_of(crawl_app, source.id)
     assert docs["post-/entries"]["url"] == url + "#post-/entries"
+    site.set_page("/raw/petstore.yaml", PETSTORE_30, "text/plain; charset=utf-8")  # as raw file hosts serve it
+    raw = await crawl_app.documents.create_from_url(source.id, site.url_for("/raw/petstore.yaml"))
+    assert isinstance(raw, SpecIngestResult) and raw.count("created") == 6
     site.set_page("/data.json", '{"plain": "data"}', "application/json")
     plain = await crawl_app.documents.create_from_url(source.id, site.url_for("/data.json"))
     assert not isinstance(plain, SpecIngestResult) and plain.document.document_type == "json"

@@ -7,7 +7,6 @@ content hash and, when it differs, the page is re-chunked and re-embedded.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -19,13 +18,12 @@ from services.crawl.frontier import Frontier, FrontierRow, RowResult, short_erro
 from services.crawl.politeness import HostThrottle
 from services.crawl.robots_cache import RobotsCache
 from services.documents import DocumentService, page_content
+from services.documents.specs import page_spec, page_spec_text
 from services.errors import NotFound, ServiceError
 from services.fetchers.base import Fetcher, FetchResult
 from services.net.urls import normalize_url
-from services.openapi import SPEC_MEDIA_TYPES, load_spec_if_any
 from services.pages import EXTRACTOR_VERSION
 from services.pages.indexing import NOFOLLOW, NOINDEX
-from services.parsers.text import decode_text
 
 if TYPE_CHECKING:
     from services.ports import AppServices as Archivist
@@ -169,8 +167,7 @@ class PageCrawler:
     async def _store_page(
         self, target: FrontierRow, known: KnownDocument | None, page: FetchResult, follow_only: bool
     ) -> None:
-        if page.raw is not None and page.content_type in SPEC_MEDIA_TYPES:
-            await self._store_spec(target, known, page)
+        if page_spec_text(page) is not None and await self._stored_as_spec(target, known, page):
             return
         title, text, document_type = page_content(page)
         if follow_only:
@@ -213,13 +210,15 @@ class PageCrawler:
         )
         self.ingested += 1
 
-    async def _store_spec(self, target: FrontierRow, known: KnownDocument | None, page: FetchResult) -> None:
-        """A JSON/YAML body: an OpenAPI spec becomes one document per operation, anything else is skipped."""
-        assert page.raw is not None
-        spec = await asyncio.to_thread(load_spec_if_any, decode_text(page.raw), target.url)
+    async def _stored_as_spec(self, target: FrontierRow, known: KnownDocument | None, page: FetchResult) -> bool:
+        """An OpenAPI spec becomes one document per operation; other JSON/YAML is skipped as non-text.
+        False for a text page that only looked like a spec: it is stored as text."""
+        spec = await page_spec(page)
         if spec is None:
+            if page.raw is None:
+                return False
             await self._skip(target.url, "non-text", known, page.status)
-            return
+            return True
         # no crawl_root: the documents live at "<spec url>#<operation>", which no crawl links to
         metadata = {"crawl_job_id": str(self.job.id), "openapi_crawl_root": self.params.url}
         outcome = await self.documents.ingest_spec(self.job.source_id, spec, target.url, metadata)
@@ -241,6 +240,7 @@ class PageCrawler:
             ),
         )
         self.ingested += 1
+        return True
 
     async def _follow_redirect(
         self, row: FrontierRow, known: KnownDocument | None, final_url: str

@@ -10,7 +10,7 @@ from uuid import UUID
 
 from models import FileFailure, IngestResult
 from services.database import Database
-from services.documents.specs import SpecIngestResult, spec_in
+from services.documents.specs import SpecIngestResult, page_spec, spec_in
 from services.documents.text import (
     DIRECTORY_BATCH,
     MAX_DIRECTORY_FILES,
@@ -23,9 +23,7 @@ from services.documents.text import (
 )
 from services.embeddings.base import Embedder
 from services.errors import InvalidArgument, ServiceError
-from services.openapi import SPEC_MEDIA_TYPES, load_spec_if_any
 from services.parsers import parse_bytes, supported_extensions
-from services.parsers.text import decode_text
 from services.paths import check_file_size, resolve_allowed_path, walk_files
 from services.settings import Settings
 from services.sources import SourceService
@@ -208,10 +206,9 @@ class FilesMixin:
             page = await fetcher.fetch(normalized)
         finally:
             await fetcher.close()
-        if page.ok and page.raw is not None and page.content_type in SPEC_MEDIA_TYPES:
-            spec = load_spec_if_any(decode_text(page.raw), normalized)
-            if spec is not None:  # an OpenAPI spec: one document per operation
-                return await self.ingest_spec(source_id, spec, page.final_url or normalized, metadata)
+        spec = await page_spec(page)
+        if spec is not None:  # an OpenAPI spec: one document per operation
+            return await self.ingest_spec(source_id, spec, page.final_url or normalized, metadata)
         parsed_title, content, doc_type = page_content(page)
         meta = {"http_status": page.status, "content_type": page.content_type, **check_metadata(metadata)}
         doc_title = (title or parsed_title or normalized).strip()[:500]

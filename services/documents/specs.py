@@ -19,7 +19,17 @@ from uuid import UUID
 from models import IngestResult
 from services.database import Database
 from services.documents.text import NewDocument, check_metadata
-from services.openapi import OVERVIEW_FRAGMENT, SpecDocument, convert_spec, load_spec, load_spec_if_any
+from services.fetchers.base import FetchResult
+from services.openapi import (
+    OVERVIEW_FRAGMENT,
+    SPEC_MEDIA_TYPES,
+    SpecDocument,
+    convert_spec,
+    load_spec,
+    load_spec_if_any,
+    might_be_spec,
+)
+from services.parsers.text import decode_text
 
 logger = logging.getLogger(__name__)
 
@@ -68,6 +78,24 @@ class SpecIngestResult:
             f"unchanged, {self.deleted} removed). Use manage_document(action='list', source_id=...) to page "
             "through them.",
         }
+
+
+def page_spec_text(page: FetchResult) -> str | None:
+    """The text of a fetched page that may hold a spec: a JSON/YAML body (handed over raw), or plain
+    text that looks like one (raw file hosts serve YAML and JSON as text/plain); else None."""
+    if not page.ok:
+        return None
+    if page.raw is not None and page.content_type in SPEC_MEDIA_TYPES:
+        return decode_text(page.raw)
+    if page.content_type == "text/plain" and might_be_spec(page.markdown):
+        return page.markdown
+    return None
+
+
+async def page_spec(page: FetchResult) -> dict[str, Any] | None:
+    """The spec a fetched page holds, else None (parsed in a worker thread: big specs take a while)."""
+    text = page_spec_text(page)
+    return None if text is None else await asyncio.to_thread(load_spec_if_any, text, page.final_url or page.url)
 
 
 def spec_in(item: NewDocument) -> dict[str, Any] | None:
