@@ -187,8 +187,7 @@ def register(mcp: MCPServer, runtime: Runtime) -> None:
         """Create, read, list, update, delete documents (chunked and embedded).
 
         create: content, file_path (file or directory: md, code, html, pdf, docx, pptx, xlsx, csv, epub,
-          odt, rtf; recursive, extensions) or url; into source_id or a source named by title. An OpenAPI
-          or Swagger spec (file or url) becomes one document per operation plus an overview.
+          odt, rtf; recursive, extensions) or url; into source_id or a source named by title.
         get: document_id, url (+source_id) or chunk_id. max_chars (1000, max 4000) from offset: a number
           or an outline heading. outline: 20 headings per page. chunk_index: one chunk.
         list: source_id, page, per_page (max 20). update: document_id + title, url, metadata, content.
