@@ -257,15 +257,18 @@ async def test_reingest_is_idempotent_and_removes_vanished_operations(app: Archi
     assert isinstance(restored, SpecIngestResult) and restored.count("created") == 1
 
 
-async def test_directory_ingest_expands_specs_and_keeps_other_files(app: Archivist, files_dir: Path) -> None:
+async def test_directory_ingest_expands_specs_and_keeps_other_files(
+    app: Archivist, files_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("services.documents.files.MAX_DIRECTORY_FILES", 3)  # counts files, not operations
     folder = files_dir / "api-folder"
     folder.mkdir()
     (folder / "logbook.json").write_text(as_json(SWAGGER_20))
     (folder / "package.json").write_text('{"name": "lamp", "version": "1.0.0"}')
     (folder / "notes.md").write_text("# Notes\n\nThe lighthouse keepers keep a log.\n")
     source, _ = await app.sources.get_or_create("Logbook folder")
-    results, failures, _ = await app.documents.create_from_directory(source.id, folder)
-    assert failures == []
+    results, failures, skipped = await app.documents.create_from_directory(source.id, folder)
+    assert failures == [] and skipped == 0
     titles = {result.document.title for _, result in results}
     assert {"Lighthouse Logbook 2.1 — API overview", "POST /entries — Write a log entry", "Notes"} <= titles
     assert "package.json" in titles and len(results) == 6  # overview + 3 operations + 2 files

@@ -39,9 +39,10 @@ async def create_from_directory(app: Archivist, source_id: Any, directory: Path,
         source_id, directory, args["extensions"], args["metadata"], recursive=args["recursive"] is not False
     )
     counts = {status: sum(1 for _, r in results if r.status == status) for status in STATUS_MESSAGES}
+    files = len({path for path, _ in results})  # a spec file yields one result per operation
     return {
         "directory": str(directory),
-        "files_ingested": len(results),
+        "files_ingested": files,
         "files_failed": len(failures),
         "files_skipped_over_limit": skipped,
         **{f"documents_{k}": v for k, v in counts.items()},
@@ -52,7 +53,7 @@ async def create_from_directory(app: Archivist, source_id: Any, directory: Path,
         ],
         "failures": [f.model_dump() for f in failures[:MAX_PER_PAGE]],
         "lists_cut": len(results) > MAX_PER_PAGE or len(failures) > MAX_PER_PAGE,
-        "message": f"Ingested {len(results)} files ({len(failures)} failed). "
+        "message": f"Ingested {files} files ({len(failures)} failed). "
         "Use manage_document(action='list', source_id=...) to page through all documents.",
     }
 

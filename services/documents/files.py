@@ -118,6 +118,7 @@ class FilesMixin:
         failures: list[FileFailure] = []
         batch: list[tuple[Path, NewDocument]] = []
         skipped = 0
+        expanded = 0  # results beyond one per file: a spec's operations
 
         def fail(path: Path, message: str) -> None:
             failures.append(FileFailure(path=str(path), error=message))
@@ -125,14 +126,16 @@ class FilesMixin:
                 progress(path, None, message)
 
         for path in walk_files(directory, wanted, recursive):
-            if len(results) + len(failures) + len(batch) >= MAX_DIRECTORY_FILES:
+            if len(results) - expanded + len(failures) + len(batch) >= MAX_DIRECTORY_FILES:
                 skipped += 1
                 continue
             try:
                 item = self.read_file(path, metadata=metadata)
                 spec = spec_in(item)
                 if spec is not None:  # an OpenAPI spec: its operations, at once
-                    results += await self._ingest_spec_file(source_id, path, spec, item.url, metadata, progress)
+                    documents = await self._ingest_spec_file(source_id, path, spec, item.url, metadata, progress)
+                    results += documents
+                    expanded += len(documents) - 1
                 else:
                     batch.append((path, item))
             except ServiceError as exc:
