@@ -66,10 +66,10 @@ def test_petstore_operations_titles_parameters_and_resolved_schemas() -> None:
     # allOf merged: NewPet's fields, then Pet's own
     assert "- `id` (integer (int64), required): Unique id assigned by the shelter." in listing
     assert "- `status` (string): Adoption status. Enum: `available` | `pending` | `adopted`." in listing
-    assert "#### default — Unexpected error" in listing and "- `message` (string, required)" in listing
+    assert "**default — Unexpected error**" in listing and "- `message` (string, required)" in listing
     create = text["POST /pets — Create a pet"]
     assert "Register a new pet with the shelter" in create
-    assert "### Request body\n\nRequired." in create
+    assert "**Request body**\n\nRequired." in create
     assert '- `name` (string, required): The pet\'s given name. Example: `"Marmalade"`.' in create
     assert 'Example `kitten` (A young cat):\n\n```json\n{\n  "name": "Marmalade",' in create
     path_item = text["GET /pets/{petId} — Info for a specific pet"]
@@ -155,7 +155,16 @@ def test_a_real_spec_from_an_installed_package() -> None:
     assert titles[0].startswith("LiteLLM API") and len(titles) > 3
     chat = next(d for d in documents if d.title.startswith("POST /chat/completions"))
     assert "- `model` (string): ID of the model to use." in chat.markdown
-    assert "### Request body" in chat.markdown and "### Responses" in chat.markdown
+    assert "### Request body" in chat.markdown and "### Responses" in chat.markdown  # long: headed
+
+
+def test_short_operations_are_flat_and_long_ones_keep_section_headings() -> None:
+    spec = load_spec(PETSTORE_30)
+    assert "\n### " not in by_title(spec)["POST /pets — Create a pet"]  # one chunk: no heading to split at
+    fields = {f"field_{i}": {"type": "string", "description": f"Field number {i} of the ledger."} for i in range(60)}
+    spec["components"]["schemas"]["NewPet"]["properties"].update(fields)
+    create = by_title(spec)["POST /pets — Create a pet"]
+    assert "\n### Request body\n" in create and "\n### Responses\n" in create and "\n#### 201 — The pet" in create
 
 
 def test_deep_schemas_are_capped() -> None:

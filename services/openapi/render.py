@@ -11,6 +11,9 @@ from services.openapi.operations import Operation, is_swagger2, media_types
 from services.openapi.resolve import SpecRefs
 from services.openapi.schema import SchemaRenderer, one_line
 
+#: An operation shorter than this (with section headings) is written without them, so it is one chunk
+#: (the chunker starts a chunk at every heading; "200 — ok" alone would be a chunk of its own).
+FLAT_LIMIT = 1500
 PARAMETER_HEADER = ["| Name | In | Required | Type | Description |", "| --- | --- | --- | --- | --- |"]
 
 
@@ -28,8 +31,21 @@ class OperationRenderer:
         self.schemas = SchemaRenderer(refs)
         self.swagger2 = is_swagger2(spec)
         self.untagged = untagged
+        self.flat = False
 
     def render(self, operation: Operation) -> str:
+        """The operation's markdown: sections as headings, or as bold labels when it is short."""
+        self.flat = False
+        text = self._render(operation)
+        if len(text) < FLAT_LIMIT:
+            self.flat = True
+            text = self._render(operation)
+        return text
+
+    def _heading(self, level: int, text: str) -> str:
+        return f"**{text}**" if self.flat else "#" * level + " " + text
+
+    def _render(self, operation: Operation) -> str:
         node = operation.node
         lines = [f"# {(operation.tags or [self.untagged])[0]}", "", f"## {operation.title}", ""]
         lines += self._facts(operation)
@@ -65,7 +81,7 @@ class OperationRenderer:
     def _parameters(self, operation: Operation) -> list[str]:
         if not operation.parameters:
             return []
-        lines = ["### Parameters", "", *PARAMETER_HEADER]
+        lines = [self._heading(3, "Parameters"), "", *PARAMETER_HEADER]
         notes: list[str] = []
         for parameter in operation.parameters:
             schema = parameter if self.swagger2 else parameter.get("schema", {})
@@ -104,7 +120,7 @@ class OperationRenderer:
         body = self.refs.value(operation.node.get("requestBody"))
         if not isinstance(body, dict):
             return []
-        lines = ["### Request body", ""]
+        lines = [self._heading(3, "Request body"), ""]
         if body.get("required"):
             lines += ["Required.", ""]
         if body.get("description"):
@@ -115,7 +131,7 @@ class OperationRenderer:
         if not operation.body_parameters:
             return []
         consumes = ", ".join(media_types(self.spec, operation.node, "consumes"))
-        lines = ["### Request body", "", f"Content type: {consumes}", ""]
+        lines = [self._heading(3, "Request body"), "", f"Content type: {consumes}", ""]
         body = next((p for p in operation.body_parameters if p.get("in") == "body"), None)
         if body is not None:
             if body.get("description"):
@@ -162,13 +178,13 @@ class OperationRenderer:
         responses = operation.node.get("responses")
         if not isinstance(responses, dict) or not responses:
             return []
-        lines = ["### Responses", ""]
+        lines = [self._heading(3, "Responses"), ""]
         for code, raw in responses.items():
             response = self.refs.value(raw)
             if not isinstance(response, dict):
                 continue
             description = one_line(response.get("description") or "", 200)
-            lines += [f"#### {code}" + (f" — {description}" if description else ""), ""]
+            lines += [self._heading(4, f"{code}" + (f" — {description}" if description else "")), ""]
             lines += self._headers(response.get("headers"))
             if self.swagger2:
                 lines += self._schema_section(response.get("schema")) + swagger2_examples(response)
