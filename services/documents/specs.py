@@ -25,7 +25,6 @@ from services.openapi import (
     SPEC_MEDIA_TYPES,
     SpecDocument,
     convert_spec,
-    load_spec,
     load_spec_if_any,
     might_be_spec,
 )
@@ -110,13 +109,6 @@ class SpecsMixin:
 
     db: Database
     ingest_many: Callable[[UUID, list[NewDocument]], Awaitable[list[IngestResult]]]  # IngestMixin's
-
-    async def create_from_spec_text(
-        self, source_id: UUID, text: str, spec_url: str, metadata: dict[str, Any] | None = None
-    ) -> SpecIngestResult:
-        """Parse a spec (JSON or YAML) and ingest it; InvalidArgument when it is not one."""
-        spec = await asyncio.to_thread(load_spec, text, spec_url.rsplit("/", 1)[-1] or "spec")
-        return await self.ingest_spec(source_id, spec, spec_url, metadata)
 
     async def ingest_spec(
         self,
