@@ -81,7 +81,7 @@ def serve(args: argparse.Namespace, settings: Settings) -> None:
     if args.http:
         from access.http_auth import http_auth, is_loopback, tokens_exist
 
-        if not is_loopback(host) and not asyncio.run(tokens_exist(settings)):
+        if not is_loopback(host) and not settings.oauth_issuer and not asyncio.run(tokens_exist(settings)):
             print(
                 f"error: refusing to serve on {host} without access tokens.\n"
                 "Create one first: archivist token create --name NAME [--profile P]",

@@ -41,6 +41,15 @@ def add_access_commands(sub: Any) -> None:
     profile.add_parser("list")
     profile.add_parser("show").add_argument("name")
     profile.add_parser("delete").add_argument("name")
+    for op in ("grant", "revoke"):  # identity-provider claims -> this profile (docs/identity.md)
+        g = profile.add_parser(op, help=f"{op} this profile to tokens of ARCHIVIST_OAUTH_ISSUER by a claim")
+        g.add_argument("name")
+        g.add_argument("--group", action="append", default=[], help="a value of the groups claim (repeatable)")
+        g.add_argument("--subject", action="append", default=[], help="a token subject, `sub` (repeatable)")
+        g.add_argument("--email-domain", action="append", default=[], help="a verified email's domain (repeatable)")
+        if op == "grant":
+            g.add_argument("--write", action="store_true", help="let tokens matching this grant write")
+    profile.add_parser("grants").add_argument("name", nargs="?", default=None)
     token = sub.add_parser("token", help="manage HTTP access tokens").add_subparsers(dest="op", required=True)
     create = token.add_parser("create")
     create.add_argument("--name", required=True)
@@ -54,7 +63,7 @@ def add_access_commands(sub: Any) -> None:
     audit = sub.add_parser("audit", help="show the audit log of tool calls")
     audit.add_argument("--since", default="1h")
     audit.add_argument("--tool", default=None)
-    audit.add_argument("--token", default=None)
+    audit.add_argument("--token", default=None, help="a token name, or oidc:EMAIL/SUBJECT of a signed-in identity")
     audit.add_argument("--errors", action="store_true")
     audit.add_argument("--page", type=int, default=1)
     audit.add_argument("--prune", action="store_true", help="delete entries past the retention setting")
@@ -90,9 +99,29 @@ async def cli_profile(app: Any, args: argparse.Namespace) -> None:
     elif args.op == "delete":
         await app.profiles.delete(args.name)
         print(f"deleted profile {args.name}")
+    elif args.op in ("grant", "revoke"):
+        await cli_grant(app, args)
+    elif args.op == "grants":
+        for g in await app.grants.list(args.name):
+            print(f"{g.profile:20} {g.kind:12} {g.value:30} {'write' if g.write else 'read'}")
     else:
         for p in await app.profiles.list():
             _show_profile(p)
+
+
+async def cli_grant(app: Any, args: argparse.Namespace) -> None:
+    """`archivist profile grant|revoke NAME --group G --subject S --email-domain D [--write]`."""
+    claims = [("group", v) for v in args.group] + [("subject", v) for v in args.subject]
+    claims += [("email_domain", v) for v in args.email_domain]
+    if not claims:
+        raise SystemExit("error: name at least one --group, --subject or --email-domain")
+    for kind, value in claims:
+        if args.op == "grant":
+            g = await app.grants.grant(args.name, kind, value, write=args.write)
+            print(f"granted {g.profile} to {g.kind} {g.value} ({'read-write' if g.write else 'read-only'})")
+        else:
+            await app.grants.revoke(args.name, kind, value)
+            print(f"revoked {args.name} from {kind} {value}")
 
 
 async def cli_token(app: Any, args: argparse.Namespace) -> None:
@@ -123,11 +152,11 @@ async def cli_audit(app: Any, args: argparse.Namespace) -> None:
         print(f"pruned {n} entries")
         return
     page = await app.audit.query(parse_duration(args.since), args.tool, args.token, args.errors, args.page, 20)
-    print(f"{'time':19}  {'who':12} {'tool':22} {'action':8} {'outcome':18} {'ms':>8} {'bytes':>7}")
+    print(f"{'time':19}  {'who':28} {'tool':22} {'action':8} {'outcome':18} {'ms':>8} {'bytes':>7}")
     for e in page.items:
         outcome = e.error_code or "ok"
         print(
-            f"{e.at:%Y-%m-%d %H:%M:%S}  {e.who[:12]:12} {e.tool[:22]:22} {(e.action or '-')[:8]:8} "
+            f"{e.at:%Y-%m-%d %H:%M:%S}  {e.who[:28]:28} {e.tool[:22]:22} {(e.action or '-')[:8]:8} "
             f"{outcome[:18]:18} {e.latency_ms:8.1f} {e.response_bytes:7}"
         )
     print(f"({page.total_count} entries; page {page.page})")
