@@ -27,6 +27,7 @@ from tests.mcp_helpers import call
 from tests.security.oidc_idp import Client as IdpClient
 from tests.security.oidc_idp import IdP, new_key, running
 from tests.security.support import World, all_resources, audit_rows, bearer_client, build_world, http_server, rpc_error
+from tests.test_e2e import run_cli, server_env
 
 USERS = {
     "alice": {"email": "alice@example.com", "groups": ["eng"]},  # eng -> profile pub
@@ -260,6 +261,20 @@ async def test_grants_need_a_profile_and_revoke(app: Any, world: World) -> None:
     assert any(g.kind == "subject" for g in await app.grants.list("sec"))
     await app.grants.revoke("sec", "subject", "someone")
     assert not any(g.kind == "subject" for g in await app.grants.list("sec"))
+
+
+async def test_profile_grant_and_revoke_through_the_cli(database_url: str, files_dir: Path, world: World) -> None:
+    env = server_env(database_url, files_dir)
+    granted = await asyncio.to_thread(run_cli, ["profile", "grant", "sec", "--group", "ops", "--write"], env)
+    assert granted.returncode == 0, granted.stderr
+    assert "granted sec to group ops (read-write)" in granted.stdout
+    listed = (await asyncio.to_thread(run_cli, ["profile", "grants", "sec"], env)).stdout
+    assert "ops" in listed and "write" in listed and "sales" in listed
+    revoked = await asyncio.to_thread(run_cli, ["profile", "revoke", "sec", "--group", "ops"], env)
+    assert revoked.returncode == 0, revoked.stderr
+    assert "ops" not in (await asyncio.to_thread(run_cli, ["profile", "grants", "sec"], env)).stdout
+    missing = await asyncio.to_thread(run_cli, ["profile", "grant", "nope", "--email-domain", "example.com"], env)
+    assert missing.returncode != 0 and "nope" in missing.stderr
 
 
 async def test_key_rotation_works_without_a_restart(idp: IdP, url: str, world: World) -> None:
