@@ -8,9 +8,12 @@ import shutil
 import sys
 from typing import Any
 
+from services.access.redaction import redact_text
 from services.settings import Settings
 
 TOKEN_PLACEHOLDER = "<your access token>"
+#: what a DATABASE_URL password becomes in a printed or displayed entry (the client's environment supplies it)
+PASSWORD_REFERENCE = "${ARCHIVIST_DB_PASSWORD}"
 
 
 def server_command() -> list[str]:
@@ -20,10 +23,11 @@ def server_command() -> list[str]:
 
 
 def client_env(settings: Settings) -> dict[str, str]:
-    """The environment a stdio client entry needs to reach this knowledge base."""
+    """The environment a stdio client entry needs to reach this knowledge base (the database password
+    as an environment reference, never its value)."""
     env = {"ARCHIVIST_ALLOWED_PATHS": os.pathsep.join(str(p) for p in settings.allowed_paths)}
     if settings.database_url:
-        env["DATABASE_URL"] = settings.database_url
+        env["DATABASE_URL"] = redact_text(settings.database_url, mask=PASSWORD_REFERENCE)
     else:
         env["ARCHIVIST_DATA_DIR"] = str(settings.data_dir)
     return env

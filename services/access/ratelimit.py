@@ -46,3 +46,11 @@ class RateLimiter:
             exc = RateLimited(f"Rate limit of {per_minute} calls per minute reached.", f"Retry in {wait:g} seconds.")
             exc.retry_after_seconds = wait  # type: ignore[attr-defined]
             raise exc
+
+
+def bucket(token_name: str | None, token_rate: int | None, default_rate: int) -> tuple[str, int]:
+    """(key, calls per minute) of a caller's bucket: a token's own (its override, else the default),
+    else the one shared by unauthenticated local callers. MCP calls and console actions both use it."""
+    if token_name is None:
+        return "local", int(default_rate)
+    return f"token:{token_name}", int(token_rate or default_rate)
