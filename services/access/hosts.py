@@ -21,6 +21,8 @@ def host_name(host: str) -> str:
     host = host.strip().lower()
     if host.startswith("["):
         return host.split("]", 1)[0] + "]"
+    if host.count(":") == 1:
+        host = host.split(":", 1)[0]  # name:port
     try:
         if ipaddress.ip_address(host).version == 6:
             return f"[{host}]"

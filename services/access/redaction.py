@@ -19,7 +19,7 @@ SECRET_KEYS = ("password", "passwd", "pwd", "secret", "token", "authorization", 
 _USERINFO = re.compile(r"://([^\s:/@]*):([^\s@/]+)@")
 #: ?password=x, &token=x, libpq `password=x` or `password='x y'` (key=value DSNs).
 _KEY_VALUE = re.compile(
-    r"(?i)(?<![A-Za-z0-9])(password|passwd|pwd|secret|token|api[_-]?key|access[_-]?token|sslpassword)"
+    r"(?i)(?<![A-Za-z0-9])(password|passwd|pass|pwd|pw|secret|token|api[_-]?key|access[_-]?token|sslpassword)"
     r"(\s*=\s*)('(?:[^'\\]|\\.)*'|[^\s&;'\"]+)"
 )
 #: Authorization: Bearer <secret>, and Archivist's own token secrets.

@@ -43,7 +43,9 @@ async def test_errors_over_http_name_no_server_path(served: dict[str, str], file
     """A token holder asks for a file outside the allowed paths: the refusal must not map the server's disk."""
     http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {served['admin']}"})
     async with Client(streamable_http_client(f"{served['base']}/mcp", http_client=http)) as client:
-        result = await client.call_tool("manage_document", {"action": "create", "title": "Probe", "file_path": "/etc/passwd"})
+        result = await client.call_tool(
+            "manage_document", {"action": "create", "title": "Probe", "file_path": "/etc/passwd"}
+        )
     text = result.content[0].text
     payload = json.loads(text)
     assert payload["success"] is False and payload["error_code"] == "PERMISSION_DENIED", payload
