@@ -17,7 +17,7 @@ def configure_logging(level: str) -> None:
     logging.basicConfig(
         level=level.upper(), stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
-    from services.access.redaction import install_log_redaction
+    from services.access.disclosure import install_log_redaction
 
     install_log_redaction()
 

@@ -15,8 +15,8 @@ from mcp.server.transport_security import DEFAULT_MAX_REQUEST_BODY_SIZE, Transpo
 from starlette.middleware.body_limit import RequestBodyLimitMiddleware
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 
+from services.access.disclosure import set_remote_errors
 from services.access.hosts import HostPolicy
-from services.access.redaction import set_remote_errors
 from services.settings import Settings
 
 logger = logging.getLogger(__name__)

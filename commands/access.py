@@ -134,10 +134,9 @@ async def cli_audit(app: Any, args: argparse.Namespace) -> None:
 
 def redact_dsn(url: str) -> str:
     """DATABASE_URL with its password replaced by an environment reference (the one redaction)."""
-    from services.access.clients import PASSWORD_REFERENCE
-    from services.access.redaction import redact_text
+    from services.access.clients import dsn_for_entry
 
-    return redact_text(url, mask=PASSWORD_REFERENCE)
+    return dsn_for_entry(url)
 
 
 def http_entry(client: str, url: str) -> dict[str, Any]:

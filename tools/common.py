@@ -15,7 +15,7 @@ from uuid import UUID
 from mcp.types import CallToolResult, ResourceLink, TextContent
 
 from models import Document, Page, Source
-from services.access.redaction import outgoing_text
+from services.access.disclosure import outgoing_text
 from services.access.scope import current_scope
 from services.errors import CallTimeout, InvalidArgument, ServiceError, service_error_from
 from services.validation import MAX_PER_PAGE, clean_text

@@ -15,8 +15,8 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Route
 
 from services.access.clients import client_entries
+from services.access.disclosure import public_text
 from services.access.hosts import HostPolicy
-from services.access.redaction import public_text
 from services.access.scope import Scope, use_scope
 from services.app import Runtime
 from services.errors import ServiceError

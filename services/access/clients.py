@@ -8,7 +8,7 @@ import shutil
 import sys
 from typing import Any
 
-from services.access.redaction import redact_text
+from services.access.redaction import REDACTED, redact_text
 from services.settings import Settings
 
 TOKEN_PLACEHOLDER = "<your access token>"
@@ -27,10 +27,15 @@ def client_env(settings: Settings) -> dict[str, str]:
     as an environment reference, never its value)."""
     env = {"ARCHIVIST_ALLOWED_PATHS": os.pathsep.join(str(p) for p in settings.allowed_paths)}
     if settings.database_url:
-        env["DATABASE_URL"] = redact_text(settings.database_url, mask=PASSWORD_REFERENCE)
+        env["DATABASE_URL"] = dsn_for_entry(settings.database_url)
     else:
         env["ARCHIVIST_DATA_DIR"] = str(settings.data_dir)
     return env
+
+
+def dsn_for_entry(url: str) -> str:
+    """DATABASE_URL as a client entry shows it: the one redaction, its mask an environment reference."""
+    return redact_text(url).replace(REDACTED, PASSWORD_REFERENCE)
 
 
 def stdio_entry(settings: Settings) -> dict[str, Any]:

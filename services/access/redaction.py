@@ -1,97 +1,65 @@
-"""One redaction for secrets and server paths, wherever text leaves the process: client configs, the
-console's "Connect a client" dialog, logs, `/healthz` and error messages sent over HTTP.
+"""One redaction for secrets everywhere: the audit log, logs, the console, `archivist config`, errors.
 
-Every pattern here is linear: no nested or overlapping quantifiers, so hostile text of any length
-costs one pass."""
+`redact(obj)` walks dicts, lists and tuples to any depth: the value of any key that names a secret
+(password, token, secret, authorization, api_key, cookie, credential, private_key, dsn, ...) becomes
+"[redacted]", however short, and every other string goes through `redact_text`.
+
+`redact_text(text)` removes secrets written inside text:
+- URL credentials: `postgresql://user:pass@host/db` -> `postgresql://user:[redacted]@host/db`;
+- `key=value` and `key: value` pairs, as in query strings and DSNs: `?password=x`, `password=x`,
+  `sslpassword='x'`, `api_key: x`;
+- bearer credentials (`Bearer x`) and Archivist token secrets (`arch_...`).
+
+Every pattern is linear: bounded repetitions of single character classes, nothing nested.
+"""
 
 from __future__ import annotations
 
-import logging
 import re
 from typing import Any
 
-MASK = "***"
-PATH_MASK = "<path>"
-#: Keys whose values are secrets whatever their length (matched inside longer keys: db_password, x-api-key).
-SECRET_KEYS = ("password", "passwd", "pwd", "secret", "token", "authorization", "api_key", "apikey", "cookie")
-
-#: scheme://user:password@host: the password part.
-_USERINFO = re.compile(r"://([^\s:/@]*):([^\s@/]+)@")
-#: ?password=x, &token=x, libpq `password=x` or `password='x y'` (key=value DSNs).
-_KEY_VALUE = re.compile(
-    r"(?i)(?<![A-Za-z0-9])(password|passwd|pass|pwd|pw|secret|token|api[_-]?key|access[_-]?token|sslpassword)"
-    r"(\s*=\s*)('(?:[^'\\]|\\.)*'|[^\s&;'\"]+)"
+REDACTED = "[redacted]"
+#: key names whose values are secrets, wherever they appear (case-insensitive, any separator)
+SECRET_KEY = re.compile(
+    r"pass(?:word|wd|phrase)?|pwd|token|secret|authori[sz]ation|api[-_]?key|apikey|cookie|credential"
+    r"|private[-_]?key|session[-_]?id|dsn|database[-_]?url",
+    re.IGNORECASE,
 )
-#: Authorization: Bearer <secret>, and Archivist's own token secrets.
-_BEARER = re.compile(r"(?i)\b(bearer\s+)[A-Za-z0-9._~+/=-]+")
-_TOKEN = re.compile(r"\barch_[A-Za-z0-9_-]{8,}")
-#: An absolute POSIX path of two or more segments, not part of a URL (no word, '.', ':', '/' before it).
-_PATH = re.compile(r"(?<![\w.:/~-])/[\w.@+~-]+/[^\s'\"<>,;()\[\]{}]*")
-
-_remote_errors = False
-
-
-def redact_text(text: str, mask: str = MASK) -> str:
-    """`text` with passwords in URLs and DSNs, bearer secrets and token secrets replaced by `mask`."""
-    text = _USERINFO.sub(lambda m: f"://{m.group(1)}:{mask}@", text)
-    text = _KEY_VALUE.sub(lambda m: f"{m.group(1)}{m.group(2)}{mask}", text)
-    text = _BEARER.sub(lambda m: f"{m.group(1)}{mask}", text)
-    return _TOKEN.sub(mask, text)
+#: scheme://user:password@  (the password part)
+URL_CREDENTIALS = re.compile(r"(://[^\s:/@?#]{0,256}):([^\s@/?#]{1,512})@")
+#: key=value / key: value, where the key names a secret (the value up to a separator)
+SECRET_PAIR = re.compile(
+    r"(?i)\b([a-z_-]{0,32}(?:password|passwd|pwd|token|secret|api[-_]?key|apikey|authorization|cookie)"
+    r"[a-z_-]{0,32})(\s{0,4}[=:]\s{0,4})(['\"]?)([^\s&;,'\"]{1,2048})"
+)
+BEARER = re.compile(r"(?i)\b(bearer|basic)\s{1,4}[A-Za-z0-9._~+/=-]{1,4096}")
+ARCHIVIST_SECRET = re.compile(r"\barch_[A-Za-z0-9_-]{8,256}")
+#: texts longer than this are cut before matching (nothing stored or logged is this long)
+MAX_TEXT = 1_000_000
 
 
-def is_secret_key(key: str) -> bool:
-    lowered = key.lower().replace("-", "_")
-    return any(name in lowered for name in SECRET_KEYS)
+def is_secret_key(key: object) -> bool:
+    return isinstance(key, str) and SECRET_KEY.search(key) is not None
+
+
+def redact_text(text: str) -> str:
+    """`text` with credentials in URLs, secret key=value pairs, bearer and Archivist secrets replaced."""
+    if not text:
+        return text
+    text = text[:MAX_TEXT]
+    text = URL_CREDENTIALS.sub(rf"\1:{REDACTED}@", text)
+    text = BEARER.sub(rf"\1 {REDACTED}", text)  # before pairs: `Authorization: Bearer x` keeps no x
+    text = SECRET_PAIR.sub(rf"\1\2\3{REDACTED}", text)
+    return ARCHIVIST_SECRET.sub(REDACTED, text)
 
 
 def redact(obj: Any) -> Any:
-    """A copy of nested dicts/lists with secret-keyed values masked and every string redacted."""
+    """A copy of `obj` with every secret-named key's value (at any depth) and every secret in text
+    replaced by "[redacted]". Other values are returned as they are."""
     if isinstance(obj, dict):
-        return {k: MASK if isinstance(k, str) and is_secret_key(k) else redact(v) for k, v in obj.items()}
+        return {key: REDACTED if is_secret_key(key) else redact(value) for key, value in obj.items()}
     if isinstance(obj, list | tuple):
-        return [redact(v) for v in obj]
+        return [redact(item) for item in obj]
     if isinstance(obj, str):
         return redact_text(obj)
     return obj
-
-
-def strip_paths(text: str) -> str:
-    """`text` with absolute file-system paths replaced by `<path>` (URLs are left alone)."""
-    return _PATH.sub(PATH_MASK, text)
-
-
-def public_text(text: str) -> str:
-    """Text fit to leave the server over HTTP: no secrets, no server paths."""
-    return strip_paths(redact_text(text))
-
-
-def set_remote_errors(on: bool = True) -> None:
-    """This process answers over HTTP: error messages leave without server paths (stdio keeps them)."""
-    global _remote_errors
-    _remote_errors = on
-
-
-def outgoing_text(text: str) -> str:
-    """An error message as it leaves this process (see set_remote_errors)."""
-    return public_text(text) if _remote_errors else redact_text(text)
-
-
-class RedactingFilter(logging.Filter):
-    """A log filter that redacts each record's final message (install it on the handlers)."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        try:
-            message = record.getMessage()
-        except Exception:
-            return True
-        redacted = redact_text(message)
-        if redacted != message:
-            record.msg, record.args = redacted, None
-        return True
-
-
-def install_log_redaction(logger: logging.Logger | None = None) -> None:
-    """Redact secrets in every record the logger's handlers write."""
-    for handler in (logger or logging.getLogger()).handlers:
-        if not any(isinstance(f, RedactingFilter) for f in handler.filters):
-            handler.addFilter(RedactingFilter())
