@@ -129,7 +129,7 @@ def routes(console: Console) -> list[Route]:
             page=page,
             chart=latency_points(entries),
             tokens=items_of(await tokens.list()) if tokens is not None else [],
-            tools=["search_knowledge_base", "manage_document", "manage_source", "crawl_website"],
+            tools=["search_knowledge_base", "manage_document", "manage_source", "crawl_website", "console"],
         )
 
     async def signin(request: Request) -> Response:

@@ -23,8 +23,10 @@ from tests.security.helpers import http_server, server_env, sign_in
 async def served(app: Any, database_url: str, files_dir: Path) -> AsyncIterator[dict[str, str]]:
     _, admin = await app.tokens.create("sec-admin", [])
     _, slow = await app.tokens.create("sec-slow", [], False, None, 2)  # 2 calls per minute
-    with http_server(server_env(database_url, files_dir)) as base:
-        yield {"base": base, "admin": admin, "slow": slow}
+    _, one_job = await app.tokens.create("sec-one-job", [], False, None, None, 1)  # 1 running job
+    env = server_env(database_url, files_dir, ARCHIVIST_CRAWL_ALLOW_PRIVATE="true")
+    with http_server(env) as base:  # no worker: crawls stay queued
+        yield {"base": base, "admin": admin, "slow": slow, "one_job": one_job}
 
 
 async def test_healthz_tells_strangers_only_ok(served: dict[str, str]) -> None:
@@ -80,3 +82,42 @@ async def test_console_actions_are_rate_limited_and_audited(served: dict[str, st
         ("console", "add_text", None),
         ("console", "add_text", "RATE_LIMITED"),
     ]
+
+
+async def test_read_only_profile_makes_the_console_read_only(served: dict[str, str], app: Any) -> None:
+    """A token not flagged read-only, confined to a read-only profile: its scope is read-only, so the
+    console shows no write form and refuses its writes (as MCP does)."""
+    source = await app.sources.create(title="Frozen", source_type="api")
+    await app.profiles.create("frozen", "read-only docs", [source.id], read_only=True)
+    _, secret = await app.tokens.create("sec-frozen", ["frozen"])
+    base = served["base"]
+    cookie = sign_in(base, secret)
+    field = cookie.split("archivist_csrf=", 1)[1].split(";", 1)[0]
+    async with httpx.AsyncClient() as http:
+        add_page = await http.get(f"{base}/add", headers={"Cookie": cookie})
+        assert 'action="/add/text"' not in add_page.text
+        response = await http.post(
+            f"{base}/add/text",
+            data={"csrf": field, "source_id": str(source.id), "title": "Thawed", "content": "written anyway"},
+            headers={"Cookie": cookie},
+        )
+    assert response.status_code == 403, response.status_code
+    listed = await app.db.pool.fetchval("SELECT count(*) FROM documents WHERE title = 'Thawed'")
+    assert listed == 0
+
+
+async def test_console_crawls_honour_the_tokens_job_limit(served: dict[str, str]) -> None:
+    """A token allowed one running job starts a second crawl from the console: refused, retryable."""
+    base = served["base"]
+    statuses = []
+    async with httpx.AsyncClient() as http:
+        cookie = sign_in(base, served["one_job"])
+        field = cookie.split("archivist_csrf=", 1)[1].split(";", 1)[0]
+        for i in range(2):
+            response = await http.post(
+                f"{base}/add/crawl",
+                data={"csrf": field, "url": f"http://127.0.0.1:9/{i}", "new_source": f"Crawl {i}", "max_pages": "1"},
+                headers={"Cookie": cookie},
+            )
+            statuses.append(response.status_code)
+    assert statuses == [303, 429], statuses
