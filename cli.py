@@ -95,7 +95,7 @@ def serve(args: argparse.Namespace, settings: Settings) -> None:
                 file=sys.stderr,
             )
             raise SystemExit(2)
-        auth, gate = http_auth(settings, host, port)
+        auth, gate = http_auth(settings, host, port, "https" if args.tls_cert else "http")
     server = build_server(
         settings,
         run_worker=False if args.no_worker else None,
