@@ -10,6 +10,7 @@ from typing import Any
 
 from starlette.datastructures import FormData
 from starlette.exceptions import HTTPException
+from starlette.formparsers import MultiPartException
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Route
@@ -140,6 +141,8 @@ class Console:
             if exc.status_code == 413:
                 raise Refused(413, f"The request is over this form's {max_bytes // 1024} KB limit.") from exc
             raise Refused(exc.status_code, f"The form was refused: {exc.detail}") from exc
+        except MultiPartException as exc:
+            raise Refused(400, f"The form was refused: {exc.message}") from exc
 
     def page(
         self,
