@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from tests.security.helpers import ATTACKER, csrf_pair, http_server, server_env
-from tests.web_helpers import chromium
+from tests.web_helpers import CHROMIUM, CHROMIUM_ARGS, chromium
 
 DB_PASSWORD = "Sup3r-s3cret-pw"
 INIT = {
@@ -76,6 +76,27 @@ def test_dns_rebinding_post_is_refused(base: str) -> None:
     )
     assert token.status_code in (400, 403, 421)
     assert "arch_" not in token.text
+
+
+def test_rebinding_in_a_real_browser(base: str) -> None:
+    """Chromium resolves the attacker's name to this machine, as a rebinding DNS server would make it:
+    the page it loads under the attacker's origin must not be the console."""
+    from playwright.sync_api import sync_playwright
+
+    port = base.rsplit(":", 1)[1]
+    rules = f"--host-resolver-rules=MAP {ATTACKER} 127.0.0.1"
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=[*CHROMIUM_ARGS, rules])
+        try:
+            page = browser.new_page()
+            for path in ("/", "/access", "/search?q=x"):
+                response = page.goto(f"http://{ATTACKER}:{port}{path}")
+                assert response is not None and response.status in (400, 421), (path, response and response.status)
+                assert "Connect a client" not in page.content()
+            status = page.evaluate("fetch('/healthz').then(r => r.status)")
+            assert status in (400, 421)
+        finally:
+            browser.close()
 
 
 def test_connect_dialog_shows_no_database_password(base: str) -> None:
