@@ -53,7 +53,7 @@ class HostPolicy:
         local = set(LOOPBACK_NAMES)
         if host_name(bind_host) not in WILDCARD_BINDS:
             local.add(host_name(bind_host))
-        names = {host_name(p) for p in public if p.strip()}
+        names = {host_name(p) for p in public if p.strip() and "*" not in p}  # exact names only
         return cls(local=frozenset(local), public=frozenset(names - local))
 
     @property

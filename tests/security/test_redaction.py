@@ -70,6 +70,7 @@ def test_origin_is_checked_against_the_allow_list_not_the_host() -> None:
     assert not policy.allows_origin("null", "127.0.0.1:8765", "http")
     assert policy.allows_host("[::1]:8765") and policy.allows_host("KB.example.com:443")
     assert not policy.allows_host("evil.example") and not policy.allows_host("kb.example.com.evil.example")
+    assert HostPolicy.for_server("127.0.0.1", ["*", "*.example.com"]).names == ["127.0.0.1", "[::1]", "localhost"]
 
 
 def request_for(scheme: str, host: str) -> Request:
