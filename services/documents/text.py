@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,6 +14,7 @@ import asyncpg
 from models import Document, IngestResult
 from services.errors import InvalidArgument
 from services.fetchers.base import FetchResult
+from services.markdown_lines import atx_heading, has_inline_link, starts_like_markdown
 from services.parsers import parse_bytes
 
 DOC_HINT = "Use manage_document(action='list', source_id=...) to find document ids."
@@ -59,18 +59,23 @@ def chunk_context(title: str, heading_path: list[str]) -> str:
 
 
 def guess_title(content: str, fallback: str = "Untitled") -> str:
-    """First markdown heading, else the first non-empty line, cut to 200 characters."""
-    match = re.search(r"^#{1,6}\s+(.+?)\s*#*\s*$", content, flags=re.MULTILINE)
-    if match:
-        return match.group(1)[:200]
-    for line in content.splitlines():
+    """First markdown heading, else the first non-empty line, cut to 200 characters (linear time)."""
+    lines = content.split("\n")
+    for line in lines:
+        heading = atx_heading(line, max_indent=0)
+        if heading and heading[1]:
+            return heading[1][:200]
+    for line in lines:
         if line.strip():
             return line.strip()[:200]
     return fallback
 
 
 def guess_text_type(content: str) -> str:
-    return "markdown" if re.search(r"^#{1,6}\s|^```|^\s*[-*]\s|\[[^\]]+\]\([^)]+\)", content, re.M) else "text"
+    """ "markdown" when a line opens a heading, fence or list item, or the text holds a link; else "text"."""
+    if any(starts_like_markdown(line) for line in content.split("\n")) or has_inline_link(content):
+        return "markdown"
+    return "text"
 
 
 def check_metadata(metadata: dict[str, Any] | None) -> dict[str, Any]:
