@@ -166,7 +166,7 @@ class PageCrawler:
     async def _store_page(
         self, target: FrontierRow, known: KnownDocument | None, page: FetchResult, follow_only: bool
     ) -> None:
-        title, text, document_type = page_content(page)
+        title, text, document_type = await page_content(page, self.documents.settings)
         if follow_only:
             await self._enqueue_links(target, page.links)
             await self._skip(target.url, "pattern", known, page.status)

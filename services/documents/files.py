@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from pathlib import Path
 from typing import Any
@@ -21,8 +22,9 @@ from services.documents.text import (
 )
 from services.embeddings.base import Embedder
 from services.errors import InvalidArgument, ServiceError
-from services.parsers import parse_bytes, supported_extensions
-from services.paths import check_file_size, resolve_allowed_path, walk_files
+from services.parsers import supported_extensions
+from services.parsers.isolation import parse_file
+from services.paths import read_allowed_file, resolve_allowed_path, walk_files
 from services.settings import Settings
 from services.sources import SourceService
 
@@ -48,15 +50,18 @@ class FilesMixin:
         doc_title = (title or guess_title(content)).strip()[:500]
         return await self.ingest(source_id, doc_title, content, guess_text_type(content), url, metadata)
 
-    def read_file(
+    async def read_file(
         self, path: Path, title: str | None = None, url: str | None = None, metadata: dict[str, Any] | None = None
     ) -> NewDocument:
-        """Check (allowed roots, size) and parse one file into a document to ingest."""
-        resolved = resolve_allowed_path(str(path), self.settings.allowed_paths)
+        """Check (allowed roots, hidden parts, size), read (checked again on the opened file) and parse
+        one file into a document to ingest; heavy formats are parsed in a limited worker process."""
+        allowed = self.settings.allowed_paths
+        resolved = resolve_allowed_path(str(path), allowed)
         if not resolved.is_file():
             raise InvalidArgument(f"{path} is not a regular file.", "Pass a file or a directory path.")
-        size = check_file_size(resolved, self.settings.max_file_bytes)
-        parsed = parse_bytes(resolved.read_bytes(), resolved)
+        data = await asyncio.to_thread(read_allowed_file, resolved, allowed, self.settings.max_file_bytes)
+        size = len(data)
+        parsed = await parse_file(data, resolved, self.settings)
         if not parsed.content.strip():
             raise InvalidArgument(f"{resolved.name} has no text content.", "Skip empty files.")
         meta = {"file_path": str(resolved), "file_size": size, **parsed.metadata, **check_metadata(metadata)}
@@ -71,7 +76,7 @@ class FilesMixin:
         url: str | None = None,
         metadata: dict[str, Any] | None = None,
     ) -> IngestResult:
-        return (await self.ingest_many(source_id, [self.read_file(path, title, url, metadata)]))[0]
+        return (await self.ingest_many(source_id, [await self.read_file(path, title, url, metadata)]))[0]
 
     async def create_from_directory(
         self,
@@ -100,7 +105,7 @@ class FilesMixin:
                 skipped += 1
                 continue
             try:
-                batch.append((path, self.read_file(path, metadata=metadata)))
+                batch.append((path, await self.read_file(path, metadata=metadata)))
             except ServiceError as exc:
                 fail(path, exc.message)
             except Exception as exc:  # a parser bug must not stop the directory
@@ -158,7 +163,7 @@ class FilesMixin:
             page = await fetcher.fetch(normalized)
         finally:
             await fetcher.close()
-        parsed_title, content, doc_type = page_content(page)
+        parsed_title, content, doc_type = await page_content(page, self.settings)
         meta = {"http_status": page.status, "content_type": page.content_type, **check_metadata(metadata)}
         doc_title = (title or parsed_title or normalized).strip()[:500]
         result = await self.ingest(source_id, doc_title, content, doc_type, page.final_url or normalized, meta)

@@ -15,7 +15,8 @@ from models import Document, IngestResult
 from services.errors import InvalidArgument
 from services.fetchers.base import FetchResult
 from services.markdown_lines import atx_heading, has_inline_link, starts_like_markdown
-from services.parsers import parse_bytes
+from services.parsers.isolation import parse_file
+from services.settings import Settings
 
 DOC_HINT = "Use manage_document(action='list', source_id=...) to find document ids."
 DOCUMENT_COLUMNS = (
@@ -91,8 +92,9 @@ def check_metadata(metadata: dict[str, Any] | None) -> dict[str, Any]:
     return metadata
 
 
-def page_content(page: FetchResult) -> tuple[str | None, str, str]:
-    """(title, text, document_type) of a fetched page; errors name the HTTP outcome."""
+async def page_content(page: FetchResult, settings: Settings) -> tuple[str | None, str, str]:
+    """(title, text, document_type) of a fetched page; errors name the HTTP outcome. A PDF is parsed
+    in a limited worker process (services.parsers.isolation)."""
     if not page.ok:
         detail = page.error or f"HTTP {page.status}"
         raise InvalidArgument(
@@ -100,7 +102,7 @@ def page_content(page: FetchResult) -> tuple[str | None, str, str]:
             "Check the URL in a browser; only text pages and PDFs are ingested.",
         )
     if page.raw is not None:  # the fetcher hands over raw bytes only for PDFs
-        parsed = parse_bytes(page.raw, Path("page.pdf"))
+        parsed = await parse_file(page.raw, Path("page.pdf"), settings)
         return parsed.title, parsed.content, parsed.document_type
     if not page.markdown.strip():
         raise InvalidArgument(f"{page.url} has no text content.", "Pages rendered by JavaScript need browser mode.")
