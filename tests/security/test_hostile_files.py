@@ -21,7 +21,7 @@ import pytest
 from services.app import Archivist
 from services.documents import DocumentService
 from services.errors import InvalidArgument, PermissionDenied, ServiceError, Unavailable
-from services.paths import read_allowed_file, resolve_allowed_path
+from services.paths import resolve_allowed_path
 from services.reading import ReadingService
 from services.settings import Settings
 from tests.conftest import make_settings
@@ -211,6 +211,8 @@ async def test_hidden_files_are_refused_when_named(
 
 
 def test_symlink_swapped_after_the_check_is_not_read(files_dir: Path, tmp_path: Path) -> None:
+    from services.paths import read_allowed_file  # imported here so the module loads on older code too
+
     outside = tmp_path / "outside-secret.md"
     outside.write_text("the salaries\n")
     notes = files_dir / "notes.md"
@@ -226,6 +228,8 @@ def test_symlink_swapped_after_the_check_is_not_read(files_dir: Path, tmp_path: 
 
 
 def test_a_directory_swapped_for_a_symlink_is_caught_on_the_opened_file(files_dir: Path, tmp_path: Path) -> None:
+    from services.paths import read_allowed_file
+
     (tmp_path / "elsewhere").mkdir()
     (tmp_path / "elsewhere" / "page.md").write_text("not yours\n")
     folder = files_dir / "folder"
