@@ -20,7 +20,7 @@ import pytest
 
 from services.app import Archivist
 from services.documents import DocumentService
-from services.errors import InvalidArgument, PermissionDenied, ServiceError, Unavailable
+from services.errors import InvalidArgument, PermissionDenied, Unavailable
 from services.paths import resolve_allowed_path
 from services.reading import ReadingService
 from services.settings import Settings
@@ -124,9 +124,9 @@ async def test_zip_bomb_is_refused_before_it_inflates(
         await app.documents.create_from_file(source_id, path)
     took = time.perf_counter() - started
     grew_mb = (rss_kb("VmHWM") - before) / 1024
-    assert "inflates" in refused.value.message and refused.value.suggestion
-    assert took < 2, f"refusing took {took:.1f} s"
     assert grew_mb < 20, f"the server grew by {grew_mb:.0f} MB"
+    assert took < 2, f"refusing took {took:.1f} s"
+    assert "inflates" in refused.value.message and refused.value.suggestion
 
 
 def limited_service(app: Archivist, database_url: str, files_dir: Path, **limits: Any) -> DocumentService:
@@ -177,6 +177,7 @@ async def test_parsing_runs_off_the_event_loop(app: Archivist, source_id: Any, f
             last = now
 
     ticker = asyncio.create_task(tick())
+    await asyncio.sleep(0.05)  # the ticker is running before the file is read
     started = time.perf_counter()
     try:
         await app.documents.create_from_file(source_id, path)
@@ -253,13 +254,3 @@ def test_http_serves_no_files_unless_paths_are_configured(monkeypatch: pytest.Mo
     monkeypatch.setenv("ARCHIVIST_ALLOWED_PATHS", str(files_dir))
     assert Settings(_env_file=None).for_http().allowed_paths == [files_dir]
     assert Settings(_env_file=None, allowed_paths=[files_dir]).for_http().allowed_paths == [files_dir]
-
-
-def test_errors_keep_the_contract_across_the_worker() -> None:
-    error = InvalidArgument("x.docx needs more memory.", "Split it.")
-    import pickle
-
-    again = pickle.loads(pickle.dumps(error))
-    assert (again.code, again.message, again.suggestion) == ("INVALID_ARGUMENT", error.message, "Split it.")
-    assert again.retryable is False
-    assert isinstance(again, ServiceError)
