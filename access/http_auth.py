@@ -184,10 +184,10 @@ class BearerUnlessOpen(RequireAuthMiddleware):
         await super().__call__(scope, receive, send)
 
 
-def http_auth(settings: Any, host: str, port: int) -> tuple[dict[str, Any], AuthGate]:
+def http_auth(settings: Any, host: str, port: int, scheme: str = "http") -> tuple[dict[str, Any], AuthGate]:
     """The SDK auth arguments for build_server, and the gate to install on the app."""
     auth_db = AuthDb(settings)
-    base = (getattr(settings, "public_url", None) or f"http://{host}:{port}").rstrip("/")
+    base = (getattr(settings, "public_url", None) or f"{scheme}://{host}:{port}").rstrip("/")
     url = f"{base}/mcp"
     config = OAuthConfig.from_settings(settings, default_audience=url)
     if config is None:
