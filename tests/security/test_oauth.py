@@ -195,6 +195,15 @@ async def test_archivist_tokens_work_beside_the_issuers(idp: IdP, url: str, worl
     assert (await post_initialize(url, None)).status_code == 401  # with an issuer, loopback is no open door
 
 
+async def test_healthz_details_stay_with_the_operator(idp: IdP, url: str, world: World) -> None:
+    health = url.removesuffix("/mcp") + "/healthz"
+    async with httpx.AsyncClient(timeout=30) as http:
+        person = await http.get(health, headers={"Authorization": f"Bearer {user_token(idp, url, 'alice')}"})
+        operator = await http.get(health, headers={"Authorization": f"Bearer {world.pub_secret}"})
+    assert set(person.json()) == {"ok"}, person.text
+    assert len(operator.json()) > 1, operator.text
+
+
 async def test_the_401_and_metadata_discovery_as_a_client_sees_it(idp: IdP, url: str, world: World) -> None:
     refused = await post_initialize(url, None)
     assert refused.status_code == 401
