@@ -74,6 +74,7 @@ class Console:
         required = (
             self.off_loopback
             or bool(getattr(self.settings, "console_require_sign_in", False))
+            or bool(getattr(self.settings, "oauth_issuer", None))  # as /mcp: a shared server (docs/identity.md)
             or await auth.tokens_exist(app)
         )
         viewer = auth.Viewer(sign_in_required=required, access_available=available)

@@ -160,10 +160,12 @@ class IssuerKeys:
         self.client = client
         self._metadata: dict[str, Any] | None = None
         self._keys: dict[str | None, dict[str, Any]] = {}
-        self._fetched_at = float("-inf")
+        self._fetched_at = float("-inf")  # the last successful fetch
+        self._attempted_at = float("-inf")  # the last fetch tried (successful or not)
         self._lock = asyncio.Lock()
 
     async def metadata(self) -> dict[str, Any]:
+        """The issuer's metadata, discovered once (a failed discovery is tried again on a later call)."""
         if self._metadata is None:
             self._metadata = await self._discover()
         return self._metadata
@@ -189,7 +191,9 @@ class IssuerKeys:
         raise InvalidToken(f"no OAuth/OpenID metadata found for issuer {self.config.issuer}")
 
     async def key(self, kid: str | None) -> dict[str, Any]:
-        """The JWK for `kid`: from the cache while it is fresh, else from the issuer's JWKS."""
+        """The JWK for `kid`: from the cache while it is fresh, else from the issuer's JWKS. Fetches
+        are at least `jwks_min_refresh_seconds` apart, so unknown `kid`s cannot make Archivist hammer
+        the issuer; while the issuer is unreachable the last keys it published stay in use."""
         now = time.monotonic()
         fresh = now - self._fetched_at < self.config.jwks_cache_seconds
         if fresh and (kid in self._keys or (kid is None and len(self._keys) == 1)):
@@ -197,9 +201,14 @@ class IssuerKeys:
         async with self._lock:
             now = time.monotonic()
             stale = now - self._fetched_at >= self.config.jwks_cache_seconds
-            may_refresh = now - self._fetched_at >= self.config.jwks_min_refresh_seconds
-            if stale or (kid not in self._keys and may_refresh):
-                await self._fetch()
+            if (stale or kid not in self._keys) and now - self._attempted_at >= self.config.jwks_min_refresh_seconds:
+                self._attempted_at = now
+                try:
+                    await self._fetch()
+                except InvalidToken as exc:
+                    if not self._keys:
+                        raise
+                    logger.warning("keeping the issuer's last published keys: %s", exc)
         return self._lookup(kid)
 
     def _lookup(self, kid: str | None) -> dict[str, Any]:

@@ -14,6 +14,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import httpx
 import httpx2
+import jwt as pyjwt
 import pytest
 import pytest_asyncio
 from mcp import Client
@@ -128,13 +129,17 @@ async def test_bad_tokens_get_401_while_a_good_one_gets_in(idp: IdP, url: str, w
     with running(other):
         foreign = other.mint("alice", url, "archivist")  # another issuer, the right audience
     stranger_key = new_key()
+    claims = idp.claims_for(IdpClient("x", "y"), "alice", "archivist", url)
+    kid = {"kid": idp.keys[0].kid}
     bad = {
+        "unsigned (alg none)": pyjwt.encode(claims, None, algorithm="none", headers=kid),
+        "shared secret (HS256)": pyjwt.encode(claims, "guessable-secret-" * 2, algorithm="HS256", headers=kid),
         "wrong audience": user_token(idp, url, "alice", aud="http://127.0.0.1:1/mcp"),
         "expired": user_token(idp, url, "alice", iat=now - 7200, exp=now - 3600),
         "not yet valid": user_token(idp, url, "alice", nbf=now + 3600),
         "wrong issuer": foreign,
         "issuer claim forged": user_token(idp, url, "alice", iss="http://127.0.0.1:1"),
-        "unknown key": idp.sign(idp.claims_for(IdpClient("x", "y"), "alice", "archivist", url), key=stranger_key),
+        "unknown key": idp.sign(claims, key=stranger_key),
         "no required scope": user_token(idp, url, "alice", scope="email"),
         "garbage": "not-a-token",
     }
@@ -202,6 +207,12 @@ async def test_healthz_details_stay_with_the_operator(idp: IdP, url: str, world:
         operator = await http.get(health, headers={"Authorization": f"Bearer {world.pub_secret}"})
     assert set(person.json()) == {"ok"}, person.text
     assert len(operator.json()) > 1, operator.text
+
+
+async def test_the_console_asks_for_sign_in_as_mcp_does(url: str, world: World) -> None:
+    async with httpx.AsyncClient(timeout=30) as http:
+        page = await http.get(url.removesuffix("/mcp") + "/", follow_redirects=False)
+    assert page.status_code == 303 and page.headers["location"].startswith("/signin"), page.status_code
 
 
 async def test_the_401_and_metadata_discovery_as_a_client_sees_it(idp: IdP, url: str, world: World) -> None:
