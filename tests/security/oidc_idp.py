@@ -80,6 +80,7 @@ class Code:
     code_challenge: str | None
     code_challenge_method: str | None
     resource: str | None
+    nonce: str | None = None
 
     def get_redirect_uri(self) -> str:
         return self.redirect_uri
@@ -176,7 +177,12 @@ def build_app(idp: IdP) -> flask.Flask:
             idp.opaque[token] = claims
         else:
             token = idp.sign(claims)
-        return {"token_type": "Bearer", "access_token": token, "expires_in": 3600, "scope": scope or ""}
+        answer = {"token_type": "Bearer", "access_token": token, "expires_in": 3600, "scope": scope or ""}
+        if grant_type == "authorization_code" and "openid" in (scope or "").split():
+            answer["id_token"] = idp.sign(
+                {**claims, "aud": client.client_id, "nonce": getattr(flask.g, "code_nonce", None)}
+            )
+        return answer
 
     class CodeGrant(grants.AuthorizationCodeGrant):
         TOKEN_ENDPOINT_AUTH_METHODS = ["none", "client_secret_basic", "client_secret_post"]
@@ -192,6 +198,7 @@ def build_app(idp: IdP) -> flask.Flask:
                 data.get("code_challenge"),
                 data.get("code_challenge_method"),
                 data.get("resource"),
+                data.get("nonce"),
             )
 
         def query_authorization_code(self, code: str, client: Client) -> Code | None:
@@ -200,9 +207,11 @@ def build_app(idp: IdP) -> flask.Flask:
 
         def delete_authorization_code(self, authorization_code: Code) -> None:
             idp.codes.pop(authorization_code.code, None)
-            flask.g.code_resource = authorization_code.resource
 
         def authenticate_user(self, authorization_code: Code) -> str:
+            # read before the token is generated (the code is deleted only after)
+            flask.g.code_resource = authorization_code.resource
+            flask.g.code_nonce = authorization_code.nonce
             return authorization_code.user
 
     class Introspection(IntrospectionEndpoint):
