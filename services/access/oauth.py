@@ -96,8 +96,9 @@ class Identity:
 
     @property
     def label(self) -> str:
-        """The audit log's `who`: `oidc:` and the email, else the username, subject or client id."""
-        return "oidc:" + (self.email or self.name or self.subject or self.client_id or "unknown")
+        """The audit log's `who`: `oidc:` and the email (unless the token says it is unverified), else
+        the username, subject or client id."""
+        return "oidc:" + (self.verified_email or self.name or self.subject or self.client_id or "unknown")
 
     @property
     def may_write(self) -> bool:
