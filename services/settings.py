@@ -75,7 +75,7 @@ class Settings(BaseSettings):
     # --- server ---
     http_host: str = "127.0.0.1"
     http_port: int = 8765
-    log_level: str = "INFO"
+    log_level: str = "WARNING"  # -v/--verbose on the command line shows more
     run_worker: bool = True
 
     # --- crawling ---
