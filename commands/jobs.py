@@ -148,7 +148,7 @@ def report_job(job: Any) -> None:
 async def all_jobs(app: Any, status: str | None) -> list[Any]:
     items, page_no = [], 1
     while True:
-        page = await app.jobs.list(status, None, page_no, 50)
+        page = await app.jobs.list(status, None, page_no, 20)
         items.extend(page.items)
         if not page.has_more:
             return items

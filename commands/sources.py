@@ -76,7 +76,7 @@ async def cli_sources(app: Any, args: argparse.Namespace) -> None:
     if args.op == "delete":
         await delete_source(app, args)
         return
-    sources = await all_pages(lambda n: app.sources.list(n, 50))
+    sources = await all_pages(lambda n: app.sources.list(n, 20))
     counts = await app.sources.counts([s.id for s in sources]) if sources else {}
     empty = {"documents_count": 0, "chunks_count": 0}
     if args.json:
@@ -118,7 +118,7 @@ async def cli_documents(app: Any, args: argparse.Namespace) -> None:
 
 async def list_documents(app: Any, args: argparse.Namespace) -> None:
     source_id = (await app.sources.resolve(args.source)).id if args.source else None
-    documents = await all_pages(lambda n: app.documents.list(source_id, n, 50))
+    documents = await all_pages(lambda n: app.documents.list(source_id, n, 20))
     if args.json:
         print_json(documents)
         return

@@ -6,6 +6,7 @@ Each test runs real `archivist` processes, each against its own data directory (
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -52,6 +53,19 @@ def spawn(data_dir: Path, *args: str, stderr: IO[Any], **extra: str) -> subproce
         stdout=subprocess.PIPE,
         stderr=stderr,
     )
+
+
+@contextlib.contextmanager
+def started(data_dir: Path, stderr_path: Path, *args: str) -> Iterator[subprocess.Popen[bytes]]:
+    """A running `archivist ARGS` process, killed on the way out whatever happened."""
+    with stderr_path.open("w") as stderr:
+        proc = spawn(data_dir, *args, stderr=stderr)
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
 
 
 def run_cli(data_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -155,9 +169,7 @@ def data_dir(tmp_path: Path) -> Iterator[Path]:
 @pytest.mark.parametrize("stop", ["SIGTERM", "SIGINT", "EOF"])
 def test_stdio_serve_stops_cleanly(data_dir: Path, tmp_path: Path, stop: str) -> None:
     stderr_path = tmp_path / "stderr.txt"
-    with stderr_path.open("w") as stderr:
-        proc = spawn(data_dir, "serve", stderr=stderr)
-    try:
+    with started(data_dir, stderr_path, "serve") as proc:
         stdio_ready(proc)
         assert postgres_pids(data_dir), "the embedded PostgreSQL should run while serving"
         if stop == "EOF":
@@ -166,24 +178,16 @@ def test_stdio_serve_stops_cleanly(data_dir: Path, tmp_path: Path, stop: str) ->
         else:
             proc.send_signal(getattr(signal, stop))
         assert_clean_exit(proc, stderr_path, data_dir)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
 
 
 @pytest.mark.parametrize("stop", ["SIGTERM", "SIGINT"])
 def test_http_serve_stops_cleanly(data_dir: Path, tmp_path: Path, stop: str) -> None:
     port = free_port()
     stderr_path = tmp_path / "stderr.txt"
-    with stderr_path.open("w") as stderr:
-        proc = spawn(data_dir, "serve", "--http", "--port", str(port), stderr=stderr)
-    try:
+    with started(data_dir, stderr_path, "serve", "--http", "--port", str(port)) as proc:
         http_ready(port, proc)
         proc.send_signal(getattr(signal, stop))
         assert_clean_exit(proc, stderr_path, data_dir)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
 
 
 def test_postgres_stays_up_while_another_process_uses_it(data_dir: Path, tmp_path: Path) -> None:
@@ -209,17 +213,21 @@ def test_postgres_stays_up_while_another_process_uses_it(data_dir: Path, tmp_pat
 def slow_site() -> FixtureSite:
     """A site of 30 pages that take a second each: a crawl of it runs for half a minute."""
     site = FixtureSite(with_defaults=False).start()
-    links = "".join(f'<a href="/p/{i}">page {i}</a> ' for i in range(30))
-    site.set_page("/", f"<html><head><title>Home</title></head><body><p>Slow home. {links}</p></body></html>")
+    prose = "<p>This page describes how the slow fixture site is laid out and why it answers so slowly.</p>" * 5
+    links = "".join(f'<li><a href="/p/{i}">Slow page {i}</a></li>' for i in range(30))
+    site.set_page(
+        "/", f"<html><head><title>Home</title></head><body><h1>Home</h1>{prose}<ul>{links}</ul></body></html>"
+    )
     for i in range(30):
-        body = f"<html><head><title>Page {i}</title></head><body><p>Slow page number {i} of the site.</p></body></html>"
+        body = f"<html><head><title>Page {i}</title></head><body><h1>Page {i}</h1>{prose}</body></html>"
         site.set_page(f"/p/{i}", body, delay=1.0)
     return site
 
 
-def wait_for_requests(site: FixtureSite, count: int, proc: subprocess.Popen[bytes]) -> None:
+def wait_for_pages(site: FixtureSite, count: int, proc: subprocess.Popen[bytes]) -> None:
+    """Wait until the crawl has asked for `count` of the slow pages (so a job is running)."""
     deadline = time.monotonic() + START_SECONDS
-    while len(site.request_log) < count:
+    while sum(1 for record in list(site.request_log) if record.path.startswith("/p/")) < count:
         assert proc.poll() is None, "the process exited before crawling"
         assert time.monotonic() < deadline, "the crawl never started"
         time.sleep(0.2)
@@ -236,11 +244,10 @@ def test_crawl_command_hands_its_job_back(data_dir: Path, tmp_path: Path, stop: 
     site = slow_site()
     stderr_path = tmp_path / "stderr.txt"
     try:
-        with stderr_path.open("w") as stderr:
-            proc = spawn(data_dir, "crawl", site.url_for("/"), "--max-pages", "30", stderr=stderr)
-        wait_for_requests(site, 4, proc)
-        proc.send_signal(getattr(signal, stop))
-        assert_clean_exit(proc, stderr_path, data_dir)
+        with started(data_dir, stderr_path, "crawl", site.url_for("/"), "--max-pages", "30") as proc:
+            wait_for_pages(site, 2, proc)
+            proc.send_signal(getattr(signal, stop))
+            assert_clean_exit(proc, stderr_path, data_dir)
     finally:
         site.stop()
     assert job_statuses(data_dir) == ["queued"]
@@ -250,15 +257,15 @@ def test_stdio_serve_hands_a_running_crawl_back(data_dir: Path, tmp_path: Path) 
     site = slow_site()
     stderr_path = tmp_path / "stderr.txt"
     try:
-        with stderr_path.open("w") as stderr:
-            proc = spawn(data_dir, "serve", stderr=stderr)
-        stdio_ready(proc)
-        call = {"name": "crawl_website", "arguments": {"action": "start", "url": site.url_for("/"), "max_pages": 30}}
-        reply = rpc(proc, {"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": call})
-        assert reply is not None and not reply["result"].get("isError"), reply
-        wait_for_requests(site, 4, proc)
-        proc.send_signal(signal.SIGTERM)
-        assert_clean_exit(proc, stderr_path, data_dir)
+        with started(data_dir, stderr_path, "serve") as proc:
+            stdio_ready(proc)
+            arguments = {"action": "start", "url": site.url_for("/"), "max_pages": 30, "recursive": True}
+            call = {"name": "crawl_website", "arguments": arguments}
+            reply = rpc(proc, {"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": call})
+            assert reply is not None and not reply["result"].get("isError"), reply
+            wait_for_pages(site, 2, proc)
+            proc.send_signal(signal.SIGTERM)
+            assert_clean_exit(proc, stderr_path, data_dir)
     finally:
         site.stop()
     assert job_statuses(data_dir) == ["queued"]
@@ -270,11 +277,10 @@ def test_worker_stops_cleanly(data_dir: Path, tmp_path: Path) -> None:
     try:
         queued = run_cli(data_dir, "crawl", site.url_for("/"), "--max-pages", "30", "--detach")
         assert queued.returncode == 0, queued.stderr[-2000:]
-        with stderr_path.open("w") as stderr:
-            proc = spawn(data_dir, "worker", stderr=stderr)
-        wait_for_requests(site, 4, proc)
-        proc.send_signal(signal.SIGTERM)
-        assert_clean_exit(proc, stderr_path, data_dir)
+        with started(data_dir, stderr_path, "worker") as proc:
+            wait_for_pages(site, 2, proc)
+            proc.send_signal(signal.SIGTERM)
+            assert_clean_exit(proc, stderr_path, data_dir)
     finally:
         site.stop()
     assert job_statuses(data_dir) == ["queued"]
