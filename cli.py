@@ -12,6 +12,7 @@ from typing import Any
 
 from rich_argparse import RawDescriptionRichHelpFormatter
 
+from services.access.scope import Scope, use_scope
 from services.settings import get_settings
 
 logger = logging.getLogger("archivist")
@@ -31,6 +32,7 @@ CHATTY_LOGGERS = (
     "crawl4ai",
     "watchfiles",
 )
+BACKUP_COMMANDS = ("backup", "restore", "export")
 LEVELS = {"DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"}
 
 
@@ -99,6 +101,7 @@ def add_completion_command(sub: Any) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     from commands.access import add_access_commands
+    from commands.backup import add_backup_commands
     from commands.config import add_config_command
     from commands.doctor import add_doctor_command
     from commands.jobs import add_job_commands
@@ -123,6 +126,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_sync_command(sub)
     add_doctor_command(sub)
     add_access_commands(sub)
+    add_backup_commands(sub)
     add_completion_command(sub)
     return parser
 
@@ -142,6 +146,11 @@ def dispatch(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
         from commands.config import print_client_config
 
         print_client_config(args, settings)
+    elif args.command in BACKUP_COMMANDS:
+        from commands.backup import run_backup_command
+
+        with use_scope(Scope.owner()):  # the command line is the local owner, said out loud
+            run_backup_command(args, settings)
     else:
         from commands.kb import GRACEFUL, run_human_command
         from commands.lifecycle import run_stoppable
@@ -149,7 +158,8 @@ def dispatch(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
         async def body(stop: asyncio.Event) -> None:
             await run_human_command(args, settings, stop)
 
-        asyncio.run(run_stoppable(body, graceful=args.command in GRACEFUL))
+        with use_scope(Scope.owner()):  # the command line is the local owner, said out loud
+            asyncio.run(run_stoppable(body, graceful=args.command in GRACEFUL))
 
 
 def main(argv: list[str] | None = None) -> None:

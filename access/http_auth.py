@@ -84,7 +84,7 @@ class AuthGate:
     def __init__(self, auth_db: AuthDb, host: str) -> None:
         self.auth_db = auth_db
         self.loopback = is_loopback(host)
-        self.last_open = self.loopback  # the answer of the last successful check
+        self.last_open = False  # the answer of the last successful check: closed until one succeeds
         self._next: asyncio.Future[bool] | None = None  # the check that starts next, with its waiters
         self._checking = False
 
@@ -113,8 +113,9 @@ class AuthGate:
         except asyncpg.UndefinedTableError:
             self.last_open = True  # not migrated yet: no token can exist
         except Exception:
-            # Database unreachable: keep the last answer (an open server stays open, so its calls answer
-            # UNAVAILABLE in the JSON contract; a token-protected one stays closed).
+            # Database unreachable: keep the last successful answer (an open server stays open, so its
+            # calls answer UNAVAILABLE in the JSON contract; a token-protected one stays closed). Before
+            # any check has succeeded the answer is closed: a failing first check never opens the gate.
             logger.warning("token check failed; keeping the last answer (open=%s)", self.last_open, exc_info=True)
         return self.last_open
 

@@ -1,4 +1,4 @@
-"""`archivist sync SOURCE`: queue a sync, run it with an in-process worker and show a progress bar.
+"""`archivist sync SOURCE` and `archivist sync --git URL`: queue a sync, run it in-process, show progress.
 
 A stop signal hands the running sync back to the queue (the next worker finishes it)."""
 
@@ -10,32 +10,61 @@ from pathlib import Path
 from typing import Any
 
 from commands.jobs import follow, with_worker
-from commands.output import note, progress_bar, say
+from commands.output import fail, note, progress_bar, say
+from services.errors import NotFound
 
 
 def add_sync_command(sub: Any) -> None:
     sync = sub.add_parser(
         "sync",
-        help="sync a folder source with its directory, with a progress bar",
-        description="Bring a folder source up to date with its directory: new and changed files are "
-        "ingested, deleted files removed. A directory seen for the first time becomes a folder source.",
-        epilog="examples:\n  archivist sync ~/notes --title Notes\n  archivist sync Notes",
+        help="sync a folder or git source, with a progress bar",
+        description="Bring a folder source up to date with its directory, or a git source with its repository: "
+        "new and changed files are ingested, deleted files removed. A directory or repository seen for the "
+        "first time becomes a new source.",
+        epilog="examples:\n  archivist sync ~/notes --title Notes\n  archivist sync Notes\n"
+        "  archivist sync --git https://github.com/encode/starlette --ref master --include 'docs/**'",
     )
-    sync.add_argument("source", help="folder source id or title, or a directory (bound to a new source if needed)")
-    sync.add_argument("--title", default=None, help="title of a new folder source")
+    sync.add_argument(
+        "source", nargs="?", default=None, help="folder or git source (id or title), or a directory to bind"
+    )
+    sync.add_argument("--git", default=None, metavar="URL", help="sync this git repository (bound on first use)")
+    sync.add_argument("--ref", default=None, help="with --git: branch, tag or commit (default: the remote's HEAD)")
+    sync.add_argument(
+        "--auth-env", default=None, metavar="VAR", help="with --git: environment variable holding an access token"
+    )
+    sync.add_argument("--browse-url", default=None, metavar="URL", help="with --git: web address to link documents to")
+    sync.add_argument("--title", default=None, help="title of a new source")
     sync.add_argument("--include", action="append", default=None, metavar="GLOB", help="files to keep (repeatable)")
     sync.add_argument("--exclude", action="append", default=None, metavar="GLOB", help="files to skip (repeatable)")
     sync.add_argument("--no-recursive", action="store_true", help="only the directory's top level")
 
 
-async def cli_sync(app: Any, args: argparse.Namespace, stop: asyncio.Event) -> None:
-    """SOURCE is a directory (bound to a folder source on first use), or a folder source's id or title."""
-    recursive = False if args.no_recursive else None
+async def queue_sync(app: Any, args: argparse.Namespace) -> tuple[Any, str]:
+    """Queue the sync the arguments name; returns the started job and a label for the outcome line."""
+    if args.git:
+        started = await app.git.sync(
+            args.git, None, args.title, args.ref, args.include, args.exclude, args.auth_env, args.browse_url
+        )
+        return started, f"{args.git} ({args.ref or 'HEAD'})"
+    if not args.source:
+        fail("name a folder source, a directory, or --git URL", "See: archivist sync --help")
     if Path(args.source).expanduser().is_dir():
+        recursive = False if args.no_recursive else None
         config, _ = await app.sync.bind(args.source, None, args.title, args.include, args.exclude, recursive)
-    else:
+        return await app.sync.queue(config.source_id), config.path
+    try:
         config = await app.sync.find(args.source)
-    started = await app.sync.queue(config.source_id)
+    except NotFound as missing:
+        try:
+            git = await app.git.find(args.source)
+        except NotFound:
+            raise missing from None
+        return await app.git.queue(git.source_id), f"{git.url} ({git.ref})"
+    return await app.sync.queue(config.source_id), config.path
+
+
+async def cli_sync(app: Any, args: argparse.Namespace, stop: asyncio.Event) -> None:
+    started, label = await queue_sync(app, args)
     with progress_bar("files") as bar:
         task = bar.add_task("syncing", total=None, extra="")
 
@@ -50,7 +79,7 @@ async def cli_sync(app: Any, args: argparse.Namespace, stop: asyncio.Event) -> N
         job = await app.jobs.get(started.job.id)
         note(f"stopped: sync {job.id} is {job.status}; `archivist worker` or `archivist serve` finishes it")
         return
-    say(f"sync {job.id} of {config.path}: {job.status}")
+    say(f"sync {job.id} of {label}: {job.status}")
     say(
         f"{job.documents_created} created, {job.documents_updated} updated, {job.documents_unchanged} unchanged, "
         f"{job.documents_deleted} deleted, {job.pages_failed} failed, {job.chunks_embedded} chunks embedded"

@@ -104,6 +104,12 @@ class Settings(BaseSettings):
     #: At most this many files of one folder are synced.
     sync_max_files: int = 10_000
 
+    # --- git sources (issue 19) ---
+    #: Git URLs whose host resolves to a private, loopback or link-local address are refused unless set.
+    git_allow_private: bool = False
+    #: Seconds a git fetch may wait on the network (each connect and each read).
+    git_timeout_seconds: float = 60.0
+
     # --- distinct results and keyword ranking (issue 7) ---
     #: At most this many results per document in a result list, unless fewer documents match.
     results_per_document: int = Field(default=2, ge=1)
@@ -125,8 +131,11 @@ class Settings(BaseSettings):
     console_require_sign_in: bool = False
 
     # --- access (profiles, tokens, audit, limits) ---
-    rate_per_minute: int = 600  # default token bucket per token (one shared bucket for stdio/loopback)
-    call_timeout_seconds: float = 60.0  # per tool call; job status wait_seconds counts apart
+    rate_per_minute: int = 600  # default bucket of each token (its own; a token's --rate overrides it)
+    #: the local owner (stdio, loopback HTTP without a token): 0 = no call-rate limit; N = N calls per
+    #: minute per MCP session (services/access/identity.py)
+    local_rate_per_minute: int = Field(default=0, ge=0)
+    call_timeout_seconds: float = 60.0  # per MCP request (tools, resources, ...); status wait_seconds apart
     audit_retention_days: int = 30
     audit_enabled: bool = True  # off: tool calls are not recorded (for measuring the audit's overhead)
     max_running_jobs_per_token: int = 3  # queued/running crawl+sync jobs per token (override: token --max-jobs)

@@ -10,7 +10,9 @@ from starlette.datastructures import FormData
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 
+from services.access import identity
 from services.access.clients import client_entries
+from services.access.identity import Caller
 from services.access.scope import Scope, use_scope
 from services.app import Runtime
 from services.errors import ServiceError
@@ -91,9 +93,14 @@ class Console:
         """What the signed-in token may see and change (everything without a token)."""
         token = viewer.token
         if token is None:
-            return Scope(source_ids=None, read_only=False, profiles=[], who="console")
-        app = await self.app()
-        return await app.profiles.scope_for(list(token.profiles), bool(token.read_only), token.name)
+            return Scope.owner("console")
+        caller = Caller(
+            token=token.name,
+            profiles=tuple(token.profiles),
+            read_only=bool(token.read_only),
+            max_running_jobs=token.max_running_jobs,
+        )
+        return await identity.scope_of(await self.app(), caller)  # the same scope as MCP calls with it
 
     def page(self, handler: Handler, *, write: bool = False, public: bool = False) -> Handler:
         """Wrap a handler: sign-in gate, CSRF + read-only checks on writes, service errors as pages."""

@@ -25,8 +25,7 @@ async def narrowed_to_profile(app: Any, profile: str | None) -> Scope:
     if not profile:
         return current
     chosen = await app.profiles.scope_for([profile], current.read_only, current.who)
-    ids = chosen.source_ids if current.source_ids is None else (chosen.source_ids or frozenset()) & current.source_ids
-    return Scope(source_ids=ids, read_only=current.read_only, profiles=[profile], who=current.who)
+    return current.narrowed(chosen.source_ids, [profile])
 
 
 def routes(console: Console) -> list[Route]:
