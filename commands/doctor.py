@@ -26,8 +26,20 @@ def mark(ok: bool) -> str:
     return "[green]ok[/green]" if ok else "[red]problem[/red]"
 
 
-def details(section: dict[str, Any]) -> str:
-    return ", ".join(f"{k.replace('_', ' ')}: {v}" for k, v in section.items() if k != "ok" and v is not None)
+def database_line(database: dict[str, Any], settings: Settings) -> str:
+    parts = ["DATABASE_URL" if settings.database_url else f"embedded PostgreSQL in {settings.data_dir}"]
+    if "postmaster_alive" in database:
+        parts.append("running" if database["postmaster_alive"] else "not running")
+        parts.append(f"{database.get('restarts', 0)} restarts")
+    for key in ("error", "last_error", "data_dir_problem"):
+        if database.get(key):
+            parts.append(str(database[key]))
+    return ", ".join(parts)
+
+
+def queue_line(queue: dict[str, Any]) -> str:
+    counts = {k: v for k, v in queue.items() if k != "ok"}
+    return ", ".join(f"{n} {status}" for status, n in counts.items()) or "empty"
 
 
 def show_report(body: dict[str, Any], settings: Settings) -> None:
@@ -35,16 +47,16 @@ def show_report(body: dict[str, Any], settings: Settings) -> None:
     table.add_column(style="bold")
     table.add_column()
     table.add_column(overflow="fold")
-    where = "DATABASE_URL" if settings.database_url else f"embedded, {settings.data_dir}"
     database = body.get("database", {})
-    table.add_row("database", mark(database.get("ok", False)), f"{where}; {details(database)}")
+    table.add_row("database", mark(database.get("ok", False)), database_line(database, settings))
     if "models" in body:
-        models = body["models"]
+        models, worker, audit = body["models"], body["worker"], body["audit"]
         table.add_row("embedding", mark(True), f"{models['embedding_model']} ({models['embedding_dim']} dims)")
-        table.add_row("worker", mark(True), details(body["worker"]))
-        queue = body["queue"]
-        table.add_row("job queue", mark(queue.get("ok", False)), details(queue) or "empty")
-        table.add_row("audit log", mark(True), details(body["audit"]))
+        runs_here = "in-process worker" if worker["in_process"] else "no in-process worker (run `archivist worker`)"
+        table.add_row("worker", mark(True), f"{runs_here}, {worker['running_jobs']} jobs running")
+        table.add_row("job queue", mark(body["queue"].get("ok", False)), queue_line(body["queue"]))
+        table.add_row("audit log", mark(audit.get("dropped", 0) == 0), f"{audit['written']} written, "
+                      f"{audit['dropped']} dropped")  # fmt: skip
     console = out()
     console.print(table)
     console.print("All good." if body["ok"] else "[red]The database is not answering.[/red]")

@@ -84,16 +84,10 @@ def fail(message: str, suggestion: str | None = None, code: int = 2) -> NoReturn
 
 
 def progress_bar(unit: str) -> Progress:
-    """A progress bar on stderr showing done/total, the unit and the elapsed time."""
-    return Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn(unit),
-        TextColumn("{task.fields[extra]}"),
-        TimeElapsedColumn(),
-        console=err(),
-    )
+    """A progress bar on stderr showing done/total, the unit and the elapsed time (off a terminal, rich
+    prints its final state once)."""
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn(unit))
+    return Progress(*columns, TextColumn("{task.fields[extra]}"), TimeElapsedColumn(), console=err())
 
 
 def when(value: datetime | None) -> str:
