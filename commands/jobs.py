@@ -124,7 +124,8 @@ async def cli_crawl(app: Any, args: argparse.Namespace, stop: asyncio.Event) -> 
 
         async def show(job: Any) -> None:
             extra = f"{job.pages_failed} failed, {job.pages_pending} pending"
-            bar.update(task, completed=job.pages_crawled, extra=extra)
+            total = job.pages_crawled if job.finished else job.params.max_pages  # a site may have fewer pages
+            bar.update(task, completed=job.pages_crawled, total=total, extra=extra)
 
         job, stopped = await with_worker(app, not args.no_worker, lambda: follow(app, started.job.id, stop, show))
     if stopped:
