@@ -284,3 +284,21 @@ def test_worker_stops_cleanly(data_dir: Path, tmp_path: Path) -> None:
     finally:
         site.stop()
     assert job_statuses(data_dir) == ["queued"]
+
+
+def test_ingest_stops_cleanly(data_dir: Path, tmp_path: Path) -> None:
+    """Ctrl-C in the middle of a long ingest: exit 0, no traceback, no PostgreSQL left behind."""
+    folder = data_dir / "many"
+    folder.mkdir()
+    for i in range(400):
+        (folder / f"note-{i}.md").write_text(f"# Note {i}\n\n" + f"Paragraph {i} about brewing tea. " * 40 + "\n")
+    stderr_path = tmp_path / "stderr.txt"
+    with started(data_dir, stderr_path, "ingest", str(folder), "--source", "Many") as proc:
+        deadline = time.monotonic() + START_SECONDS
+        while not (data_dir / "pgdata" / "postmaster.pid").exists():
+            assert proc.poll() is None and time.monotonic() < deadline, "ingest never started PostgreSQL"
+            time.sleep(0.2)
+        time.sleep(2.0)  # into the ingest itself
+        assert proc.poll() is None, "the ingest finished before it could be stopped"
+        proc.send_signal(signal.SIGINT)
+        assert_clean_exit(proc, stderr_path, data_dir)
