@@ -86,6 +86,9 @@ def add_global_options(parser: argparse.ArgumentParser) -> None:
         metavar="DIR",
         help="knowledge base directory of the embedded PostgreSQL (default: ARCHIVIST_DATA_DIR)",
     )
+    from services.access.disclosure import install_log_redaction
+
+    install_log_redaction()
 
 
 def add_completion_command(sub: Any) -> None:

@@ -15,6 +15,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, InputRequiredResult
 from pydantic import ValidationError
 
+from access.healthz import healthz_endpoint
 from services.app import Runtime
 from services.settings import Settings, get_settings
 from tools import crawl_website, manage_document, manage_source, resources, search_knowledge_base
@@ -136,20 +137,6 @@ async def stop_background(tasks: list[asyncio.Task[None]], grace: float = STOP_G
     await asyncio.gather(*tasks, return_exceptions=True)
 
 
-def healthz_endpoint(runtime: Runtime) -> Any:
-    """The Starlette handler for GET /healthz."""
-    from starlette.requests import Request
-    from starlette.responses import JSONResponse
-
-    from services.health import runtime_report
-
-    async def healthz(_: Request) -> JSONResponse:
-        body, status = await runtime_report(runtime)
-        return JSONResponse(body, status_code=status)
-
-    return healthz
-
-
 def build_server(
     settings: Settings | None = None,
     *,
@@ -197,7 +184,8 @@ def build_server(
     mcp.auth_gate = auth_gate
     for module in (search_knowledge_base, manage_document, manage_source, crawl_website, resources):
         module.register(mcp, runtime)
-    mcp.custom_route("/healthz", ["GET"], include_in_schema=False)(healthz_endpoint(runtime))
+    verifier = (auth or {}).get("token_verifier")
+    mcp.custom_route("/healthz", ["GET"], include_in_schema=False)(healthz_endpoint(runtime, auth_gate, verifier))
     return mcp
 
 

@@ -146,11 +146,11 @@ class BearerUnlessOpen(RequireAuthMiddleware):
         await super().__call__(scope, receive, send)
 
 
-def http_auth(settings: Any, host: str, port: int) -> tuple[dict[str, Any], AuthGate]:
+def http_auth(settings: Any, host: str, port: int, scheme: str = "http") -> tuple[dict[str, Any], AuthGate]:
     """The SDK auth arguments for build_server, and the gate to install on the app."""
     auth_db = AuthDb(settings)
-    url = f"http://{host}:{port}/mcp"
-    sdk = AuthSettings(issuer_url=f"http://{host}:{port}", resource_server_url=url, validate_token_resource=False)
+    base = f"{scheme}://{host}:{port}"
+    sdk = AuthSettings(issuer_url=base, resource_server_url=f"{base}/mcp", validate_token_resource=False)
     return {"token_verifier": ArchivistTokenVerifier(auth_db), "auth": sdk}, AuthGate(auth_db, host)
 
 

@@ -11,7 +11,7 @@ import argparse
 import json
 import sys
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 from services.settings import Settings
 
@@ -41,12 +41,10 @@ def add_config_command(sub: Any) -> None:
 
 
 def redact_dsn(url: str) -> str:
-    """DATABASE_URL with its password replaced by an environment reference."""
-    parts = urlsplit(url)
-    if not parts.password:
-        return url
-    netloc = parts.netloc.replace(f":{parts.password}@", ":${ARCHIVIST_DB_PASSWORD}@", 1)
-    return urlunsplit(parts._replace(netloc=netloc))
+    """DATABASE_URL with its password replaced by an environment reference (the one redaction)."""
+    from services.access.clients import dsn_for_entry
+
+    return dsn_for_entry(url)
 
 
 def server_requires_token(url: str) -> bool | None:

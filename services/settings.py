@@ -77,6 +77,9 @@ class Settings(BaseSettings):
     http_port: int = 8765
     log_level: str = "WARNING"  # -v/--verbose on the command line shows more
     run_worker: bool = True
+    #: Public names (Host headers) the HTTP server answers to besides loopback names and its bind address,
+    #: comma-separated: ARCHIVIST_ALLOWED_HOSTS=kb.example.com,kb.internal
+    allowed_hosts: Annotated[list[str], NoDecode] = Field(default_factory=list)
 
     # --- crawling ---
     crawl_max_pages: int = 100
@@ -147,6 +150,13 @@ class Settings(BaseSettings):
     def _split_paths(cls, value: object) -> object:
         if isinstance(value, str):
             return [Path(p).expanduser() for p in value.split(os.pathsep) if p.strip()]
+        return value
+
+    @field_validator("allowed_hosts", mode="before")
+    @classmethod
+    def _split_hosts(cls, value: object) -> object:
+        if isinstance(value, str):
+            return [h.strip() for h in value.split(",") if h.strip()]
         return value
 
     @property

@@ -48,8 +48,8 @@ def redact_text(text: str) -> str:
         return text
     text = text[:MAX_TEXT]
     text = URL_CREDENTIALS.sub(rf"\1:{REDACTED}@", text)
+    text = BEARER.sub(rf"\1 {REDACTED}", text)  # before pairs: `Authorization: Bearer x` keeps no x
     text = SECRET_PAIR.sub(rf"\1\2\3{REDACTED}", text)
-    text = BEARER.sub(rf"\1 {REDACTED}", text)
     return ARCHIVIST_SECRET.sub(REDACTED, text)
 
 

@@ -11,10 +11,10 @@ from uuid import UUID
 
 from models import Source
 from models.jobs import CrawlParams, StartedJob
+from services.access.job_limits import insert_job
 from services.crawl.params import _check_patterns
 from services.database import Database
 from services.errors import InvalidArgument, NotFound
-from services.access.job_limits import insert_job
 from services.net.safety import check_url_allowed
 from services.settings import Settings
 from services.sources import LIST_HINT, SourceService
