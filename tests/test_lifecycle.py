@@ -7,6 +7,7 @@ Each test runs real `archivist` processes, each against its own data directory (
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import os
 import signal
@@ -119,8 +120,14 @@ def stdio_ready(proc: subprocess.Popen[bytes]) -> None:
     assert reply is not None and "result" in reply, reply
     rpc(proc, {"jsonrpc": "2.0", "method": "notifications/initialized"})
     call = {"name": "manage_source", "arguments": {"action": "list"}}
-    reply = rpc(proc, {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": call})
-    assert reply is not None and "result" in reply, reply
+    deadline = time.monotonic() + START_SECONDS
+    for request_id in itertools.count(100):
+        reply = rpc(proc, {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": call})
+        assert reply is not None and "result" in reply, reply
+        if not reply["result"].get("isError"):
+            return
+        assert time.monotonic() < deadline, reply  # still starting: ask again
+        time.sleep(0.5)
 
 
 def free_port() -> int:
