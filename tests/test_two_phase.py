@@ -303,3 +303,15 @@ async def test_update_never_leaves_a_reader_with_neither_version(app: Archivist,
         await asyncio.gather(*readers)
     assert len(seen) > 5 and min(seen) > 0, seen
     assert (await doc_hits(app, "cormorant colony", source.id, "vector")).pending_embeddings == 0
+
+
+# ------------------------------------------------------------------ boilerplate embedded once per claim
+
+
+async def test_a_chunk_repeated_across_pages_is_embedded_once_per_batch(gated: GatedEmbedder, app: Archivist) -> None:
+    footer = "Guide\n\nLicensed under the coffee commons; see the grinder guide for details."
+    texts = [f"Guide\n\nBurr grinder {i} notes." for i in range(3)] + [footer] * 3
+    before = gated.texts
+    vectors = await app.documents.backlog._embed(texts)
+    assert gated.texts - before == 4 and vectors.shape == (6, gated.dim)
+    assert np.array_equal(vectors[3], vectors[5]) and not np.array_equal(vectors[0], vectors[1])

@@ -73,6 +73,7 @@ class CrawlRunner:
         self.cancel_event = app.jobs.cancel_event(job.id)
         self.interrupt = asyncio.Event()
         self.interrupt_reason: str | None = None
+        self.unfetched: int | None = None  # discovered pages beyond max_pages, once the frontier is settled
         self.pages = PageCrawler(app, job, self.frontier, self.robots, self.throttle, app.documents, self.refusal)
 
     # ---------- the job ----------
@@ -91,6 +92,7 @@ class CrawlRunner:
             if await self._unless_interrupted(self._seed_once()):
                 await self._crawl()
                 if not self.interrupt.is_set():
+                    await self._settle_frontier()
                     await self._unless_interrupted(self._embed_rest())
             await self._conclude()
         finally:
@@ -128,6 +130,20 @@ class CrawlRunner:
             logger.info("job %s cancelled", self.job.id)
         else:
             await self._complete()
+
+    async def _settle_frontier(self) -> int:
+        """After the last page: rows left mid-fetch by a dead task fail, and discovered pages beyond
+        max_pages are skipped (so the status shows every page settled while the embedding finishes).
+        Returns how many discovered pages were not fetched."""
+        await self.frontier.fail_stuck()
+        left = await self.frontier.count("state = 'pending' AND linked")
+        if left:
+            await self.frontier.skip_pending("max-pages")
+            self.warnings.append(
+                f"max_pages ({self.params.max_pages}) reached: {left} discovered pages were not fetched."
+            )
+        self.unfetched = left
+        return left
 
     async def _embed_rest(self) -> None:
         """Phase two's tail: embed the job's chunks still pending (the backlog runners work on them too)."""
@@ -254,14 +270,8 @@ class CrawlRunner:
     # ---------- the end ----------
 
     async def _complete(self) -> None:
-        """Settle the frontier and record completed / failed with warnings."""
-        await self.frontier.fail_stuck()
-        left = await self.frontier.count("state = 'pending' AND linked")
-        if left:
-            await self.frontier.skip_pending("max-pages")
-            self.warnings.append(
-                f"max_pages ({self.params.max_pages}) reached: {left} discovered pages were not fetched."
-            )
+        """Settle the frontier (if not yet) and record completed / failed with warnings."""
+        left = self.unfetched if self.unfetched is not None else await self._settle_frontier()
         if self.job.kind == "recrawl":
             await self._remove_unreached(complete=not left)
         crawled = await self.frontier.done_count()
