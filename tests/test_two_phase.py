@@ -108,11 +108,17 @@ async def test_keyword_search_finds_chunks_before_they_are_embedded(app: Archivi
 
     async def found() -> Any:
         outcome = await doc_hits(app, "quokka wombat tides", source.id)
-        return outcome if outcome.hits else None
+        return outcome if outcome.hits and outcome.pending_embeddings else None  # (counted beside the search)
 
     hybrid = await until(found, what="a keyword hit on an unembedded chunk")
     assert not ingest.done()  # the embedder is held: nothing is embedded yet
     assert hybrid.pending_embeddings > 0 and {h.match_type for h in hybrid.hits} == {"keyword"}
+    app.settings.hybrid_fusion = "rrf"  # the other fusion: a pending chunk counts its keyword rank twice
+    try:
+        rrf = await doc_hits(app, "quokka wombat tides", source.id)
+    finally:
+        app.settings.hybrid_fusion = "convex"
+    assert [h.chunk_id for h in rrf.hits] == [h.chunk_id for h in hybrid.hits] and rrf.hits[0].score == 1.0
     rerank = await doc_hits(app, "quokka wombat tides", source.id, "rerank")
     assert rerank.hits and rerank.pending_embeddings == hybrid.pending_embeddings
     vector = await doc_hits(app, "quokka wombat tides", source.id, "vector")
