@@ -8,7 +8,9 @@ rolls back, so its chunks are simply pending again. A vector is written only whe
 with `embedded_at`, so no chunk is embedded twice.
 
 Embedding goes through the model gate at document priority (`embed_documents_async`): a search's
-query embedding always goes first. The texts are exactly what ingestion used to embed
+query embedding always goes first. A claim holds its connection while the model works, so claims use
+a small pool of their own (`CONNECTIONS`): however many ingestions embed at once, searches never wait
+for a connection of the main pool. The texts are exactly what ingestion used to embed
 (`embedding_text` of the document title, heading path and chunk text), so the vectors are the same.
 """
 
@@ -18,6 +20,7 @@ import asyncio
 import logging
 from uuid import UUID
 
+import asyncpg
 import numpy as np
 
 from services.database import Database
@@ -31,6 +34,7 @@ BATCH = 32  # chunks per claim: one transaction holds them while the model embed
 LANES = 2  # claims in flight per process: one embeds while the other writes and claims
 POLL_SECONDS = 1.0  # how often an idle runner looks for work other processes queued
 RETRY_SECONDS = 5.0  # after a failed batch (its chunks stay pending)
+CONNECTIONS = 4  # claims in flight per process (the model gate, one slot per core, is the bottleneck)
 
 CLAIM_SQL = """
 SELECT c.id, c.text, c.heading_path, d.title FROM chunks c JOIN documents d ON d.id = c.document_id
@@ -56,11 +60,26 @@ class EmbeddingBacklog:
         self.batch = batch
         self.wakeup = asyncio.Event()  # set when this process stored chunks to embed
         self.embedded = 0  # chunks this process embedded
+        self._pool: asyncpg.Pool | None = None
+        self._pool_lock = asyncio.Lock()
+
+    async def _claims_pool(self) -> asyncpg.Pool:
+        async with self._pool_lock:
+            if self._pool is None:
+                assert self.db.dsn is not None
+                self._pool = await asyncpg.create_pool(self.db.dsn, min_size=0, max_size=CONNECTIONS)
+            return self._pool
+
+    async def close(self) -> None:
+        if self._pool is not None:
+            await self._pool.close()
+            self._pool = None
 
     async def embed_batch(self, document_ids: list[UUID] | None = None) -> int:
         """Claim up to `batch` pending chunks (of these documents, else any), embed and write them.
         Returns how many were embedded (0: nothing claimable right now)."""
-        async with self.db.pool.acquire() as conn, conn.transaction():
+        pool = await self._claims_pool()
+        async with pool.acquire() as conn, conn.transaction():
             rows = await conn.fetch(CLAIM_SQL, self.batch, document_ids)
             if not rows:
                 return 0
