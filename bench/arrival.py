@@ -78,6 +78,14 @@ def bench_settings(args: argparse.Namespace, data_dir: Path) -> Settings:
     )
 
 
+def remove_embedded(data_dir: Path) -> None:
+    """Stop the fresh embedded PostgreSQL (this process started it), then delete its directory."""
+    import pgserver
+
+    pgserver.get_server(data_dir / "pgdata", cleanup_mode="delete").cleanup()
+    shutil.rmtree(data_dir, ignore_errors=True)
+
+
 def available_sets(wanted: list[str]) -> list[str]:
     found = []
     for name in wanted:
@@ -237,7 +245,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     finally:
         await app.close()
         if not settings.database_url and not args.keep:
-            shutil.rmtree(data_dir, ignore_errors=True)
+            await asyncio.to_thread(remove_embedded, data_dir)
     results["peak_rss_mb"] = {
         "server": round(probe.peak_server_rss / 2**20),
         "postgres": round(probe.peak_postgres_rss / 2**20),
