@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install run test lint chromium bench-beir bench-scale bench-crawl bench-cluster bench-docs bench-arrival bench-extraction
+.PHONY: install run test docs lint chromium bench-beir bench-scale bench-crawl bench-cluster bench-docs bench-arrival bench-extraction
 
 $(STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "need $(PYTHON) (set PYTHON=...)"; exit 1; }
@@ -29,6 +29,10 @@ chromium:
 
 test: install chromium
 	PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 $(BIN)/python -m pytest -q -p no:cacheprovider
+
+# The documentation site (MkDocs, Material theme); --strict turns every warning into a failure.
+docs: install
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
 
 lint: install
 	$(BIN)/ruff check . && $(BIN)/ruff format --check .

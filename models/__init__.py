@@ -10,7 +10,7 @@ from pydantic import BaseModel, Field
 
 T = TypeVar("T")
 
-SourceType = Literal["upload", "crawl", "api", "folder"]
+SourceType = Literal["upload", "crawl", "api", "folder", "git"]
 SearchType = Literal["vector", "hybrid", "rerank"]
 IngestStatus = Literal["created", "updated", "unchanged"]
 

@@ -80,6 +80,9 @@ class Settings(BaseSettings):
     http_port: int = 8765
     log_level: str = "INFO"
     run_worker: bool = True
+    #: Public names (Host headers) the HTTP server answers to besides loopback names and its bind address,
+    #: comma-separated: ARCHIVIST_ALLOWED_HOSTS=kb.example.com,kb.internal
+    allowed_hosts: Annotated[list[str], NoDecode] = Field(default_factory=list)
 
     # --- crawling ---
     crawl_max_pages: int = 100
@@ -107,6 +110,12 @@ class Settings(BaseSettings):
     #: At most this many files of one folder are synced.
     sync_max_files: int = 10_000
 
+    # --- git sources (issue 19) ---
+    #: Git URLs whose host resolves to a private, loopback or link-local address are refused unless set.
+    git_allow_private: bool = False
+    #: Seconds a git fetch may wait on the network (each connect and each read).
+    git_timeout_seconds: float = 60.0
+
     # --- distinct results and keyword ranking (issue 7) ---
     #: At most this many results per document in a result list, unless fewer documents match.
     results_per_document: int = Field(default=2, ge=1)
@@ -128,8 +137,11 @@ class Settings(BaseSettings):
     console_require_sign_in: bool = False
 
     # --- access (profiles, tokens, audit, limits) ---
-    rate_per_minute: int = 600  # default token bucket per token (one shared bucket for stdio/loopback)
-    call_timeout_seconds: float = 60.0  # per tool call; job status wait_seconds counts apart
+    rate_per_minute: int = 600  # default bucket of each token (its own; a token's --rate overrides it)
+    #: the local owner (stdio, loopback HTTP without a token): 0 = no call-rate limit; N = N calls per
+    #: minute per MCP session (services/access/identity.py)
+    local_rate_per_minute: int = Field(default=0, ge=0)
+    call_timeout_seconds: float = 60.0  # per MCP request (tools, resources, ...); status wait_seconds apart
     audit_retention_days: int = 30
     audit_enabled: bool = True  # off: tool calls are not recorded (for measuring the audit's overhead)
     max_running_jobs_per_token: int = 3  # queued/running crawl+sync jobs per token (override: token --max-jobs)
@@ -141,6 +153,13 @@ class Settings(BaseSettings):
     def _split_paths(cls, value: object) -> object:
         if isinstance(value, str):
             return [Path(p).expanduser() for p in value.split(os.pathsep) if p.strip()]
+        return value
+
+    @field_validator("allowed_hosts", mode="before")
+    @classmethod
+    def _split_hosts(cls, value: object) -> object:
+        if isinstance(value, str):
+            return [h.strip() for h in value.split(",") if h.strip()]
         return value
 
     @property

@@ -13,7 +13,7 @@ from services.database import Database
 from services.errors import Conflict, InvalidArgument, NotFound
 from services.validation import check_page, clean_text, parse_uuid, require_text
 
-SOURCE_TYPES = ("upload", "crawl", "api", "folder")
+SOURCE_TYPES = ("upload", "crawl", "api", "folder", "git")
 LIST_HINT = "Use manage_source(action='list') to see available sources."
 SOURCE_COLUMNS = "id, title, description, url, source_type, status, metadata, created_at, updated_at, version"
 

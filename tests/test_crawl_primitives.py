@@ -11,13 +11,14 @@ from typing import Any
 
 import pytest
 
-from services.crawl import safety
 from services.crawl.politeness import HostThrottle
 from services.errors import InvalidArgument, PermissionDenied
 from services.fetchers import create_fetcher
 from services.fetchers.crawl4ai_http import Crawl4aiHttpFetcher
-from services.net.robots import RobotsPolicy, fetch_text, parse_llms_txt, parse_sitemap
+from services.net import safety
+from services.net.robots import RobotsPolicy, parse_llms_txt, parse_sitemap
 from services.net.safety import check_url_allowed
+from services.net.text_fetch import fetch_text
 from services.net.urls import host_key, in_scope, matches_patterns, normalize_url, registrable_domain
 from services.settings import Settings
 from tests.fixture_site import DEFAULT_LINKS, FIXED_LAST_MODIFIED, FixtureSite
@@ -247,19 +248,23 @@ def test_parse_llms_txt() -> None:
 
 
 async def test_fetch_text_robots_and_sitemap_from_site(site: FixtureSite) -> None:
-    status, text = await fetch_text(site.url_for("/robots.txt"), user_agent=UA, timeout=5, max_bytes=10_000)
+    status, text = await fetch_text(
+        site.url_for("/robots.txt"), user_agent=UA, timeout=5, max_bytes=10_000, allow_private=True
+    )
     assert status == 200
     policy = RobotsPolicy(text, UA)
     assert not policy.can_fetch(site.url_for("/private/secret"))
     assert policy.can_fetch(site.url_for("/docs/a"))
     assert policy.sitemaps == [site.url_for("/sitemap.xml")]
 
-    status, xml = await fetch_text(policy.sitemaps[0], user_agent=UA, timeout=5, max_bytes=100_000)
+    status, xml = await fetch_text(policy.sitemaps[0], user_agent=UA, timeout=5, max_bytes=100_000, allow_private=True)
     pages, nested = parse_sitemap(xml)
     assert status == 200 and nested == []
     assert site.url_for("/sitemap-only") in pages
 
-    status, llms = await fetch_text(site.url_for("/llms.txt"), user_agent=UA, timeout=5, max_bytes=10_000)
+    status, llms = await fetch_text(
+        site.url_for("/llms.txt"), user_agent=UA, timeout=5, max_bytes=10_000, allow_private=True
+    )
     assert parse_llms_txt(llms, site.url_for("/llms.txt")) == [
         site.url_for("/docs/a"),
         site.url_for("/docs/b"),
@@ -268,23 +273,23 @@ async def test_fetch_text_robots_and_sitemap_from_site(site: FixtureSite) -> Non
 
 
 async def test_fetch_text_statuses_errors_and_limits(site: FixtureSite) -> None:
-    assert await fetch_text(site.url_for("/missing"), user_agent=UA, timeout=5, max_bytes=100) == (
+    assert await fetch_text(site.url_for("/missing"), user_agent=UA, timeout=5, max_bytes=100, allow_private=True) == (
         404,
         "<html><body><h1>Not Found</h1></body></html>",
     )
-    status, text = await fetch_text(site.url_for("/robots.txt"), user_agent=UA, timeout=5, max_bytes=10)
+    status, text = await fetch_text(
+        site.url_for("/robots.txt"), user_agent=UA, timeout=5, max_bytes=10, allow_private=True
+    )
     assert (status, text) == (200, "User-agent")
     closed_port = FixtureSite(with_defaults=False).start()
     dead_url = closed_port.url_for("/robots.txt")
     closed_port.stop()
-    assert await fetch_text(dead_url, user_agent=UA, timeout=2, max_bytes=100) == (0, "")
+    assert await fetch_text(dead_url, user_agent=UA, timeout=2, max_bytes=100, allow_private=True) == (0, "")
 
 
-async def test_fetch_text_redirects_only_when_checked(site: FixtureSite) -> None:
+async def test_fetch_text_follows_redirects_and_checks_every_hop(site: FixtureSite) -> None:
     site.set_redirect("/robots-moved", "/robots.txt", status=301)
     url = site.url_for("/robots-moved")
-    status, _ = await fetch_text(url, user_agent=UA, timeout=5, max_bytes=10_000)
-    assert status == 301
     status, text = await fetch_text(url, user_agent=UA, timeout=5, max_bytes=10_000, allow_private=True)
     assert status == 200 and "Disallow: /private/" in text
     requests_before = len(site.request_log)
@@ -572,14 +577,13 @@ async def test_private_site_refused_without_allow_private(make_fetcher: FetcherF
 async def test_redirect_to_private_address_refused(
     make_fetcher: FetcherFactory, site: FixtureSite, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Treat the fixture host as public, so only the redirect hop hits the real guard."""
-    import services.fetchers.crawl4ai_http as http_module
+    """Treat the fixture's address as public, so only the redirect hop hits the real guard."""
+    real_class = safety.address_class
 
-    async def fixture_is_public(url: str, allow_private: bool) -> None:
-        if not url.startswith(site.url):
-            await check_url_allowed(url, allow_private)
+    def fixture_is_public(address: Any) -> str | None:
+        return None if str(address) == site.host else real_class(address)
 
-    monkeypatch.setattr(http_module, "check_url_allowed", fixture_is_public)
+    monkeypatch.setattr(safety, "address_class", fixture_is_public)
     strict = await make_fetcher(crawl_allow_private=False)
     site.set_redirect("/to-metadata", "http://169.254.169.254/latest/meta-data/")
     result = await strict.fetch(site.url_for("/to-metadata"))
@@ -696,22 +700,23 @@ def test_browser_status_normalisation() -> None:
     assert crawl_result_status(SimpleNamespace(status_code=None, error_message="net::ERR_NAME_NOT_RESOLVED")) == 0
 
 
-async def test_browser_request_guard_aborts_private_requests(tmp_path: Path) -> None:
+async def test_browser_request_guard_aborts_private_requests(tmp_path: Path, site: FixtureSite) -> None:
+    """The route answers requests itself (pinned client) or aborts them; Chromium never connects."""
     from types import SimpleNamespace
 
     from services.fetchers.browser import BrowserFetcher
 
-    calls: list[tuple[str, str]] = []
+    calls: list[tuple[str, Any]] = []
 
     class FakeRoute:
         def __init__(self, url: str) -> None:
-            self.request = SimpleNamespace(url=url)
+            self.request = SimpleNamespace(url=url, method="GET", headers={}, post_data_buffer=None)
 
         async def abort(self, reason: str) -> None:
             calls.append(("abort", self.request.url))
 
-        async def continue_(self) -> None:
-            calls.append(("continue", self.request.url))
+        async def fulfill(self, *, status: int, headers: dict[str, str], body: bytes) -> None:
+            calls.append(("fulfill", status))
 
     class FakeContext:
         handler: Any = None
@@ -719,14 +724,20 @@ async def test_browser_request_guard_aborts_private_requests(tmp_path: Path) -> 
         async def route(self, pattern: str, handler: Any) -> None:
             self.handler = handler
 
-    browser = BrowserFetcher(_settings(tmp_path, crawl_allow_private=False, crawl_browser=True))
-    context = FakeContext()
-    await browser._guard_requests(page=None, context=context)
-    for url in ["http://169.254.169.254/latest", "https://93.184.215.14/app.js", "data:text/plain,hi"]:
-        await context.handler(FakeRoute(url))
-    await browser.close()
+    strict = BrowserFetcher(_settings(tmp_path, crawl_allow_private=False, crawl_browser=True))
+    trusting = BrowserFetcher(_settings(tmp_path, crawl_allow_private=True, crawl_browser=True))
+    strict_context, trusting_context = FakeContext(), FakeContext()
+    await strict._guard_requests(page=None, context=strict_context)
+    await trusting._guard_requests(page=None, context=trusting_context)
+    for url in ["http://169.254.169.254/latest", site.url_for("/docs/a"), "data:text/plain,hi", "file:///etc/passwd"]:
+        await strict_context.handler(FakeRoute(url))
+    await trusting_context.handler(FakeRoute(site.url_for("/docs/a")))
+    await strict.close()
+    await trusting.close()
     assert calls == [
         ("abort", "http://169.254.169.254/latest"),
-        ("continue", "https://93.184.215.14/app.js"),
-        ("continue", "data:text/plain,hi"),
+        ("abort", site.url_for("/docs/a")),
+        ("abort", "data:text/plain,hi"),
+        ("abort", "file:///etc/passwd"),
+        ("fulfill", 200),
     ]

@@ -10,6 +10,7 @@ from mcp.types import CallToolResult, ToolAnnotations
 
 from models import IngestResult
 from services.app import Archivist, Runtime
+from services.documents.specs import SpecIngestResult
 from services.errors import InvalidArgument
 from services.paths import resolve_allowed_path
 from services.reading import MAX_WINDOW, ReadingService
@@ -38,9 +39,10 @@ async def create_from_directory(app: Archivist, source_id: Any, directory: Path,
         source_id, directory, args["extensions"], args["metadata"], recursive=args["recursive"] is not False
     )
     counts = {status: sum(1 for _, r in results if r.status == status) for status in STATUS_MESSAGES}
+    files = len({path for path, _ in results})  # a spec file yields one result per operation
     return {
         "directory": str(directory),
-        "files_ingested": len(results),
+        "files_ingested": files,
         "files_failed": len(failures),
         "files_skipped_over_limit": skipped,
         **{f"documents_{k}": v for k, v in counts.items()},
@@ -51,7 +53,7 @@ async def create_from_directory(app: Archivist, source_id: Any, directory: Path,
         ],
         "failures": [f.model_dump() for f in failures[:MAX_PER_PAGE]],
         "lists_cut": len(results) > MAX_PER_PAGE or len(failures) > MAX_PER_PAGE,
-        "message": f"Ingested {len(results)} files ({len(failures)} failed). "
+        "message": f"Ingested {files} files ({len(failures)} failed). "
         "Use manage_document(action='list', source_id=...) to page through all documents.",
     }
 
@@ -77,6 +79,8 @@ async def create_document(app: Archivist, args: dict[str, Any]) -> dict[str, Any
         result = await docs.create_from_file(source_id, path, args["title"], args["url"], args["metadata"])
     else:
         result = await docs.create_from_url(source_id, args["url"], args["title"], args["metadata"])
+    if isinstance(result, SpecIngestResult):  # an OpenAPI spec: one document per operation
+        return {**result.summary(), **extra}
     return {**ingest_view(result), **extra}
 
 

@@ -137,13 +137,13 @@ def routes(console: Console) -> list[Route]:
         return RedirectResponse(f"/jobs/{started.job.id}", 303)
 
     return [
-        Route("/add", console.page(add)),
-        Route("/add/text", console.page(add_text, write=True), methods=["POST"]),
-        Route("/add/file", console.page(add_file, write=True), methods=["POST"]),
-        Route("/add/crawl", console.page(add_crawl, write=True), methods=["POST"]),
-        Route("/jobs", console.page(jobs)),
-        Route("/jobs/{job_id}", console.page(job)),
-        Route("/jobs/{job_id}/status", console.page(job_status)),
-        Route("/jobs/{job_id}/cancel", console.page(cancel, write=True), methods=["POST"]),
-        Route("/jobs/{job_id}/recrawl", console.page(recrawl, write=True), methods=["POST"]),
+        console.route("/add", add),
+        console.route("/add/text", add_text, methods=["POST"], write=True, body="text"),
+        console.route("/add/file", add_file, methods=["POST"], write=True, body="file"),
+        console.route("/add/crawl", add_crawl, methods=["POST"], write=True),
+        console.route("/jobs", jobs),
+        console.route("/jobs/{job_id}", job),
+        console.route("/jobs/{job_id}/status", job_status),
+        console.route("/jobs/{job_id}/cancel", cancel, methods=["POST"], write=True),
+        console.route("/jobs/{job_id}/recrawl", recrawl, methods=["POST"], write=True),
     ]

@@ -7,7 +7,8 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from services.crawl.politeness import HostThrottle
-from services.net.robots import RobotsPolicy, fetch_text
+from services.net.robots import RobotsPolicy
+from services.net.text_fetch import fetch_text
 from services.net.urls import host_key
 
 if TYPE_CHECKING:

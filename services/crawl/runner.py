@@ -37,7 +37,8 @@ from services.crawl.page_crawl import PageCrawler
 from services.crawl.robots_cache import MAX_DISCOVERY_BYTES, RobotsCache, site_root
 from services.errors import ServiceError, unavailable_from
 from services.fetchers import create_fetcher
-from services.net.robots import fetch_text, parse_llms_txt, parse_sitemap
+from services.net.robots import parse_llms_txt, parse_sitemap
+from services.net.text_fetch import fetch_text
 from services.net.urls import in_scope, matches_patterns, normalize_url
 
 if TYPE_CHECKING:

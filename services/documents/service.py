@@ -10,6 +10,7 @@ from services.documents.change import ChangeMixin
 from services.documents.files import FilesMixin
 from services.documents.ingest import IngestMixin
 from services.documents.read import ReadMixin
+from services.documents.specs import SpecsMixin
 from services.embeddings.base import Embedder
 from services.errors import InvalidArgument
 from services.settings import Settings
@@ -17,7 +18,7 @@ from services.sources import LIST_HINT as SOURCE_LIST_HINT
 from services.sources import SourceService
 
 
-class DocumentService(IngestMixin, FilesMixin, ReadMixin, ChangeMixin):
+class DocumentService(IngestMixin, FilesMixin, ReadMixin, ChangeMixin, SpecsMixin):
     """Documents of sources; every ingestion path ends in `IngestMixin.ingest_many`."""
 
     def __init__(self, db: Database, sources: SourceService, embedder: Embedder, settings: Settings) -> None:

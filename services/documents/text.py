@@ -94,14 +94,18 @@ def page_content(page: FetchResult) -> tuple[str | None, str, str]:
             f"Could not fetch {page.url}: {detail}",
             "Check the URL in a browser; only text pages and PDFs are ingested.",
         )
-    if page.raw is not None:  # the fetcher hands over raw bytes only for PDFs
-        parsed = parse_bytes(page.raw, Path("page.pdf"))
+    if page.raw is not None:  # the fetcher hands over raw bytes for PDFs, JSON and YAML
+        parsed = parse_bytes(page.raw, Path("page" + RAW_SUFFIXES.get(page.content_type, ".pdf")))
         return parsed.title, parsed.content, parsed.document_type
     if not page.markdown.strip():
         raise InvalidArgument(f"{page.url} has no text content.", "Pages rendered by JavaScript need browser mode.")
     return page.title, page.markdown, PAGE_TYPES.get(page.content_type.split(";")[0].strip().lower(), "html")
 
 
+#: The file suffix a raw (non-PDF) body is parsed as, by media type.
+RAW_SUFFIXES = {"application/json": ".json", "application/vnd.oai.openapi+json": ".json"} | dict.fromkeys(
+    ("application/yaml", "application/x-yaml", "text/yaml", "text/x-yaml", "application/vnd.oai.openapi"), ".yaml"
+)
 PAGE_TYPES = {"text/markdown": "markdown", "text/x-markdown": "markdown", "text/plain": "text"}
 
 

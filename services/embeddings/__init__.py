@@ -31,6 +31,11 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 
+def configured_model_name(settings: Settings) -> str:
+    """The name the configured embedder records in the database, without loading the model."""
+    return f"{settings.embedding_provider}:{settings.embedding_model.strip()}"
+
+
 def create_embedder(settings: Settings) -> Embedder:
     """Build the embedder selected by `settings.embedding_provider` / `settings.embedding_model`.
 

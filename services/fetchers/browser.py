@@ -1,13 +1,19 @@
 """Browser fetcher: renders JavaScript pages with headless Chromium via crawl4ai's Playwright strategy.
 
-Untested here (no Chromium in the test environment); kept small and import-safe (crawl4ai and
-Playwright are imported only when a page is rendered).
-
 Each URL is first fetched by `Crawl4aiHttpFetcher`, which owns the rules that a browser cannot
 enforce well: SSRF checks on every redirect hop, conditional requests (304), 404/410, content type
-and size limits. Only a 2xx HTML page is then rendered by the browser, at its final URL; every
-request the page makes (scripts, XHR, frames) goes through a Playwright route that applies
-`check_url_allowed`, and the HTTP result is kept when rendering fails or yields nothing.
+and size limits. Only a 2xx HTML page is then rendered by the browser, at its final URL, and the HTTP
+result is kept when rendering fails or yields nothing.
+
+While it renders, Chromium has no network of its own: a route on the browser context
+(`browser_guard.RequestGuard`) answers every request of the page (the document, scripts, XHR,
+frames, each redirect hop) from the pinned, checked HTTP client, allows only http(s), and
+`ISOLATION_FLAGS` make anything a route cannot see fail. Why not "check in the route, then let
+Chromium continue": Chromium would resolve the name again and follow redirects without asking.
+
+Chromium's sandbox is used unless this process runs as root: Chromium refuses to start sandboxed as
+root, so there `--no-sandbox` is passed and a warning logged (run the worker as an ordinary user to
+get the sandbox back). Network isolation does not depend on the sandbox.
 
 crawl4ai launches a custom Chromium binary only in "managed browser" mode, which reads the
 executable from `<crawl4ai home>/.crawl4ai/chromium.path`; that file is written from
@@ -18,14 +24,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import re
 import socket
+import weakref
 from typing import TYPE_CHECKING, Any
 
-from services.errors import ServiceError
 from services.fetchers.base import Fetcher, FetchResult
+from services.fetchers.browser_guard import ISOLATION_FLAGS, RequestGuard
 from services.fetchers.crawl4ai_http import HTML_TYPES, Crawl4aiHttpFetcher, fill_from_page, load_crawl4ai
-from services.net.safety import check_url_allowed
 from services.pages import extract_html
 
 if TYPE_CHECKING:
@@ -34,7 +41,6 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 CHROMIUM_FLAGS = [
-    "--no-sandbox",
     "--disable-gpu",
     "--disable-dev-shm-usage",
     "--disable-background-networking",
@@ -45,6 +51,7 @@ CHROMIUM_FLAGS = [
     "--metrics-recording-only",
     "--no-first-run",
     "--mute-audio",
+    *ISOLATION_FLAGS,
 ]
 _STATUS_IN_ERROR = re.compile(r"\bHTTP (\d{3})\b")
 
@@ -56,6 +63,15 @@ def crawl_result_status(result: Any) -> int:
         return status
     match = _STATUS_IN_ERROR.search(getattr(result, "error_message", "") or "")
     return int(match.group(1)) if match else 0
+
+
+def sandbox_flags() -> list[str]:
+    """Chromium's sandbox unless running as root (where Chromium will not start sandboxed)."""
+    if os.geteuid() == 0:
+        logger.warning("running as root: Chromium starts without its sandbox (run as a normal user to keep it)")
+        return ["--no-sandbox"]
+    os.environ["CRAWL4AI_CHROMIUM_SANDBOX"] = "true"  # crawl4ai adds --no-sandbox unless told otherwise
+    return []
 
 
 def _free_port() -> int:
@@ -72,6 +88,8 @@ class BrowserFetcher(Fetcher):
         self._settings = settings
         self._http = Crawl4aiHttpFetcher(settings)
         load_crawl4ai()
+        self._guard = RequestGuard(settings)
+        self._guarded: weakref.WeakSet[Any] = weakref.WeakSet()
         self._crawler: Any = None
         self._start_lock = asyncio.Lock()
 
@@ -92,25 +110,15 @@ class BrowserFetcher(Fetcher):
             accept_downloads=False,
             downloads_path=str(self._http.paths.downloads),
             verbose=False,
-            extra_args=CHROMIUM_FLAGS,
+            extra_args=[*CHROMIUM_FLAGS, *sandbox_flags()],
         )
 
     async def _guard_requests(self, page: Any, context: Any = None, **_: Any) -> Any:
-        """crawl4ai hook: abort every page request to a host `check_url_allowed` refuses."""
-        allow_private = self._settings.crawl_allow_private
-
-        async def route_handler(route: Any) -> None:
-            url = route.request.url
-            if url.startswith(("http://", "https://")):
-                try:
-                    await check_url_allowed(url, allow_private)
-                except ServiceError as exc:
-                    logger.info("browser request blocked: %s", exc.message)
-                    await route.abort("blockedbyclient")
-                    return
-            await route.continue_()
-
-        await (context or page.context).route("**/*", route_handler)
+        """crawl4ai hook: every request of the context is answered (or aborted) by the request guard."""
+        context = context or page.context
+        if context not in self._guarded:
+            await context.route("**/*", self._guard.handle)
+            self._guarded.add(context)
         return page
 
     async def _crawler_instance(self) -> Any:
@@ -162,4 +170,5 @@ class BrowserFetcher(Fetcher):
         if self._crawler is not None:
             await self._crawler.close()
             self._crawler = None
+        await self._guard.close()
         await self._http.close()

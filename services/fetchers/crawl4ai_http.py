@@ -5,7 +5,8 @@ Why not crawl4ai's `AsyncHTTPCrawlerStrategy` for the request itself (checked ag
 without exposing the hops, raises a bare `HTTPStatusError` for every non-2xx status (304 included)
 without the response headers (so no Location, ETag or Last-Modified), and writes every non-HTML body
 to a downloads folder on disk. Those break the SSRF, size, conditional-request and content-type rules
-here. So httpx does the raw exchange (every redirect hop is checked with `check_url_allowed`, bodies
+here. So httpx does the raw exchange over a pinned client (`services.net.pinned_http`: every
+connection, so every redirect hop, resolves once, is checked and goes to the checked address; bodies
 are streamed and capped) and the page pipeline (`services.pages.extract_page`: main content, chrome
 removed, markdown, outlinks) runs in a worker thread so the event loop never blocks on parsing. The
 HTTP status is trusted as is.
@@ -30,8 +31,9 @@ import httpx
 
 from services.errors import ServiceError
 from services.fetchers.base import Fetcher, FetchResult
-from services.net.safety import check_url_allowed
+from services.net.pinned_http import pinned_client
 from services.net.urls import normalize_url
+from services.openapi.load import SPEC_MEDIA_TYPES
 from services.pages import ExtractedPage, extract_page
 from services.pages.links import unique_normalized
 
@@ -47,6 +49,8 @@ REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
 TEXT_TYPES = frozenset({"text/markdown", "text/x-markdown", "text/plain"})
 PDF_TYPES = frozenset({"application/pdf"})
+#: JSON and YAML bodies are handed over raw: an OpenAPI spec becomes documents (services.openapi).
+DATA_TYPES = SPEC_MEDIA_TYPES
 ACCEPT = "text/html,application/xhtml+xml;q=0.9,text/markdown;q=0.9,text/plain;q=0.8,application/pdf;q=0.7,*/*;q=0.1"
 _META_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?([A-Za-z0-9_.:-]+)""", re.IGNORECASE)
 
@@ -149,8 +153,8 @@ class Crawl4aiHttpFetcher(Fetcher):
 
     def _http(self) -> httpx.AsyncClient:
         if self._client is None:
-            self._client = httpx.AsyncClient(
-                follow_redirects=False,
+            self._client = pinned_client(
+                allow_private=self._settings.crawl_allow_private,
                 timeout=httpx.Timeout(self._settings.crawl_page_timeout),
                 headers={"User-Agent": self._settings.crawl_user_agent, "Accept": ACCEPT},
             )
@@ -196,24 +200,26 @@ class Crawl4aiHttpFetcher(Fetcher):
         return result
 
     async def _exchange(self, url: str, headers: dict[str, str]) -> FetchResult | _Download:
-        """GET `url`, following up to MAX_REDIRECTS redirects, each hop checked for SSRF first."""
+        """GET `url`, following up to MAX_REDIRECTS redirects; each hop's connection is checked for SSRF.
+
+        A hop to a refused address fails when its connection is opened, before any byte is sent.
+        """
         current = url
         for _ in range(MAX_REDIRECTS + 1):
             try:
-                await check_url_allowed(current, self._settings.crawl_allow_private)
+                async with self._http().stream("GET", current, headers=headers) as response:
+                    location = response.headers.get("location")
+                    if response.status_code in REDIRECT_STATUSES and location:
+                        next_url = normalize_url(location, base=current)
+                        if next_url is None:
+                            error = f"bad redirect location: {location}"
+                            return self._status_result(url, current, response, error)
+                        current = next_url
+                        continue
+                    return await self._read(url, current, response)
             except ServiceError as exc:
                 logger.info("blocked %s: %s", current, exc.message)
                 return FetchResult(url=url, final_url=current, status=0, error=f"blocked: {exc.message}")
-            async with self._http().stream("GET", current, headers=headers) as response:
-                location = response.headers.get("location")
-                if response.status_code in REDIRECT_STATUSES and location:
-                    next_url = normalize_url(location, base=current)
-                    if next_url is None:
-                        error = f"bad redirect location: {location}"
-                        return self._status_result(url, current, response, error)
-                    current = next_url
-                    continue
-                return await self._read(url, current, response)
         return FetchResult(url=url, final_url=current, status=0, error="too many redirects")
 
     @staticmethod
@@ -238,7 +244,7 @@ class Crawl4aiHttpFetcher(Fetcher):
         if not 200 <= status < 300:
             return self._status_result(url, final_url, response, f"HTTP {status}")
         content_type = media_type(response.headers.get("content-type", ""))
-        if content_type and content_type not in HTML_TYPES | TEXT_TYPES | PDF_TYPES:
+        if content_type and content_type not in HTML_TYPES | TEXT_TYPES | PDF_TYPES | DATA_TYPES:
             return self._status_result(url, final_url, response, f"non-text content: {content_type}")
         try:
             body = await self._read_capped(response)
@@ -281,7 +287,7 @@ class Crawl4aiHttpFetcher(Fetcher):
             etag=download.etag,
             last_modified=download.last_modified,
         )
-        if download.content_type in PDF_TYPES:
+        if download.content_type in PDF_TYPES | DATA_TYPES:
             result.raw = download.body
             return result
         is_html = download.content_type in HTML_TYPES

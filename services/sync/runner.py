@@ -308,14 +308,18 @@ class SyncRunner:
             await self.frontier.recover()
             await self.app.jobs.finish(self.job.id, self.worker_id, "cancelled", None, self.warnings)
         else:
-            await self.pool.execute(
-                "UPDATE source_folders SET last_synced_at = now() WHERE source_id = $1", self.job.source_id
-            )
+            await self._mark_synced()
             failed = await self.frontier.count("state = 'failed'")
             if failed:
                 self.warnings.append(f"{failed} files could not be read; see recent_errors.")
             await self.app.jobs.finish(self.job.id, self.worker_id, "completed", None, self.warnings)
             logger.info("sync %s completed", self.job.id)
+
+    async def _mark_synced(self) -> None:
+        """Record on the source that a sync completed."""
+        await self.pool.execute(
+            "UPDATE source_folders SET last_synced_at = now() WHERE source_id = $1", self.job.source_id
+        )
 
     def _interrupt(self, reason: str) -> None:
         if not self.interrupt.is_set():
@@ -344,24 +348,4 @@ class SyncRunner:
 
 
 class SyncFailed(Exception):
-    """A sync that cannot run (its folder is gone or no longer allowed)."""
-
-
-async def run_sync_job(app: Archivist, job: CrawlJob, worker_id: str, stop: asyncio.Event) -> None:
-    """Run a claimed sync job; a failure is recorded on the job with a short message."""
-    try:
-        await SyncRunner(app, job, worker_id, stop).run()
-    except asyncio.CancelledError:
-        raise
-    except Exception as exc:
-        if isinstance(exc, ServiceError):
-            message = exc.message
-        elif isinstance(exc, SyncFailed):
-            message = str(exc)
-        else:
-            logger.exception("sync %s failed", job.id)
-            message = f"internal error: {type(exc).__name__}: {exc}"
-        try:
-            await app.jobs.finish(job.id, worker_id, "failed", short_error(message))
-        except Exception:
-            logger.exception("sync %s: could not record the failure", job.id)
+    """A sync that cannot run (its folder is gone or no longer allowed, its repository cannot be fetched)."""
