@@ -42,6 +42,7 @@ from bench.common import CACHE_DIR, machine_info  # noqa: E402
 from bench.docs import DOC_SETS, QUESTIONS, ask, serve  # noqa: E402
 from bench.metrics import hit_scores  # noqa: E402
 from models.jobs import CrawlJob  # noqa: E402
+from services.access.scope import Scope, use_scope  # noqa: E402
 from services.app import Archivist  # noqa: E402
 from services.settings import Settings  # noqa: E402
 from services.worker import run_worker  # noqa: E402
@@ -311,7 +312,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(asctime)s %(name)s: %(message)s")
-    results = asyncio.run(run(args))
+    with use_scope(Scope.owner()):  # a benchmark runs as the local owner
+        results = asyncio.run(run(args))
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=2, default=str) + "\n")
     print(report(results))
