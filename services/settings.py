@@ -72,8 +72,14 @@ class Settings(BaseSettings):
     rerank_rrf_k: int = 60
 
     # --- files ---
+    #: Default: the working directory for stdio and the CLI; nothing over HTTP (see `for_http`).
     allowed_paths: Annotated[list[Path], NoDecode] = Field(default_factory=lambda: [Path.cwd()])
     max_file_mb: float = 20.0
+    #: PDF, office, e-book and RTF files are parsed in worker processes limited to this much memory
+    #: (address space) and CPU time per file (services.parsers.isolation).
+    parse_workers: int = Field(default=2, ge=1)
+    parse_memory_mb: int = Field(default=1024, ge=64)
+    parse_cpu_seconds: int = Field(default=60, ge=1)
 
     # --- server ---
     http_host: str = "127.0.0.1"
@@ -165,6 +171,13 @@ class Settings(BaseSettings):
     @property
     def max_file_bytes(self) -> int:
         return int(self.max_file_mb * 1024 * 1024)
+
+    def for_http(self) -> Settings:
+        """These settings for a server on HTTP: file ingestion is opt-in there, so unless
+        ARCHIVIST_ALLOWED_PATHS was set (environment, .env or argument), no path is allowed."""
+        if "allowed_paths" in self.model_fields_set:
+            return self
+        return self.model_copy(update={"allowed_paths": []})
 
 
 @lru_cache(maxsize=1)

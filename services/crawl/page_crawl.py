@@ -169,7 +169,7 @@ class PageCrawler:
     ) -> None:
         if page_spec_text(page) is not None and await self._stored_as_spec(target, known, page):
             return
-        title, text, document_type = page_content(page)
+        title, text, document_type = await page_content(page, self.documents.settings)
         if follow_only:
             await self._enqueue_links(target, page.links)
             await self._skip(target.url, "pattern", known, page.status)

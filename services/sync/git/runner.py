@@ -194,16 +194,16 @@ class GitSyncRunner(SyncRunner):
         if stored is not None and stored.blob == sha and previous == path:  # settled before a hand-back
             await self.frontier.finish_row(path, RowResult("done", outcome="unchanged", document_id=stored.document_id))
             return None
-        item = await asyncio.to_thread(self._parse, blob.data, path)
+        item = await self._parse(blob.data, path)
         if stored is not None and previous is not None and stored.blob == sha:
             await self._move(previous, path, sha, stored.document_id, item)
             return None
         return Pending(path, sha, item, previous)
 
-    def _parse(self, data: bytes, path: str) -> NewDocument:
+    async def _parse(self, data: bytes, path: str) -> NewDocument:
         url = self.git.document_url(self.commit, path)
         metadata = {"repository": self.git.url, "ref": self.git.ref, "path": path, "commit": self.commit}
-        return self.app.documents.parse_file(data, PurePosixPath(path), path, None, url, metadata)
+        return await self.app.documents.parse_file(data, PurePosixPath(path), path, None, url, metadata)
 
     async def _move(self, old: str, new: str, blob: str, document_id: UUID, item: NewDocument) -> None:
         """A file renamed with its content unchanged: its document moves, nothing is re-embedded."""
