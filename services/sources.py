@@ -11,6 +11,7 @@ from models import Page, Source, SourceStats
 from services.access.scope import admit, current_scope
 from services.database import Database
 from services.errors import Conflict, InvalidArgument, NotFound
+from services.source_origin import describe
 from services.validation import check_page, clean_text, parse_uuid, require_text
 
 SOURCE_TYPES = ("upload", "crawl", "api", "folder", "git")
@@ -174,6 +175,10 @@ class SourceService:
             row = await _insert(conn, title, None, url, _check_source_type(source_type), None, None)
             await join_first_profile(conn, row["id"])
         return _to_source(row), True
+
+    async def origin(self, source: Source) -> dict[str, Any]:
+        """Its kind, origin and last sync (a git commit, a spec version); a login's variable names only."""
+        return await describe(self.db.pool, source)
 
     async def stats(self, source_id: UUID) -> SourceStats:
         row = await self.db.pool.fetchrow(
