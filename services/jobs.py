@@ -22,7 +22,7 @@ from models.jobs import ACTIVE_STATUSES, JOB_STATUSES, CrawlJob, CrawlParams, Pa
 from services.access.job_limits import insert_job, scoped_ids
 from services.access.scope import current_scope
 from services.crawl.job_sql import COUNTERS_JOIN, JOB_COLUMNS
-from services.crawl.params import build_params, check_start_url, default_source_title
+from services.crawl.params import SCOPES, build_params, check_start_url, default_source_title
 from services.crawl.politeness import HostThrottle, SharedHostGate
 from services.errors import Conflict, InvalidArgument, NotFound
 from services.net.safety import check_url_allowed
@@ -32,6 +32,8 @@ if TYPE_CHECKING:
     from services.ports import AppServices as Archivist
 
 logger = logging.getLogger(__name__)
+
+__all__ = ["JOB_STATUSES", "MAX_ATTEMPTS", "SCOPES", "JobService"]  # SCOPES and JOB_STATUSES: for the console
 
 JOB_HINT = "Use crawl_website(action='list') to find job ids."
 RECENT_ERRORS = 10
