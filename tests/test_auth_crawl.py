@@ -29,7 +29,6 @@ from services.app import Archivist, Runtime
 from services.crawl.robots_cache import RobotsCache
 from services.errors import InvalidArgument
 from services.fetchers.browser_guard import RequestGuard
-from services.net.credentials import resolve
 from services.worker import run_worker
 from tests.conftest import make_settings
 from tests.fixture_site import FixtureSite, Page, html_page
@@ -170,6 +169,8 @@ async def test_login_goes_to_the_start_host_only(
 async def test_robots_and_browser_requests_carry_the_login_only_to_its_host(
     login_app: Archivist, site: LoginSite, other: FixtureSite, secrets: dict[str, str]
 ) -> None:
+    from services.net.credentials import resolve  # here, so the module imports on main (where each test fails)
+
     login = resolve(site.url_for("/"), HEADERS, COOKIES, [])
     assert login is not None and secrets[TOKEN_VAR] not in repr(login)
     robots = RobotsCache(login_app.settings, login_app.jobs.throttle, [], login)
