@@ -260,8 +260,10 @@ async def test_source_get_and_console_show_kind_origin_and_variable_names(
     login_app: Archivist, client: Any, site: LoginSite, secrets: dict[str, str], files_dir: Path
 ) -> None:
     literal = f"Bearer literal-{uuid.uuid4().hex}"
-    refused = await err(client, "crawl_website", "INVALID_ARGUMENT", url=site.url_for("/"), headers={"X-Key": literal})
-    assert literal not in json.dumps(refused)
+    plain = f"plain-{uuid.uuid4().hex}"
+    for headers in ({"X-Key": literal}, {"Authorization": plain}):
+        refused = await err(client, "crawl_website", "INVALID_ARGUMENT", url=site.url_for("/"), headers=headers)
+        assert literal not in json.dumps(refused) and plain not in json.dumps(refused)
     started = await ok(
         client, "crawl_website", url=site.url_for("/"), title="Members shown", headers=HEADERS, cookies=COOKIES
     )
@@ -275,8 +277,9 @@ async def test_source_get_and_console_show_kind_origin_and_variable_names(
         "auth_hosts": [],
     }
     await asyncio.sleep(1.5)  # the audit log is written in the background
-    assert await login_app.db.pool.fetchval("SELECT count(*) FROM audit_log WHERE tool = 'crawl_website'") >= 3
-    assert_secret_free(json.dumps([started, status, source]) + await database_text(login_app), secrets)
+    assert await login_app.db.pool.fetchval("SELECT count(*) FROM audit_log WHERE tool = 'crawl_website'") >= 4
+    shown = json.dumps([started, status, source]) + await database_text(login_app)
+    assert_secret_free(shown, {**secrets, "literal": literal, "plain": plain})
 
     notes = files_dir / "notes"
     notes.mkdir(exist_ok=True)
@@ -296,13 +299,13 @@ async def test_source_get_and_console_show_kind_origin_and_variable_names(
         git.url,
         "a" * 40,
     )
-    shown = {}
+    views = {}
     for sid in (folder.source_id, spec, git.id):
-        shown[sid] = (await ok(client, "manage_source", action="get", source_id=str(sid)))["source"]
-    assert shown[folder.source_id]["kind"] == "folder" and shown[folder.source_id]["origin"] == str(notes.resolve())
-    assert shown[spec]["kind"] == "openapi" and shown[spec]["spec_version"] == "3.1.0"
-    assert shown[spec]["origin"] == "https://api.example/openapi.json"
-    assert shown[git.id]["kind"] == "git" and shown[git.id]["last_synced_commit"] == "a" * 40
+        views[sid] = (await ok(client, "manage_source", action="get", source_id=str(sid)))["source"]
+    assert views[folder.source_id]["kind"] == "folder" and views[folder.source_id]["origin"] == str(notes.resolve())
+    assert views[spec]["kind"] == "openapi" and views[spec]["spec_version"] == "3.1.0"
+    assert views[spec]["origin"] == "https://api.example/openapi.json"
+    assert views[git.id]["kind"] == "git" and views[git.id]["last_synced_commit"] == "a" * 40
 
     runtime = Runtime(login_app.settings, embedder=login_app.embedder)
     transport = httpx.ASGITransport(
