@@ -58,6 +58,8 @@ PREVIOUS_GONE_ERROR = "no longer linked from the site"
 class CrawlRunner:
     """Runs one claimed job to completion, cancellation, hand-back (stop) or loss of ownership."""
 
+    login: SiteCredentials | None = None  # headers for the start host (a crawl behind a login); never logged
+
     def __init__(
         self,
         app: Archivist,
@@ -67,7 +69,7 @@ class CrawlRunner:
         login: SiteCredentials | None = None,
     ) -> None:
         self.app = app
-        self.login = login  # headers for the start host (documentation behind a login); never logged
+        self.login = login
         self.settings = app.settings
         self.job = job
         self.params: CrawlParams = job.params
