@@ -25,6 +25,7 @@ from services.crawl.job_sql import COUNTERS_JOIN, JOB_COLUMNS
 from services.crawl.params import SCOPES, build_params, check_start_url, default_source_title
 from services.crawl.politeness import HostThrottle, SharedHostGate
 from services.errors import Conflict, InvalidArgument, NotFound
+from services.net.credentials import same_host
 from services.net.safety import check_url_allowed
 from services.validation import check_page, parse_uuid
 
@@ -159,6 +160,12 @@ class JobService:
         original = CrawlParams(**raw_params)
         given = {k: v for k, v in overrides.items() if v is not None}
         merged = {**original.model_dump(), **given, "url": url or original.url}
+        moved = not same_host(merged["url"], original.url) and (original.headers or original.cookies)
+        if moved and "headers" not in given and "cookies" not in given:  # a login never follows to another host
+            merged.update(headers={}, cookies={}, auth_hosts=[])
+            login_note = ["The crawl moved to another host: its login headers and cookies were not carried over."]
+        else:
+            login_note = []
         params, notes = self.build_params(
             merged["url"],
             merged["recursive"],
@@ -173,7 +180,7 @@ class JobService:
         )
         await check_url_allowed(params.url, self.settings.crawl_allow_private)
         job = await self._insert(sid, "recrawl", params)
-        return StartedJob(job=job, notes=notes)
+        return StartedJob(job=job, notes=notes + login_note)
 
     async def _refuse_if_active(self, source_id: UUID) -> None:
         active = await self.db.pool.fetchrow(

@@ -201,7 +201,7 @@ async def test_robots_and_browser_requests_carry_the_login_only_to_its_host(
 
 
 async def test_recrawl_reuses_the_references(
-    login_app: Archivist, site: LoginSite, secrets: dict[str, str], monkeypatch: pytest.MonkeyPatch
+    login_app: Archivist, site: LoginSite, other: FixtureSite, secrets: dict[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     started = await login_app.jobs.start(site.url_for("/"), title="Members recrawl", headers=HEADERS, cookies=COOKIES)
     assert (await run_until_finished(login_app, started.job.id)).status == "completed"
@@ -214,6 +214,12 @@ async def test_recrawl_reuses_the_references(
     job = await run_until_finished(login_app, again.job.id)
     assert job.status == "completed" and job.documents_updated == 1, job
     assert job.params.headers == HEADERS and job.params.cookies == COOKIES
+
+    moved = await login_app.jobs.recrawl(source_id=started.job.source_id, url=other.url_for("/stolen"))
+    assert moved.job.params.headers == {} and moved.job.params.cookies == {} and "another host" in moved.notes[-1]
+    await run_until_finished(login_app, moved.job.id)
+    assert "/stolen" in paths(other)
+    assert_no_login(other)  # a recrawl moved to another host does not take the login along
     assert_secret_free(await database_text(login_app), {**secrets, "rotated": rotated})
 
 

@@ -109,13 +109,19 @@ def _read(reference: str, argument: str, name: str, forbidden: str) -> str:
             f"The environment variable {variable} ({argument}['{name}']) is not set on the server.",
             f"Set {variable} in the server's (and workers') environment, then retry.",
         )
-    if any(c in value for c in forbidden) or not value.isprintable():
+    if any(c in value for c in forbidden) or not value.isprintable() or not value.isascii():
         raise InvalidArgument(
             f"The environment variable {variable} ({argument}['{name}']) holds a value that cannot be sent "
-            "(line breaks or control characters; not shown).",
+            "(line breaks, control or non-ASCII characters; not shown).",
             f"Fix the value of {variable} on the server.",
         )
     return value
+
+
+def same_host(url: str, other: str) -> bool:
+    """Whether two URLs name the same host and port (a recrawl moved elsewhere drops its login)."""
+    first, second = _host_of(url), _host_of(other)
+    return first is not None and second is not None and first[:2] == second[:2]
 
 
 def _port_key(scheme: str, port: int | None) -> int | None:
