@@ -60,16 +60,10 @@ class CrawlRunner:
 
     login: SiteCredentials | None = None  # headers for the start host (a crawl behind a login); never logged
 
-    def __init__(
-        self,
-        app: Archivist,
-        job: CrawlJob,
-        worker_id: str,
-        stop: asyncio.Event,
-        login: SiteCredentials | None = None,
-    ) -> None:
+    def __init__(self, app: Archivist, job: CrawlJob, worker_id: str, stop: asyncio.Event) -> None:
+        """Reads the login's variables (InvalidArgument naming one that is not set)."""
         self.app = app
-        self.login = login
+        self.login = credentials.resolve(job.params.url, job.params.headers, job.params.cookies, job.params.auth_hosts)
         self.settings = app.settings
         self.job = job
         self.params: CrawlParams = job.params
@@ -82,7 +76,7 @@ class CrawlRunner:
                 f"Resumed by worker {worker_id} after the previous worker stopped (attempt {job.attempts})."
             )
         self.throttle = app.jobs.throttle
-        self.robots = RobotsCache(app.settings, self.throttle, self.warnings, login)
+        self.robots = RobotsCache(app.settings, self.throttle, self.warnings, self.login)
         self.cancel_event = app.jobs.cancel_event(job.id)
         self.interrupt = asyncio.Event()
         self.interrupt_reason: str | None = None
@@ -369,15 +363,12 @@ async def wait_any(events: Iterable[asyncio.Event], timeout: float) -> None:
 async def run_job(app: Archivist, job: CrawlJob, worker_id: str, stop: asyncio.Event) -> None:
     """Run a claimed job; an unexpected error fails the job with a short message (logged in full)."""
     try:
-        login = credentials.resolve(job.params.url, job.params.headers, job.params.cookies, job.params.auth_hosts)
-    except InvalidArgument as exc:  # a variable unset since the job was queued: fail it, naming the variable
-        logger.warning("job %s: %s", job.id, exc.message)
-        await app.jobs.finish(job.id, worker_id, "failed", exc.message)
-        return
-    try:
-        await CrawlRunner(app, job, worker_id, stop, login).run()
+        await CrawlRunner(app, job, worker_id, stop).run()
     except asyncio.CancelledError:
         raise
+    except InvalidArgument as exc:  # e.g. a login variable unset since the job was queued: say which
+        logger.warning("job %s: %s", job.id, exc.message)
+        await app.jobs.finish(job.id, worker_id, "failed", exc.message)
     except Exception as exc:
         if unavailable_from(exc) is not None:  # the database blinked: hand the job back, never fail it
             await hand_back_when_possible(app, job, worker_id, exc)
