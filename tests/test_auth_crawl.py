@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 import threading
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -324,3 +325,50 @@ async def test_source_get_and_console_show_kind_origin_and_variable_names(
         assert "aaaaaaaaaaaa" in (await browser.get(f"/sources/{git.id}")).text
         assert "OpenAPI 3.1.0" in (await browser.get(f"/sources/{spec}")).text
     await runtime.close()
+
+
+CHROMIUM = "/usr/bin/chromium"
+APP_JS = """
+const p = document.createElement("p");
+p.textContent = "Rendered by script for members: the hive ledger lists every frame inspection.";
+document.querySelector("main, article, body").appendChild(p);
+"""
+
+
+@pytest.mark.skipif(not os.access(CHROMIUM, os.X_OK), reason=f"no Chromium at {CHROMIUM}")
+async def test_browser_fetcher_sends_the_login_to_its_host_only(
+    tmp_path: Path, site: LoginSite, other: FixtureSite, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from services.fetchers.browser import BrowserFetcher
+    from services.settings import Settings
+
+    for name in ("CRAWL4_AI_BASE_DIRECTORY", "CRAWL4AI_CHROMIUM_SANDBOX"):  # the fetcher sets them
+        monkeypatch.setenv(name, os.environ.get(name, ""))
+    page = html_page("Members Hive Ledger", ["Colonies are inspected weekly by members who signed in."])
+    extra = (
+        f'<img src="{other.url_for("/pixel.png")}"><img src="/leak"><script src="/app.js"></script>'
+        f'<script>fetch("{other.url_for("/xhr")}").catch(() => null);</script>'
+    )
+    site.set_page("/app", page.replace("</body>", extra + "</body>"))
+    site.set_page("/app.js", APP_JS, "application/javascript")
+    settings = Settings(
+        _env_file=None,
+        data_dir=tmp_path,
+        crawl_allow_private=True,
+        crawl_browser=True,
+        crawl_browser_path=CHROMIUM,
+        crawl_page_timeout=30.0,
+    )
+    from services.net.credentials import resolve
+
+    login = resolve(site.url_for("/app"), HEADERS, COOKIES, [])
+    fetcher = BrowserFetcher(settings, login)
+    try:
+        result = await fetcher.fetch(site.url_for("/app"))
+        await asyncio.sleep(1.0)  # late image/fetch() requests arrive now
+    finally:
+        await fetcher.close()
+    assert result.ok and "Rendered by script for members" in result.markdown, result
+    assert "/app.js" in paths(site, authorized=True)
+    assert {"/pixel.png", "/stolen"} <= paths(other), other.request_log  # the page reached the other host...
+    assert_no_login(other)  # ...without the login
