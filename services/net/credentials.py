@@ -119,9 +119,9 @@ def _read(reference: str, argument: str, name: str, forbidden: str) -> str:
 
 
 def same_host(url: str, other: str) -> bool:
-    """Whether two URLs name the same host and port (a recrawl moved elsewhere drops its login)."""
+    """Whether two URLs name the same scheme, host and port (a recrawl moved elsewhere drops its login)."""
     first, second = _host_of(url), _host_of(other)
-    return first is not None and second is not None and first[:2] == second[:2]
+    return first is not None and first == second
 
 
 def _port_key(scheme: str, port: int | None) -> int | None:
