@@ -170,7 +170,7 @@ async def test_login_goes_to_the_start_host_only(
 async def test_robots_and_browser_requests_carry_the_login_only_to_its_host(
     login_app: Archivist, site: LoginSite, other: FixtureSite, secrets: dict[str, str]
 ) -> None:
-    from services.net.credentials import resolve  # here, so the module imports on main (where each test fails)
+    from services.net.credentials import resolve, same_host  # here: the module imports on main (each test fails)
 
     login = resolve(site.url_for("/"), HEADERS, COOKIES, [])
     assert login is not None and secrets[TOKEN_VAR] not in repr(login)
@@ -199,6 +199,8 @@ async def test_robots_and_browser_requests_carry_the_login_only_to_its_host(
         "https://x.example/",
     ):
         assert upgraded.for_url(elsewhere) == {}, elsewhere  # no downgrade to http, no other port or host
+    assert same_host("https://docs.example/a", "https://DOCS.example:443/b")  # a recrawl there keeps its login
+    assert not same_host("https://docs.example/", "http://docs.example/")  # not on a move to plain http
 
 
 async def test_recrawl_reuses_the_references(
