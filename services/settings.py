@@ -41,6 +41,9 @@ class Settings(BaseSettings):
     #: Document embeddings run this many nice levels below the server (Linux), so searches and the
     #: event loop get the cores first when they are short; 0 runs them at the server's priority.
     embedding_background_nice: int = Field(default=10, ge=0, le=19)
+    #: Claims in flight of each worker's embedding backlog runner (two-phase indexing); 0: no runner in
+    #: this process (the backlog waits for another worker, or for the job that wrote the chunks).
+    embedding_backlog_lanes: int = Field(default=2, ge=0, le=8)
 
     # --- chunking ---
     chunk_size: int = 1000
@@ -81,7 +84,7 @@ class Settings(BaseSettings):
     # --- server ---
     http_host: str = "127.0.0.1"
     http_port: int = 8765
-    log_level: str = "INFO"
+    log_level: str = "WARNING"  # -v/--verbose on the command line shows more
     run_worker: bool = True
     #: Public names (Host headers) the HTTP server answers to besides loopback names and its bind address,
     #: comma-separated: ARCHIVIST_ALLOWED_HOSTS=kb.example.com,kb.internal

@@ -180,8 +180,14 @@ class PageCrawler:
             await self._skip(target.url, "noindex", known, page.status)
             return
         metadata = self._document_metadata(target, page)
-        result = await self.documents.ingest(
-            self.job.source_id, (title or target.url).strip()[:500], text, document_type, target.url, metadata
+        result = await self.documents.ingest(  # keyword-searchable now; the backlog embeds it
+            self.job.source_id,
+            (title or target.url).strip()[:500],
+            text,
+            document_type,
+            target.url,
+            metadata,
+            embed=False,
         )
         document = result.document
         if document.url != target.url:

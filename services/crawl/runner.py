@@ -14,10 +14,11 @@ A recrawl also seeds the URLs of the pages the source already holds from this cr
 sitemap, llms.txt); those it never finds are no longer reachable and their documents are deleted,
 unless the crawl stopped early (max_pages, failures), when nothing is deleted on that ground.
 
-Throughput: more pages are in flight than fetch slots (the throttle bounds fetching), so while the
-embedder works on some pages' chunks, the next pages are fetched, extracted and chunked; all pages'
-embedding requests go through one `EmbedBatcher`, which embeds whatever has queued up in one call
-(batches span pages), so the embedder never waits on the network or the parser.
+Two-phase indexing: a page's chunks are stored without vectors, so the page is keyword-searchable as
+soon as it is fetched, extracted and chunked; the embedding backlog (services/documents/backlog.py,
+run by every worker) embeds them meanwhile, in batches that span pages, so the crawl never waits for
+the embedder. Once every page is settled the job embeds what is left of its own chunks (helping the
+backlog runners) and only then completes: a completed crawl is fully embedded.
 """
 
 from __future__ import annotations
@@ -31,13 +32,13 @@ from typing import TYPE_CHECKING, Any
 import asyncpg
 
 from models.jobs import CrawlJob, CrawlParams
-from services.crawl.embed_batcher import BatchingEmbedder
 from services.crawl.frontier import Frontier, FrontierRow, RowResult, short_error
 from services.crawl.page_crawl import PageCrawler
 from services.crawl.robots_cache import MAX_DISCOVERY_BYTES, RobotsCache, site_root
-from services.documents import DocumentService
-from services.errors import ServiceError, unavailable_from
+from services.errors import InvalidArgument, ServiceError, unavailable_from
 from services.fetchers import create_fetcher
+from services.net import credentials
+from services.net.credentials import SiteCredentials
 from services.net.robots import parse_llms_txt, parse_sitemap
 from services.net.text_fetch import fetch_text
 from services.net.urls import in_scope, matches_patterns, normalize_url
@@ -50,15 +51,19 @@ logger = logging.getLogger(__name__)
 WATCH_SECONDS = 0.5  # how often the cancel flag is read (cancel must take effect within 2 s)
 MAX_SITEMAPS = 10
 MAX_SEED_URLS = 5000
-PIPELINE_FACTOR = 3  # pages in flight per fetch slot: the rest are extracted, chunked or awaiting embedding
+PIPELINE_FACTOR = 3  # pages in flight per fetch slot: the rest are being extracted, chunked or stored
 PREVIOUS_GONE_ERROR = "no longer linked from the site"
 
 
 class CrawlRunner:
     """Runs one claimed job to completion, cancellation, hand-back (stop) or loss of ownership."""
 
+    login: SiteCredentials | None = None  # headers for the start host (a crawl behind a login); never logged
+
     def __init__(self, app: Archivist, job: CrawlJob, worker_id: str, stop: asyncio.Event) -> None:
+        """Reads the login's variables (InvalidArgument naming one that is not set)."""
         self.app = app
+        self.login = credentials.resolve(job.params.url, job.params.headers, job.params.cookies, job.params.auth_hosts)
         self.settings = app.settings
         self.job = job
         self.params: CrawlParams = job.params
@@ -71,13 +76,12 @@ class CrawlRunner:
                 f"Resumed by worker {worker_id} after the previous worker stopped (attempt {job.attempts})."
             )
         self.throttle = app.jobs.throttle
-        self.robots = RobotsCache(app.settings, self.throttle, self.warnings)
+        self.robots = RobotsCache(app.settings, self.throttle, self.warnings, self.login)
         self.cancel_event = app.jobs.cancel_event(job.id)
         self.interrupt = asyncio.Event()
         self.interrupt_reason: str | None = None
-        self.embedder = BatchingEmbedder(app.embedder)
-        documents = DocumentService(app.db, app.sources, self.embedder, app.settings)
-        self.pages = PageCrawler(app, job, self.frontier, self.robots, self.throttle, documents, self.refusal)
+        self.unfetched: int | None = None  # discovered pages beyond max_pages, once the frontier is settled
+        self.pages = PageCrawler(app, job, self.frontier, self.robots, self.throttle, app.documents, self.refusal)
 
     # ---------- the job ----------
 
@@ -91,15 +95,17 @@ class CrawlRunner:
                     "job %s: %d pages left mid-fetch by a previous worker go back to pending", self.job.id, recovered
                 )
             self.pages.ingested = await self.frontier.done_count()
-            self.pages.fetcher = await asyncio.to_thread(create_fetcher, self.settings)
+            self.pages.fetcher = await asyncio.to_thread(create_fetcher, self.settings, self.login)
             if await self._unless_interrupted(self._seed_once()):
                 await self._crawl()
+                if not self.interrupt.is_set():
+                    await self._settle_frontier()
+                    await self._unless_interrupted(self._embed_rest())
             await self._conclude()
         finally:
             watcher.cancel()
             await asyncio.gather(watcher, return_exceptions=True)
             self.app.jobs.forget_cancel_event(self.job.id)
-            await self.embedder.close()
             if self.pages.fetcher is not None:
                 await self.pages.fetcher.close()
 
@@ -131,6 +137,27 @@ class CrawlRunner:
             logger.info("job %s cancelled", self.job.id)
         else:
             await self._complete()
+
+    async def _settle_frontier(self) -> int:
+        """After the last page: rows left mid-fetch by a dead task fail, and discovered pages beyond
+        max_pages are skipped (so the status shows every page settled while the embedding finishes).
+        Returns how many discovered pages were not fetched."""
+        await self.frontier.fail_stuck()
+        left = await self.frontier.count("state = 'pending' AND linked")
+        if left:
+            await self.frontier.skip_pending("max-pages")
+            self.warnings.append(
+                f"max_pages ({self.params.max_pages}) reached: {left} discovered pages were not fetched."
+            )
+        self.unfetched = left
+        return left
+
+    async def _embed_rest(self) -> None:
+        """Phase two's tail: embed the job's chunks still pending (the backlog runners work on them too)."""
+        documents = await self.frontier.written_documents()
+        embedded = await self.app.documents.backlog.drain(documents, self.interrupt)
+        if embedded:
+            logger.info("job %s: embedded the last %d chunks of its pages", self.job.id, embedded)
 
     # ---------- seeding ----------
 
@@ -179,6 +206,7 @@ class CrawlRunner:
             timeout=self.settings.crawl_page_timeout,
             max_bytes=MAX_DISCOVERY_BYTES,
             allow_private=self.settings.crawl_allow_private,
+            login=self.login,
         )
 
     async def _previous_urls(self) -> list[str]:
@@ -250,14 +278,8 @@ class CrawlRunner:
     # ---------- the end ----------
 
     async def _complete(self) -> None:
-        """Settle the frontier and record completed / failed with warnings."""
-        await self.frontier.fail_stuck()
-        left = await self.frontier.count("state = 'pending' AND linked")
-        if left:
-            await self.frontier.skip_pending("max-pages")
-            self.warnings.append(
-                f"max_pages ({self.params.max_pages}) reached: {left} discovered pages were not fetched."
-            )
+        """Settle the frontier (if not yet) and record completed / failed with warnings."""
+        left = self.unfetched if self.unfetched is not None else await self._settle_frontier()
         if self.job.kind == "recrawl":
             await self._remove_unreached(complete=not left)
         crawled = await self.frontier.done_count()
@@ -344,6 +366,9 @@ async def run_job(app: Archivist, job: CrawlJob, worker_id: str, stop: asyncio.E
         await CrawlRunner(app, job, worker_id, stop).run()
     except asyncio.CancelledError:
         raise
+    except InvalidArgument as exc:  # e.g. a login variable unset since the job was queued: say which
+        logger.warning("job %s: %s", job.id, exc.message)
+        await app.jobs.finish(job.id, worker_id, "failed", exc.message)
     except Exception as exc:
         if unavailable_from(exc) is not None:  # the database blinked: hand the job back, never fail it
             await hand_back_when_possible(app, job, worker_id, exc)

@@ -115,7 +115,8 @@ class FilesMixin:
         recursive: bool = True,
     ) -> tuple[list[tuple[Path, IngestResult]], list[FileFailure], int]:
         """Ingest every matching file under a directory, in batches; one file's failure never stops
-        the rest. Returns (results, failures, files_skipped_over_limit)."""
+        the rest. Every file is stored (keyword-searchable) before any is embedded. Returns (results,
+        failures, files_skipped_over_limit)."""
         wanted = self._extension_filter(extensions)
         results: list[tuple[Path, IngestResult]] = []
         failures: list[FileFailure] = []
@@ -151,6 +152,7 @@ class FilesMixin:
                 batch = []
         if batch:
             results += await self._ingest_batch(source_id, batch, progress)
+        await self.settle_embeddings([r.document.id for _, r in results if r.chunks_created], embed=True)
         return results, failures, skipped
 
     async def _ingest_spec_file(
@@ -170,7 +172,7 @@ class FilesMixin:
     async def _ingest_batch(
         self, source_id: UUID, batch: list[tuple[Path, NewDocument]], progress: ProgressFn | None
     ) -> list[tuple[Path, IngestResult]]:
-        stored = await self.ingest_many(source_id, [item for _, item in batch])
+        stored = await self.ingest_many(source_id, [item for _, item in batch], embed=False)
         done = [(path, result) for (path, _), result in zip(batch, stored, strict=True)]
         for path, result in done:
             if progress:

@@ -34,7 +34,7 @@ _LINK_CLOSE = re.compile(r"(?<!\s)>?(?:\s+\"[^\"]*\")?\s*\)")
 
 @dataclass
 class _Rule:
-    """One Allow/Disallow line, matched against "path?query" (services.crawl.wildcard, no regex)."""
+    """One Allow/Disallow line, matched against "path?query" (services.net.wildcard, no regex)."""
 
     allow: bool
     pattern: str

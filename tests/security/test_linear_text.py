@@ -16,8 +16,6 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from services.crawl.robots import RobotsPolicy, parse_llms_txt
-from services.crawl.urls import matches_patterns
 
 import services
 from services.app import Archivist
@@ -25,6 +23,8 @@ from services.chunking.breaks import first_sentence_start, last_paragraph_start,
 from services.chunking.layout import parse_heading
 from services.documents.text import guess_text_type, guess_title
 from services.errors import ServiceError
+from services.net.robots import RobotsPolicy, parse_llms_txt
+from services.net.urls import matches_patterns
 from services.pages.pipeline import markdown_title as page_title
 from services.parsers.ebook import _BLANK_RUN_RE
 from services.parsers.html import decode_html

@@ -81,6 +81,8 @@ class GitSyncRunner(SyncRunner):
                         await self._forget_row(row.url)
         finally:
             self.repo.close()
+        if not self.interrupt.is_set():  # every file is keyword-searchable: embed the rest, then complete
+            await self.app.documents.backlog.drain(await self.frontier.written_documents(), self.interrupt)
 
     async def _manifest(self) -> dict[str, Stored]:
         rows = await self.pool.fetch(
@@ -245,7 +247,8 @@ class GitSyncRunner(SyncRunner):
                         await self._point(conn, self.files[pending.previous].document_id, pending.item, title=False)
                 except asyncpg.UniqueViolationError:
                     pass  # a document already has that URL: the ingest updates that one
-        results = await self.app.documents.ingest_many(self.job.source_id, [p.item for p in batch])
+        items = [p.item for p in batch]
+        results = await self.app.documents.ingest_many(self.job.source_id, items, embed=False)  # the backlog embeds
         for pending, result in zip(batch, results, strict=True):
             old = self.files.get(pending.previous) if pending.previous else None
             async with self.pool.acquire() as conn, conn.transaction():
