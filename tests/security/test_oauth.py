@@ -262,9 +262,13 @@ async def test_the_audit_names_the_person(app: Any, idp: IdP, url: str, world: W
     async with bearer_client(url, agent) as client:
         await call(client, "manage_source", action="list")
     assert await audit_rows(app, "oidc:agent", 1, "manage_source")  # a client-credentials agent: its client id
+    async with bearer_client(url, user_token(idp, url, "dave")) as client:
+        await call(client, "manage_source", action="list")
     denied = await audit_rows(app, "oidc:dave@example.com", 1)
     assert denied and denied[0]["error_code"] == "PERMISSION_DENIED"
-    args = argparse.Namespace(prune=False, since="1h", tool=None, token="oidc:alice@example.com", errors=False, page=1)
+    args = argparse.Namespace(
+        prune=False, since="1h", tool=None, token="oidc:alice@example.com", errors=False, page=1, json=False
+    )
     await cli_audit(app, args)
     assert "oidc:alice@example.com" in capsys.readouterr().out
 
