@@ -99,7 +99,8 @@ class ArchivistTokenVerifier:
             token="",
             client_id=identity.client_id or identity.subject or "oidc",
             scopes=list(identity.scopes),
-            expires_at=identity.expires_at,
+            # the SDK refuses past `expires_at` with no clock skew: allow the same skew as the JWT check
+            expires_at=identity.expires_at + int(oauth.config.leeway_seconds) if identity.expires_at else None,
             subject=identity.subject,
             claims={"iss": identity.issuer, "identity": identity},
         )

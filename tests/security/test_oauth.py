@@ -125,6 +125,8 @@ async def test_bad_tokens_get_401_while_a_good_one_gets_in(idp: IdP, url: str, w
     good = await post_initialize(url, user_token(idp, url, "alice"))
     assert good.status_code == 200, good.text
     now = int(time.time())
+    skewed = await post_initialize(url, user_token(idp, url, "alice", exp=now - 20))  # within the clock skew
+    assert skewed.status_code == 200, skewed.text
     other = IdP(USERS)
     with running(other):
         foreign = other.mint("alice", url, "archivist")  # another issuer, the right audience
