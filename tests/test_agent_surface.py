@@ -4,6 +4,7 @@ tools-spec's search result, search controls and write replies with ids; through 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -12,12 +13,20 @@ from mcp import Client
 
 from server import build_server
 from services.app import Runtime
+from services.settings import Settings
+from tests.conftest import make_settings
 from tests.mcp_helpers import client_in_own_task, err, ok
 
 
+@pytest.fixture(scope="module")
+def small_chunks(database_url: str, files_dir: Path) -> Settings:
+    """Chunks of ~400 characters, so a passage of three chunks is shown uncut."""
+    return make_settings(database_url, files_dir, chunk_size=400, chunk_overlap=0)
+
+
 @pytest_asyncio.fixture(scope="module")
-async def client(settings: Any, embedder: Any) -> AsyncIterator[Client]:
-    server = build_server(settings, runtime=Runtime(settings, embedder=embedder), run_worker=False)
+async def client(small_chunks: Settings, embedder: Any) -> AsyncIterator[Client]:
+    server = build_server(small_chunks, runtime=Runtime(small_chunks, embedder=embedder), run_worker=False)
     async with client_in_own_task(server) as c:
         yield c
 
@@ -62,3 +71,71 @@ async def test_unknown_argument_refused_before_anything_happens(client: Client) 
     await err(client, "manage_document", "INVALID_ARGUMENT", action="create", title="Refused", content="x", metdata={})
     listed = await ok(client, "manage_source", action="list", title="Refused")
     assert listed["total_count"] == 0
+
+
+# ---------- point 1: results lead back; the tools-spec's search result ----------
+
+LIGHTHOUSE = (
+    "# Lighthouses\n\n"
+    "Lighthouses stand on headlands and reefs where ships once foundered. Their towers are built of stone, "
+    "brick or cast iron, tapering so that storms slide past them. Keepers lived at the foot of the tower "
+    "with their families and logged the weather every four hours through the night.\n\n"
+    "The lamp room sits at the top, glazed on every side. Early lamps burned whale oil, later paraffin "
+    "under a mantle, and finally electricity from a generator house beside the keepers' cottages. A clock "
+    "mechanism, wound by hand, turned the whole optic on a bath of mercury.\n\n"
+    "A Fresnel lens bends the lamp's light with concentric prisms of cut glass into one horizontal beam "
+    "that reaches sailors thirty nautical miles away. Each lighthouse flashes its own character, so a "
+    "navigator identifies the coast by counting seconds between the flashes of the Fresnel beam.\n"
+)
+
+
+def squeeze(text: str) -> str:
+    return " ".join(text.replace("…", " ").split())
+
+
+async def test_result_chunk_id_leads_back_to_the_matched_text(client: Client) -> None:
+    created = await ok(client, "manage_document", action="create", title="Lights", content=LIGHTHOUSE)
+    source_id = created["source_id"]
+    found = await ok(client, "search_knowledge_base", query="Fresnel lens concentric prisms beam", source_id=source_id)
+    hit = found["results"][0]
+    assert len(hit["chunk_ids"]) >= 2, hit  # a passage merged from several chunks
+    assert hit["chunk_id"] in hit["chunk_ids"] and hit["chunk_id"] != hit["chunk_ids"][0]
+    best = await ok(client, "manage_document", action="get", chunk_id=hit["chunk_id"])
+    assert "Fresnel lens bends" in best["chunk"]["text"]  # the chunk that matched, not the passage's first
+    for chunk_id in hit["chunk_ids"]:
+        got = await ok(client, "manage_document", action="get", chunk_id=chunk_id)
+        assert squeeze(hit["text"]) in squeeze(got["content"]["text"]), chunk_id
+        assert got["chunk"]["id"] == chunk_id
+
+
+async def test_search_result_as_the_tools_spec_shows_it(client: Client) -> None:
+    """tools-spec.md, search_knowledge_base, Response Format: every field, with its type."""
+    created = await ok(
+        client,
+        "manage_document",
+        action="create",
+        title="Python Async Guide",
+        url="https://docs.example.com/async",
+        content="# Async\n\nPython async patterns: await coroutines inside an event loop with asyncio.",
+    )
+    payload = await ok(
+        client,
+        "search_knowledge_base",
+        query="Python async patterns",
+        source_id=created["source_id"],
+        search_type="hybrid",
+    )
+    assert payload["success"] is True
+    assert (payload["count"], payload["search_type"], payload["query"]) == (1, "hybrid", "Python async patterns")
+    result = payload["results"][0]
+    assert isinstance(result["chunk_id"], str) and result["document_id"] == created["document"]["id"]
+    assert result["document_title"] == "Python Async Guide"
+    assert isinstance(result["text"], str) and len(result["text"]) <= 1000
+    assert isinstance(result["score"], float) and 0 <= result["score"] <= 1
+    assert result["match_type"] in ("hybrid", "vector", "keyword")
+    assert result["metadata"] == {
+        "source_id": created["source_id"],
+        "chunk_index": 0,
+        "url": "https://docs.example.com/async",
+    }
+    assert (result["source_id"], result["chunk_index"], result["url"]) == tuple(result["metadata"].values())

@@ -13,8 +13,9 @@ from services.app import Archivist, Runtime
 from services.errors import InvalidArgument
 from services.paths import resolve_allowed_path
 from services.reading import MAX_WINDOW, ReadingService
+from services.search.passages import MAX_PASSAGE_CHUNKS
 from services.validation import MAX_PER_PAGE, parse_uuid
-from tools.common import cut, dispatch, document_view, page_fields, page_number_field
+from tools.common import TEXT_LIMIT, cut, dispatch, document_view, page_fields, page_number_field
 from tools.schemas import publish
 
 DOC_HINT = "Use manage_document(action='list', source_id=...) to find document ids."
@@ -114,8 +115,10 @@ async def get_chunk_by_id(app: Archivist, reader: ReadingService, chunk_id: str)
     chunk = await reader.chunk_by_id(chunk_id)
     document = await app.documents.get(chunk["document_id"])
     text, text_cut = cut(chunk["text"], MAX_WINDOW)
+    window = await reader.passage_window(chunk, MAX_PASSAGE_CHUNKS - 1, TEXT_LIMIT)
     pages = page_number_field(chunk.pop("page_start"), chunk.pop("page_end"))
-    return {"document": document_view(document), "chunk": {**chunk, "text": text, "truncated": text_cut, **pages}}
+    view = {**chunk, "text": text, "truncated": text_cut, **pages}
+    return {"document": document_view(document), "chunk": view, "content": window}
 
 
 async def list_documents(app: Archivist, args: dict[str, Any]) -> dict[str, Any]:

@@ -28,6 +28,7 @@ def hit_view(hit: SearchHit) -> dict[str, Any]:
     title, title_cut = cut(hit.document_title, TITLE_LIMIT)
     return {
         "chunk_id": hit.chunk_id,
+        "chunk_ids": hit.chunk_ids or [hit.chunk_id],
         "document_id": hit.document_id,
         "uri": document_uri(hit.document_id),
         "document_title": title,
@@ -42,6 +43,7 @@ def hit_view(hit: SearchHit) -> dict[str, Any]:
         "char_start": hit.char_start,
         "char_end": hit.char_end,
         "heading_path": hit.heading_path,
+        "metadata": {"source_id": hit.source_id, "chunk_index": hit.chunk_index, "url": hit.url},
         **page_number_field(hit.page_start, hit.page_end),
         **({"chunk_index_end": hit.chunk_index_end} if hit.chunk_index_end is not None else {}),
     }
