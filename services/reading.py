@@ -149,6 +149,15 @@ class ReadingService:
             raise NotFound(f"Chunk not found: {cid}", "Chunk ids change when a document is updated; search again.")
         return dict(row)
 
+    async def chunk_ids(self, document_id: UUID, limit: int = MAX_PER_PAGE) -> tuple[list[UUID], int]:
+        """A document's first `limit` chunk ids in order, and how many chunks it has."""
+        rows = await self.db.pool.fetch(
+            "SELECT id, count(*) OVER () AS n FROM chunks WHERE document_id = $1 ORDER BY chunk_index LIMIT $2",
+            document_id,
+            limit,
+        )
+        return [r["id"] for r in rows], (rows[0]["n"] if rows else 0)
+
     async def passage_window(self, chunk: dict[str, Any], reach: int = 2, text_limit: int = 1000) -> dict[str, Any]:
         """The text around a chunk that holds any search passage it can be part of: from the first of
         the `reach` chunks before it in its section (a passage merges at most reach + 1 chunks of one

@@ -139,3 +139,56 @@ async def test_search_result_as_the_tools_spec_shows_it(client: Client) -> None:
         "url": "https://docs.example.com/async",
     }
     assert (result["source_id"], result["chunk_index"], result["url"]) == tuple(result["metadata"].values())
+
+
+# ---------- point 4: write replies with ids ----------
+
+
+async def test_create_and_update_reply_with_chunk_ids_and_updated_fields(client: Client) -> None:
+    created = await ok(client, "manage_document", action="create", title="Marsh birds", content=LIGHTHOUSE)
+    document = created["document"]
+    assert len(created["chunk_ids"]) == document["chunks_count"] == document["chunks_created"] > 1
+    for index, chunk_id in enumerate(created["chunk_ids"]):
+        got = await ok(client, "manage_document", action="get", chunk_id=chunk_id)
+        assert (got["chunk"]["document_id"], got["chunk"]["chunk_index"]) == (document["id"], index)
+
+    updated = await ok(
+        client, "manage_document", action="update", document_id=document["id"], content="Herons wade at dawn."
+    )
+    assert updated["updated_fields"] == ["content"]
+    assert len(updated["chunk_ids"]) == 1 and updated["chunk_ids"][0] not in created["chunk_ids"]
+    retitled = await ok(
+        client, "manage_document", action="update", document_id=document["id"], title="Herons",
+        metadata={"season": "spring"}, url=None,
+    )  # fmt: skip
+    assert retitled["updated_fields"] == ["title", "metadata"]
+    same = await ok(client, "manage_document", action="update", document_id=document["id"], title="Herons")
+    assert same["updated_fields"] == [] and same["chunk_ids"] == retitled["chunk_ids"]
+
+
+async def test_directory_ingest_reports_ids_found_and_skipped_with_reasons(client: Client, files_dir: Path) -> None:
+    folder = files_dir / "mixed"
+    (folder / "sub").mkdir(parents=True)
+    (folder / "a.md").write_text("# A\n\nAlpine meadows bloom in June.")
+    (folder / "sub" / "b.txt").write_text("Bogs hold peat.")
+    (folder / "c.rst").write_text("Cirques\n=======\n\nGlaciers carve cirques.")
+    (folder / ".hidden.md").write_text("# Hidden\n\nNot for the index.")
+    (folder / "image.bin").write_bytes(b"\x00\x01")
+    reply = await ok(
+        client, "manage_document", action="create", title="Mixed", file_path=str(folder), extensions=[".md", ".txt"]
+    )
+    assert (reply["files_found"], reply["files_ingested"], reply["files_failed"], reply["files_skipped"]) == (
+        5,
+        2,
+        0,
+        3,
+    )
+    assert reply["skipped_by_reason"] == {"hidden": 1, "extension not selected": 1, "unsupported type": 1}
+    assert {(Path(s["path"]).name, s["reason"]) for s in reply["skipped"]} == {
+        (".hidden.md", "hidden"),
+        ("c.rst", "extension not selected"),
+        ("image.bin", "unsupported type"),
+    }
+    assert reply["document_ids"] == [d["id"] for d in reply["documents"]] and len(reply["document_ids"]) == 2
+    for document_id in reply["document_ids"]:
+        await ok(client, "manage_document", action="get", document_id=document_id)

@@ -22,7 +22,7 @@ from services.documents.text import (
 from services.embeddings.base import Embedder
 from services.errors import InvalidArgument, ServiceError
 from services.parsers import parse_bytes, supported_extensions
-from services.paths import check_file_size, resolve_allowed_path, walk_files
+from services.paths import check_file_size, resolve_allowed_path, scan_files
 from services.settings import Settings
 from services.sources import SourceService
 
@@ -81,9 +81,11 @@ class FilesMixin:
         metadata: dict[str, Any] | None = None,
         progress: ProgressFn | None = None,
         recursive: bool = True,
+        passed_over: list[tuple[Path, str]] | None = None,
     ) -> tuple[list[tuple[Path, IngestResult]], list[FileFailure], int]:
         """Ingest every matching file under a directory, in batches; one file's failure never stops
-        the rest. Returns (results, failures, files_skipped_over_limit)."""
+        the rest. Returns (results, failures, files_skipped_over_limit); `passed_over`, when given,
+        receives each file not ingested on purpose with its reason (scan_files' reasons, or the limit)."""
         wanted = self._extension_filter(extensions)
         results: list[tuple[Path, IngestResult]] = []
         failures: list[FileFailure] = []
@@ -95,9 +97,13 @@ class FilesMixin:
             if progress:
                 progress(path, None, message)
 
-        for path in walk_files(directory, wanted, recursive):
-            if len(results) + len(failures) + len(batch) >= MAX_DIRECTORY_FILES:
+        for path, reason in scan_files(directory, wanted, recursive, set(supported_extensions())):
+            if reason is None and len(results) + len(failures) + len(batch) >= MAX_DIRECTORY_FILES:
                 skipped += 1
+                reason = f"over the {MAX_DIRECTORY_FILES}-file limit"
+            if reason is not None:
+                if passed_over is not None:
+                    passed_over.append((path, reason))
                 continue
             try:
                 batch.append((path, self.read_file(path, metadata=metadata)))
