@@ -24,9 +24,14 @@ def small_chunks(database_url: str, files_dir: Path) -> Settings:
     return make_settings(database_url, files_dir, chunk_size=400, chunk_overlap=0)
 
 
+@pytest.fixture(scope="module")
+def runtime(small_chunks: Settings, embedder: Any) -> Runtime:
+    return Runtime(small_chunks, embedder=embedder)
+
+
 @pytest_asyncio.fixture(scope="module")
-async def client(small_chunks: Settings, embedder: Any) -> AsyncIterator[Client]:
-    server = build_server(small_chunks, runtime=Runtime(small_chunks, embedder=embedder), run_worker=False)
+async def client(small_chunks: Settings, runtime: Runtime) -> AsyncIterator[Client]:
+    server = build_server(small_chunks, runtime=runtime, run_worker=False)
     async with client_in_own_task(server) as c:
         yield c
 
@@ -192,3 +197,82 @@ async def test_directory_ingest_reports_ids_found_and_skipped_with_reasons(clien
     assert reply["document_ids"] == [d["id"] for d in reply["documents"]] and len(reply["document_ids"]) == 2
     for document_id in reply["document_ids"]:
         await ok(client, "manage_document", action="get", document_id=document_id)
+
+
+# ---------- point 3: search controls ----------
+
+
+async def two_documents(client: Client, title: str) -> tuple[str, str, str]:
+    """A source with a document that matches "sleepy cats nap" in meaning only, and one in words only."""
+    meaning = await ok(
+        client, "manage_document", action="create", title=title,
+        content="Tired kittens doze and snooze in sunny windows all afternoon.",
+    )  # fmt: skip
+    words = await ok(
+        client, "manage_document", action="create", source_id=meaning["source_id"], title="Router manual",
+        content="Firmware 2.1: the CATS log module (Configurable Audit Trail Service) gained a NAP sleepy-timer.",
+    )  # fmt: skip
+    return meaning["source_id"], meaning["document"]["id"], words["document"]["id"]
+
+
+async def test_keyword_search_and_keyword_weight(client: Client) -> None:
+    source_id, by_meaning, by_words = await two_documents(client, "Cats")
+    query = "sleepy cats nap"
+    keyword = await ok(client, "search_knowledge_base", query=query, source_id=source_id, search_type="keyword")
+    assert keyword["search_type"] == "keyword"
+    assert [r["document_id"] for r in keyword["results"]] == [by_words]  # BM25 only: no term, no result
+    assert keyword["results"][0]["match_type"] == "keyword" and keyword["results"][0]["score"] == 1.0
+    vector = await ok(client, "search_knowledge_base", query=query, source_id=source_id, search_type="vector")
+    assert vector["results"][0]["document_id"] == by_meaning
+
+    ranked = {}
+    for weight in (0.0, 1.0):
+        found = await ok(client, "search_knowledge_base", query=query, source_id=source_id, keyword_weight=weight)
+        ranked[weight] = found["results"][0]["document_id"]
+    assert (ranked[0.0], ranked[1.0]) == (by_meaning, by_words)
+    await err(client, "search_knowledge_base", "INVALID_ARGUMENT", query=query, keyword_weight=1.5)
+
+
+async def test_source_ids_searches_exactly_those_sources(client: Client) -> None:
+    ids = []
+    for name in ("Fjords", "Deltas", "Atolls"):
+        created = await ok(client, "manage_document", action="create", title=name, content=f"{name} shape coastlines.")
+        ids.append(created["source_id"])
+    found = await ok(client, "search_knowledge_base", query="coastlines", source_ids=ids[:2], match_count=20)
+    assert {r["source_id"] for r in found["results"]} == set(ids[:2])
+    both = await ok(client, "search_knowledge_base", query="coastlines", source_id=ids[2], source_ids=[ids[0]])
+    assert {r["source_id"] for r in both["results"]} == {ids[0], ids[2]}
+    missing = "00000000-0000-0000-0000-000000000000"
+    await err(client, "search_knowledge_base", "NOT_FOUND", query="coastlines", source_ids=[ids[0], missing])
+
+
+async def test_source_ids_scoped_like_source_id(client: Client, runtime: Runtime) -> None:
+    inside = await ok(client, "manage_document", action="create", title="Inside", content="Lagoons are calm.")
+    outside = await ok(client, "manage_document", action="create", title="Outside", content="Lagoons are calm too.")
+    app = await runtime.get()
+    await app.profiles.create("lagoons", "one source", [inside["source_id"]])
+    scoped = await ok(
+        client, "search_knowledge_base", query="lagoons", profile="lagoons", source_ids=[inside["source_id"]]
+    )
+    assert {r["source_id"] for r in scoped["results"]} == {inside["source_id"]}
+    for arguments in ({"source_id": outside["source_id"]}, {"source_ids": [outside["source_id"]]}):
+        await err(client, "search_knowledge_base", "NOT_FOUND", query="lagoons", profile="lagoons", **arguments)
+
+
+async def test_profile_source_order_breaks_ties(client: Client, runtime: Runtime) -> None:
+    """The same document in two sources scores the same: the profile's first source comes first."""
+    a = (await ok(client, "manage_source", action="create", title="Tide tables A"))["source"]["id"]
+    b = (await ok(client, "manage_source", action="create", title="Tide tables B"))["source"]["id"]
+    text = "# Tides\n\nSpring tides follow the full and the new moon."
+    for source_id in (a, b):
+        await ok(client, "manage_document", action="create", source_id=source_id, title="Tides", content=text)
+    app = await runtime.get()
+    await app.profiles.create("tides-ab", "A first", [a, b])
+    await app.profiles.create("tides-ba", "B first", [b, a])
+    for profile, expected in (("tides-ab", [a, b]), ("tides-ba", [b, a])):
+        for search_type in ("hybrid", "vector", "keyword"):
+            found = await ok(
+                client, "search_knowledge_base", query="spring tides moon", profile=profile, search_type=search_type
+            )
+            assert [r["source_id"] for r in found["results"]] == expected, (profile, search_type, found["results"])
+            assert found["results"][0]["score"] == found["results"][1]["score"]  # shown unboosted

@@ -10,6 +10,7 @@ from mcp.types import CallToolResult, InputRequiredResult, ToolAnnotations
 from models import SearchHit
 from services.access.scope import use_scope
 from services.app import Archivist, Runtime
+from services.errors import InvalidArgument
 from services.search import SearchOutcome
 from services.search.context import check_max_tokens, pack_context, token_counter
 from services.validation import clean_text
@@ -121,23 +122,23 @@ def register(mcp: MCPServer, runtime: Runtime) -> None:
         ctx: Context,
         source_id: str | None = None,
         match_count: int | None = None,
-        search_type: Literal["hybrid", "vector", "rerank"] | None = None,
+        search_type: Literal["hybrid", "vector", "rerank", "keyword"] | None = None,
         similarity_threshold: float | None = None,
         max_tokens: int | None = None,
         answer: bool = False,
         library: str | None = None,
         version: str | None = None,
         profile: str | None = None,
+        keyword_weight: float | None = None,
+        source_ids: list[str] | None = None,
     ) -> CallToolResult | InputRequiredResult:
         """Search the knowledge base; distinct passages, best first.
 
-        match_count: 1-20. search_type: hybrid (default, best), vector (fastest), rerank (cross-encoder;
-        no better than hybrid in our tests, ~10x slower). similarity_threshold: 0-1 cosine floor.
-        Text cut at 1000. Adjacent chunks merge (chunk_index..chunk_index_end), max 2 per document; read on
-        with manage_document get, offset=char_end. max_tokens (50-8000): numbered, cited passages in
-        that budget. answer=true: the client's model answers citing [n] (needs sampling, else null).
-        library + version ("3.11", "3.x", ">=2.1"): that library version; lists versions if absent.
-        profile: search as that profile (its sources, defaults).
+        match_count: 1-20. search_type: hybrid (default), vector, keyword (BM25 only), rerank (~10x slower),
+        web (SearXNG if configured; language). keyword_weight: 0-1 (hybrid). source_ids: several sources.
+        similarity_threshold: 0-1 cosine floor. Text cut at 1000: manage_document get by chunk_id reads on.
+        max_tokens (50-8000): cited passages in that budget. answer=true: the client's model answers
+        citing [n] (needs sampling). library + version ("3.11", "3.x", ">=2.1"). profile: search as it.
         """
         pending: list[InputRequiredResult] = []
         query, source_id, library, version = clean_text((query, source_id, library, version))
@@ -147,12 +148,16 @@ def register(mcp: MCPServer, runtime: Runtime) -> None:
             if restored is not None:
                 payload = restored
             else:
+                if source_ids and (library or version):
+                    raise InvalidArgument(
+                        "source_ids cannot be combined with library/version.", "Pass one or the other."
+                    )
                 budget = max_tokens or (DEFAULT_ANSWER_TOKENS if answer else None)
                 if budget is not None:
                     check_max_tokens(budget)
                 app = await runtime.get()
                 chosen, scope = await choose_profile(app, clean_text(profile))
-                given = dict(match_count=match_count, search_type=search_type, keyword_weight=None)
+                given = dict(match_count=match_count, search_type=search_type, keyword_weight=keyword_weight)
                 opts = with_defaults(chosen, {**given, "similarity_threshold": similarity_threshold})
                 kind, count = opts["search_type"], opts["match_count"]
                 with use_scope(scope):
@@ -161,7 +166,14 @@ def register(mcp: MCPServer, runtime: Runtime) -> None:
                         sid = served.source_id if served else source_id
                         async with app.db.reading():
                             outcome = await app.search.search(
-                                query, sid, count, kind, opts["similarity_threshold"], opts["keyword_weight"]
+                                query,
+                                sid,
+                                count,
+                                kind,
+                                opts["similarity_threshold"],
+                                opts["keyword_weight"],
+                                source_ids=None if served else clean_text(source_ids),
+                                source_order=chosen.source_ids if chosen else None,
                             )
                         if budget is None:
                             payload = search_payload(outcome, query, kind, count)
