@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Literal
 
 from mcp.server.mcpserver import Context, MCPServer
@@ -13,7 +14,8 @@ from services.app import Archivist, Runtime
 from services.errors import InvalidArgument
 from services.search import SearchOutcome
 from services.search.context import check_max_tokens, pack_context, token_counter
-from services.validation import clean_text
+from services.search.web import web_search
+from services.validation import MAX_PER_PAGE, clean_text
 from services.versions import ResolvedVersion, resolve
 from tools import sampling
 from tools.common import TITLE_LIMIT, call_time_limit, cut, document_uri, page_number_field, run_tool
@@ -101,6 +103,33 @@ async def context_payload(
     return outcome_notes(payload, outcome, requested)
 
 
+WEB_HINT = "Web results are not stored: crawl_website(action='start', url=...) adds a page to the knowledge base."
+
+
+async def web_payload(
+    runtime: Runtime, query: str, search_type: str | None, match_count: int | None, language: str | None, others: dict
+) -> dict[str, Any]:
+    """search_type="web": results from the configured SearXNG instance, as {title, url, snippet, engine}."""
+    if search_type != "web":
+        raise InvalidArgument("language applies to search_type='web' only.", "Leave language out, or search the web.")
+    given = [name for name, value in others.items() if value not in (None, False, [])]
+    if given:
+        raise InvalidArgument(
+            f"search_type='web' does not take {', '.join(given)}.",
+            "Leave them out, or search the knowledge base with another search_type.",
+        )
+    requested = 10 if match_count is None else match_count
+    if requested < 1:
+        raise InvalidArgument(f"match_count must be at least 1 (got {requested}).", "Use match_count=10.")
+    found = await web_search(runtime.settings, query, requested, language)
+    results = [{**dataclasses.asdict(r), "match_type": "web"} for r in found]
+    payload: dict[str, Any] = {"results": results, "count": len(results), "search_type": "web", "query": query}
+    if requested > MAX_PER_PAGE:
+        payload.update(match_count_capped=True, note=f"match_count {requested} was capped at {MAX_PER_PAGE}.")
+    payload["hint"] = WEB_HINT
+    return payload
+
+
 async def resolve_version(
     app: Archivist, source_id: str | None, library: str | None, version: str | None
 ) -> ResolvedVersion:
@@ -122,7 +151,7 @@ def register(mcp: MCPServer, runtime: Runtime) -> None:
         ctx: Context,
         source_id: str | None = None,
         match_count: int | None = None,
-        search_type: Literal["hybrid", "vector", "rerank", "keyword"] | None = None,
+        search_type: Literal["hybrid", "vector", "rerank", "keyword", "web"] | None = None,
         similarity_threshold: float | None = None,
         max_tokens: int | None = None,
         answer: bool = False,
@@ -131,6 +160,7 @@ def register(mcp: MCPServer, runtime: Runtime) -> None:
         profile: str | None = None,
         keyword_weight: float | None = None,
         source_ids: list[str] | None = None,
+        language: str | None = None,
     ) -> CallToolResult | InputRequiredResult:
         """Search the knowledge base; distinct passages, best first.
 
@@ -144,6 +174,13 @@ def register(mcp: MCPServer, runtime: Runtime) -> None:
         query, source_id, library, version = clean_text((query, source_id, library, version))
 
         async def body() -> dict[str, Any]:
+            if search_type == "web" or language is not None:
+                others = dict(
+                    source_id=source_id, source_ids=source_ids, similarity_threshold=similarity_threshold,
+                    max_tokens=max_tokens, answer=answer, library=library, version=version, profile=profile,
+                    keyword_weight=keyword_weight,
+                )  # fmt: skip
+                return await web_payload(runtime, query, search_type, match_count, clean_text(language), others)
             restored = sampling.restored_payload(ctx) if answer else None
             if restored is not None:
                 payload = restored
