@@ -17,6 +17,9 @@ def configure_logging(level: str) -> None:
     logging.basicConfig(
         level=level.upper(), stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
+    from services.access.disclosure import install_log_redaction
+
+    install_log_redaction()
 
 
 def print_client_config(
@@ -55,6 +58,8 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--watch", action="store_true", help="keep folder sources in sync as their files change")
     serve.add_argument("--profile", action="append", default=None, help="confine to this profile (repeatable)")
     serve.add_argument("--stateless", action="store_true", help="HTTP without sessions (behind a load balancer)")
+    serve.add_argument("--tls-cert", default=None, metavar="FILE", help="serve HTTPS: certificate (PEM)")
+    serve.add_argument("--tls-key", default=None, metavar="FILE", help="serve HTTPS: private key (PEM)")
     config = sub.add_parser("config", help="print an MCP client configuration entry")
     config.add_argument("client", choices=["claude-code", "claude-desktop", "cursor", "vscode"])
     config.add_argument("--http", default=None, metavar="URL", help="entry for a running HTTP server (bearer token)")
@@ -76,8 +81,12 @@ def serve(args: argparse.Namespace, settings: Settings) -> None:
 
     profiles = args.profile or env_profiles()
     host, port = args.host or settings.http_host, args.port or settings.http_port
+    if args.http:
+        settings = settings.for_http()  # file ingestion over HTTP only where ARCHIVIST_ALLOWED_PATHS says
     runtime = Runtime(settings)
     auth, gate = None, None
+    if bool(args.tls_cert) != bool(args.tls_key):
+        raise SystemExit("error: --tls-cert and --tls-key go together")
     if args.http:
         from access.http_auth import http_auth, is_loopback, tokens_exist
 
@@ -88,7 +97,7 @@ def serve(args: argparse.Namespace, settings: Settings) -> None:
                 file=sys.stderr,
             )
             raise SystemExit(2)
-        auth, gate = http_auth(settings, host, port)
+        auth, gate = http_auth(settings, host, port, "https" if args.tls_cert else "http")
     server = build_server(
         settings,
         run_worker=False if args.no_worker else None,
@@ -100,12 +109,15 @@ def serve(args: argparse.Namespace, settings: Settings) -> None:
         profile_notes=asyncio.run(read_profile_notes(settings, profiles)),
     )
     if args.http:
+        from access.http_app import serve_http
         from web import mount_console
 
-        mount_console(server, runtime, settings, host)
-        print(f"Archivist console: http://{host}:{port}/  (MCP: http://{host}:{port}/mcp)", file=sys.stderr)
+        tls = bool(args.tls_cert and args.tls_key)
+        mount_console(server, runtime, settings, host, tls=tls)
+        base = f"{'https' if tls else 'http'}://{host}:{port}"
+        print(f"Archivist console: {base}/  (MCP: {base}/mcp)", file=sys.stderr)
         stateless = bool(args.stateless or settings.stateless_http)
-        server.run("streamable-http", host=host, port=port, streamable_http_path="/mcp", stateless_http=stateless)
+        serve_http(server, settings, host, port, stateless=stateless, tls_cert=args.tls_cert, tls_key=args.tls_key)
     else:
         server.run("stdio")
 
@@ -120,8 +132,10 @@ def main(argv: list[str] | None = None) -> None:
         print_client_config(args.client, settings, http_url=args.http, profiles=args.profile)
     else:
         from commands.kb import run_human_command
+        from services.access.scope import Scope, use_scope
 
-        asyncio.run(run_human_command(args, settings))
+        with use_scope(Scope.owner()):  # the command line is the local owner, said out loud
+            asyncio.run(run_human_command(args, settings))
 
 
 if __name__ == "__main__":

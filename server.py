@@ -15,6 +15,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, InputRequiredResult
 from pydantic import ValidationError
 
+from access.healthz import healthz_endpoint
 from services.app import Runtime
 from services.settings import Settings, get_settings
 from tools import crawl_website, manage_document, manage_source, resources, search_knowledge_base
@@ -44,12 +45,20 @@ def validation_failure(tool: str, exc: ValidationError) -> CallToolResult:
 
 
 class ArchivistServer(MCPServer):
-    """MCPServer whose tool errors are always the JSON error contract, never SDK prose."""
+    """MCPServer whose every data request passes access/guard.py (scope, rate limit, timeout, audit)
+    and whose tool errors are always the JSON error contract, never SDK prose."""
 
     resource_pager: Any = None  # set by tools.resources.register: resources/list, 20 per page
     auth_gate: Any = None  # access_http.AuthGate on HTTP: bearer required once any token exists
     profiles: list[str] = []  # noqa: RUF012  (`serve --profile`; replaced per instance)
     profile_notes: dict[str, str] = {}  # noqa: RUF012  (their descriptions, read at start-up)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        from access.guard import AccessMiddleware
+
+        kwargs.setdefault("subscriptions", False)  # Archivist publishes no resource events: no listen stream
+        super().__init__(*args, **kwargs)
+        self.middleware.append(AccessMiddleware(self))  # every request but tools/call (gated below)
 
     async def _handle_list_resources(self, ctx: Any, params: Any) -> Any:
         if self.resource_pager is None:
@@ -78,14 +87,17 @@ class ArchivistServer(MCPServer):
                 logger.exception("tool %s raised", name)
                 return failure("INTERNAL", f"{name} failed with an internal error.", "Retry once.", retryable=True)
 
-        return await guarded_call(self.runtime, self.profiles, name, arguments, run)
+        request = getattr(getattr(context, "_request_context", None), "request", None)  # HTTP: the Starlette request
+        return await guarded_call(self.runtime, self.profiles, request, name, arguments, run)
 
     async def list_tools(self) -> list[Any]:
         """With profiles selected (or a token limited to profiles), the search tool names them."""
+        from access.guard import caller_of
         from tools.profile_search import describe_profiles
 
         tools = await super().list_tools()
-        return await describe_profiles(tools, self.runtime, self.profiles, self.profile_notes)
+        names = list(caller_of(self.profiles, None).profiles)
+        return await describe_profiles(tools, self.runtime, names, self.profile_notes)
 
     def streamable_http_app(self, **kwargs: Any) -> Any:
         app = super().streamable_http_app(**kwargs)
@@ -116,20 +128,6 @@ async def run_folder_watcher(runtime: Runtime, stop: asyncio.Event) -> None:
         logger.warning("folder watcher not started: the knowledge base did not start")
         return
     await run_watcher(app, stop)
-
-
-def healthz_endpoint(runtime: Runtime) -> Any:
-    """The Starlette handler for GET /healthz."""
-    from starlette.requests import Request
-    from starlette.responses import JSONResponse
-
-    from services.health import runtime_report
-
-    async def healthz(_: Request) -> JSONResponse:
-        body, status = await runtime_report(runtime)
-        return JSONResponse(body, status_code=status)
-
-    return healthz
 
 
 def build_server(
@@ -180,7 +178,8 @@ def build_server(
     mcp.auth_gate = auth_gate
     for module in (search_knowledge_base, manage_document, manage_source, crawl_website, resources):
         module.register(mcp, runtime)
-    mcp.custom_route("/healthz", ["GET"], include_in_schema=False)(healthz_endpoint(runtime))
+    verifier = (auth or {}).get("token_verifier")
+    mcp.custom_route("/healthz", ["GET"], include_in_schema=False)(healthz_endpoint(runtime, auth_gate, verifier))
     return mcp
 
 

@@ -1,9 +1,23 @@
-"""Per-call access for every MCP tool call: the caller's scope (token or `--profile`), its rate
-limit, and one audit entry per call (refusals included), queued off the request path."""
+"""The one gate for every MCP request that reads or writes data.
+
+`gated()` runs a request inside its caller's scope, after one call from the caller's rate bucket,
+within the call timeout, and queues exactly one audit record whatever the outcome (refusals included).
+Two doors lead into it, and only two:
+
+- `AccessMiddleware`, installed on the SDK's middleware chain, which wraps *every* inbound request:
+  anything but the handshake/discovery methods in OPEN_METHODS and `tools/call` is gated there:
+  resources/list, resources/read, resource templates, prompts, completions, subscriptions and any
+  method a future SDK or protocol version adds. A refusal is a JSON-RPC error.
+- `ArchivistServer.call_tool` (server.py) for `tools/call`, because a tool's refusal is a tool
+  result in the JSON error contract (success=false, error_code, retryable, suggestion).
+
+Only this module reads the SDK's access token. Services see the caller only as the entered Scope;
+with none entered `current_scope()` raises, so a path that skips this gate fails closed.
+"""
 
 from __future__ import annotations
 
-import dataclasses
+import asyncio
 import json
 import logging
 import time
@@ -11,98 +25,219 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from mcp.server.auth.middleware.auth_context import get_access_token
+from mcp.shared.exceptions import MCPError
+from mcp.types import INTERNAL_ERROR, INVALID_PARAMS
 
+from services.access.identity import Caller, admit, record
 from services.access.scope import Scope, use_scope
-from services.errors import service_error_from
+from services.errors import CallTimeout, ServiceError, service_error_from
 from tools.common import failure, failure_from
 
 logger = logging.getLogger(__name__)
 HIDDEN_ARGUMENTS = frozenset({"self", "ctx", "runtime"})
+#: methods that read no stored data: the handshake, discovery and the tool list (which names only
+#: the caller's own profiles). Everything else that has a handler goes through the gate.
+OPEN_METHODS = frozenset({"initialize", "ping", "server/discover", "tools/list", "logging/setLevel"})
+#: JSON-RPC error codes for refusals of non-tool requests (out of scope reads as not found)
+RPC_CODES = {"NOT_FOUND": INVALID_PARAMS, "INVALID_ARGUMENT": INVALID_PARAMS, "RATE_LIMITED": -32029}
+RPC_NAMES = {INVALID_PARAMS: "NOT_FOUND", -32029: "RATE_LIMITED", -32001: "TIMEOUT"}
 
 
-async def call_scope(runtime: Any, profiles: list[str]) -> Scope:
-    """The scope of this call: the bearer token's profiles/read-only flag, else the server's --profile."""
-    app = await runtime.get()
+def caller_of(profiles: list[str], request: Any) -> Caller:
+    """This request's caller: the verified bearer token's claims, else the server's own profiles
+    (`serve --profile`, ARCHIVIST_PROFILES) as the local owner over stdio or loopback HTTP."""
     token = get_access_token()
     if token is not None:
         claims = token.claims or {}
-        scope = await app.profiles.scope_for(
-            list(claims.get("profiles") or []), read_only=bool(claims.get("read_only")), who=token.client_id
+        return Caller(
+            token=token.client_id,
+            profiles=tuple(claims.get("profiles") or ()),
+            read_only=bool(claims.get("read_only")),
+            rate_per_minute=claims.get("rate"),
+            max_running_jobs=claims.get("max_jobs"),
         )
-        return dataclasses.replace(scope, max_running_jobs=claims.get("max_jobs"))
-    return await app.profiles.scope_for(profiles, who="stdio")
+    headers = getattr(request, "headers", None)
+    if headers is None:
+        return Caller(profiles=tuple(profiles), transport="stdio")
+    return Caller(profiles=tuple(profiles), transport="local", session=session_of(request))
 
 
-async def check_rate(runtime: Any) -> None:
-    """One call from the caller's bucket: the token's own (override or default), else the shared one."""
-    app = await runtime.get()
-    token = get_access_token()
-    rate = app.settings.rate_per_minute
-    key = "local"
-    if token is not None:
-        key = f"token:{token.client_id}"
-        rate = (token.claims or {}).get("rate") or rate
-    await app.ratelimit.take(key, int(rate))
+def session_of(request: Any) -> str | None:
+    """The owner's rate-bucket key on HTTP: its MCP session (mcp-session-id), or, for the session-less
+    2026-07-28 protocol, the client's connection (address and port: one per client in practice)."""
+    session = request.headers.get("mcp-session-id")
+    if session:
+        return f"session:{session}"
+    client = getattr(request, "client", None)
+    return f"connection:{client.host}:{client.port}" if client else None
 
 
-def access_failure(name: str, exc: Exception) -> Any:
-    mapped = service_error_from(exc)
-    if mapped is None:
-        logger.exception("access check for %s failed", name)
-        return failure("INTERNAL", f"{name} failed with an internal error.", "Retry once.", retryable=True)
-    return failure_from(mapped)
+class Outcome:
+    """What the audit records of one call: its error code (None = success) and response size."""
+
+    def __init__(self) -> None:
+        self.code: str | None = "INTERNAL"
+        self.size = 0
 
 
-async def guarded_call(
-    runtime: Any, profiles: list[str], name: str, arguments: dict[str, Any], run: Callable[[], Awaitable[Any]]
+async def gated(
+    runtime: Any,
+    caller: Caller,
+    name: str,
+    arguments: dict[str, Any],
+    run: Callable[[], Awaitable[Any]],
+    refuse: Callable[[Exception], Any],
+    measure: Callable[[Any, Outcome], None],
+    timeout: bool = True,
 ) -> Any:
-    """Scope and rate-limit the call, run it inside its scope, and audit it (whatever the outcome)."""
+    """Admit the caller (scope + rate limit), run inside its scope (and the call timeout), audit once.
+    `refuse` turns an admission failure into this kind of request's refusal (returned or raised);
+    `measure` reads the error code and size off a result."""
     started = time.perf_counter()
     scope: Scope | None = None
+    outcome = Outcome()
     try:
-        scope = await call_scope(runtime, profiles)
-        await check_rate(runtime)
-    except Exception as exc:  # e.g. an unknown profile, the rate limit, the database down
-        result = access_failure(name, exc)
-    else:
-        with use_scope(scope):
-            result = await run()
-    audit_call(runtime, scope, name, arguments, result, started)
-    return result
+        try:
+            app = await runtime.get()
+            scope = await admit(app, caller)
+        except Exception as exc:  # an unknown profile, the rate limit, the database down
+            outcome.code = error_code(exc)
+            result = refuse(exc)
+        else:
+            with use_scope(scope):
+                result = await within_limit(app, name, run) if timeout else await run()
+        measure(result, outcome)
+        return result
+    except BaseException as exc:
+        outcome.code = error_code(exc)
+        raise
+    finally:
+        audit(runtime, caller, scope, name, arguments, outcome, started)
 
 
-def outcome(result: Any) -> tuple[str | None, int]:
+async def within_limit(app: Any, name: str, run: Callable[[], Awaitable[Any]]) -> Any:
+    limit = float(getattr(app.settings, "call_timeout_seconds", 60.0))
+    try:
+        async with asyncio.timeout(limit):
+            return await run()
+    except TimeoutError:
+        raise CallTimeout(f"{name} took longer than {limit:g}s and was cancelled.", "Retry.", retryable=True) from None
+
+
+def error_code(exc: BaseException) -> str:
+    if isinstance(exc, asyncio.CancelledError):
+        return "CANCELLED"
+    if isinstance(exc, ServiceError):
+        return exc.code
+    if isinstance(exc, MCPError):
+        data = exc.error.data if isinstance(exc.error.data, dict) else {}
+        return str(data.get("error_code") or RPC_NAMES.get(exc.error.code, "INTERNAL"))
+    if isinstance(exc, Exception) and (mapped := service_error_from(exc)) is not None:
+        return mapped.code
+    return "INTERNAL"
+
+
+def audit(
+    runtime: Any, caller: Caller, scope: Scope | None, name: str, arguments: dict[str, Any], o: Outcome, started: float
+) -> None:
+    """Queue one audit entry; never blocks, never raises (see services.access.audit)."""
+    app = runtime.ready()
+    if app is None:
+        return
+    args = {k: v for k, v in (arguments or {}).items() if v is not None and k not in HIDDEN_ARGUMENTS}
+    action = args.get("action") if isinstance(args.get("action"), str) else None
+    if name == "search_knowledge_base":
+        action = "search"
+    latency = (time.perf_counter() - started) * 1000
+    record(app, caller, scope, name, action, args, o.code, latency, o.size)
+
+
+# --- tools/call: refusals are tool results in the JSON error contract -------------------------------
+
+
+def tool_refusal(name: str) -> Callable[[Exception], Any]:
+    def refuse(exc: Exception) -> Any:
+        mapped = exc if isinstance(exc, ServiceError) else service_error_from(exc)
+        if mapped is None:
+            logger.error("access check for %s failed", name, exc_info=exc)
+            return failure("INTERNAL", f"{name} failed with an internal error.", "Retry once.", retryable=True)
+        return failure_from(mapped)
+
+    return refuse
+
+
+def measure_tool(result: Any, outcome: Outcome) -> None:
     """(error_code or None, response size in characters) of a tool reply."""
     content = getattr(result, "content", None)
     text = content[0].text if content and hasattr(content[0], "text") else ""
-    code = None
+    outcome.code, outcome.size = None, len(text)
     if getattr(result, "is_error", False):
         try:
-            code = json.loads(text).get("error_code") or "INTERNAL"
+            outcome.code = json.loads(text).get("error_code") or "INTERNAL"
         except (ValueError, AttributeError):
-            code = "INTERNAL"
-    return code, len(text)
+            outcome.code = "INTERNAL"
 
 
-def audit_call(
-    runtime: Any, scope: Scope | None, name: str, arguments: dict[str, Any], result: Any, started: float
-) -> None:
-    """Queue one audit entry; never blocks, never raises (see services.access.audit)."""
+async def guarded_call(
+    runtime: Any, profiles: list[str], request: Any, name: str, arguments: dict[str, Any], run: Any
+) -> Any:
+    """A tool call through the gate (the tools apply their own per-action time limit)."""
+    caller = caller_of(profiles, request)
+    return await gated(runtime, caller, name, arguments, run, tool_refusal(name), measure_tool, timeout=False)
+
+
+# --- every other request: the SDK middleware ---------------------------------------------------------
+
+
+def rpc_refusal(exc: Exception) -> Any:
+    """An admission failure of a non-tool request as a JSON-RPC error (raised)."""
+    mapped = exc if isinstance(exc, ServiceError) else service_error_from(exc)
+    if mapped is None:
+        logger.error("access check failed", exc_info=exc)
+        raise MCPError(code=INTERNAL_ERROR, message="Internal error: the access check failed. Retry once.")
+    data: dict[str, Any] = {"error_code": mapped.code, "retryable": mapped.retryable}
+    if hasattr(mapped, "retry_after_seconds"):
+        data["retry_after_seconds"] = mapped.retry_after_seconds
+    message = f"{mapped.message} {mapped.suggestion}".strip()
+    raise MCPError(code=RPC_CODES.get(mapped.code, INTERNAL_ERROR), message=message, data=data)
+
+
+def measure_rpc(result: Any, outcome: Outcome) -> None:
+    outcome.code = None
     try:
-        app = runtime.ready()
-        if app is None:
-            return
-        if scope is None:
-            token = get_access_token()
-            who, profiles = (token.client_id if token else "stdio"), []
-        else:
-            who, profiles = scope.who, scope.profiles
-        args = {k: v for k, v in (arguments or {}).items() if v is not None and k not in HIDDEN_ARGUMENTS}
-        action = args.get("action") if isinstance(args.get("action"), str) else None
-        if name == "search_knowledge_base":
-            action = "search"
-        code, size = outcome(result)
-        latency = (time.perf_counter() - started) * 1000
-        app.audit.record(name, action, who, profiles, args, code, latency, size)
-    except Exception:
-        logger.warning("audit record failed", exc_info=True)
+        outcome.size = len(json.dumps(result, default=str))
+    except (TypeError, ValueError):
+        outcome.size = 0
+
+
+class AccessMiddleware:
+    """SDK middleware: every inbound request that may touch stored data passes `gated()`."""
+
+    def __init__(self, server: Any) -> None:
+        self.server = server
+
+    def gates(self, method: str) -> bool:
+        if method in OPEN_METHODS or method.startswith("notifications/") or method == "tools/call":
+            return False
+        return self.server._lowlevel_server.get_request_handler(method) is not None
+
+    async def __call__(self, ctx: Any, call_next: Any) -> Any:
+        if not self.gates(ctx.method):
+            return await call_next(ctx)
+        caller = caller_of(self.server.profiles, ctx.request)
+        arguments = {k: v for k, v in dict(ctx.params or {}).items() if k != "_meta"}
+
+        timeout = ctx.method != "subscriptions/listen"  # a notification stream lives as long as it is open
+        try:
+            return await gated(
+                self.server.runtime,
+                caller,
+                ctx.method,
+                arguments,
+                lambda: call_next(ctx),
+                rpc_refusal,
+                measure_rpc,
+                timeout,
+            )
+        except ServiceError as exc:  # the call timeout
+            return rpc_refusal(exc)

@@ -84,7 +84,7 @@ class AuthGate:
     def __init__(self, auth_db: AuthDb, host: str) -> None:
         self.auth_db = auth_db
         self.loopback = is_loopback(host)
-        self.last_open = self.loopback  # the answer of the last successful check
+        self.last_open = False  # the answer of the last successful check: closed until one succeeds
         self._next: asyncio.Future[bool] | None = None  # the check that starts next, with its waiters
         self._checking = False
 
@@ -113,8 +113,9 @@ class AuthGate:
         except asyncpg.UndefinedTableError:
             self.last_open = True  # not migrated yet: no token can exist
         except Exception:
-            # Database unreachable: keep the last answer (an open server stays open, so its calls answer
-            # UNAVAILABLE in the JSON contract; a token-protected one stays closed).
+            # Database unreachable: keep the last successful answer (an open server stays open, so its
+            # calls answer UNAVAILABLE in the JSON contract; a token-protected one stays closed). Before
+            # any check has succeeded the answer is closed: a failing first check never opens the gate.
             logger.warning("token check failed; keeping the last answer (open=%s)", self.last_open, exc_info=True)
         return self.last_open
 
@@ -145,11 +146,11 @@ class BearerUnlessOpen(RequireAuthMiddleware):
         await super().__call__(scope, receive, send)
 
 
-def http_auth(settings: Any, host: str, port: int) -> tuple[dict[str, Any], AuthGate]:
+def http_auth(settings: Any, host: str, port: int, scheme: str = "http") -> tuple[dict[str, Any], AuthGate]:
     """The SDK auth arguments for build_server, and the gate to install on the app."""
     auth_db = AuthDb(settings)
-    url = f"http://{host}:{port}/mcp"
-    sdk = AuthSettings(issuer_url=f"http://{host}:{port}", resource_server_url=url, validate_token_resource=False)
+    base = f"{scheme}://{host}:{port}"
+    sdk = AuthSettings(issuer_url=base, resource_server_url=f"{base}/mcp", validate_token_resource=False)
     return {"token_verifier": ArchivistTokenVerifier(auth_db), "auth": sdk}, AuthGate(auth_db, host)
 
 

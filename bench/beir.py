@@ -60,6 +60,7 @@ from bench.beir_data import (  # noqa: E402
 from bench.beir_ingest import CachingEmbedder, prepare_source  # noqa: E402
 from bench.common import CACHE_DIR, machine_info, settings_summary, slug  # noqa: E402
 from bench.metrics import evaluate, percentile  # noqa: E402
+from services.access.scope import Scope, use_scope  # noqa: E402
 from services.app import Archivist  # noqa: E402
 from services.embeddings import create_embedder  # noqa: E402
 from services.embeddings.base import Embedder  # noqa: E402
@@ -381,7 +382,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     args = parse_args(argv)
-    report = asyncio.run(benchmark(args))
+    with use_scope(Scope.owner()):  # a benchmark runs as the local owner
+        report = asyncio.run(benchmark(args))
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2, default=str))
     ing = report["ingestion"]

@@ -61,7 +61,7 @@ class Cluster:
 
     def spawn(self, name: str, args: list[str]) -> subprocess.Popen:
         log = (self.logs / f"{name}.log").open("wb")
-        return subprocess.Popen([sys.executable, str(ROOT / "server.py"), *args], env=self.env, stdout=log, stderr=log)
+        return subprocess.Popen([sys.executable, str(ROOT / "cli.py"), *args], env=self.env, stdout=log, stderr=log)
 
     def start_server(self) -> int:
         port = free_port()

@@ -32,6 +32,7 @@ if str(ROOT) not in sys.path:
 
 from bench.common import CACHE_DIR, machine_info  # noqa: E402
 from models.jobs import CrawlJob  # noqa: E402
+from services.access.scope import Scope, use_scope  # noqa: E402
 from services.app import Archivist  # noqa: E402
 from services.fetchers import create_fetcher  # noqa: E402
 from services.settings import Settings  # noqa: E402
@@ -136,7 +137,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(asctime)s %(name)s: %(message)s")
-    result = asyncio.run(run(args))
+    with use_scope(Scope.owner()):  # a benchmark runs as the local owner
+        result = asyncio.run(run(args))
     text = json.dumps(result, indent=2)
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)

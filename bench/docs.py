@@ -47,6 +47,7 @@ if str(ROOT) not in sys.path:
 from bench.common import CACHE_DIR, machine_info  # noqa: E402
 from bench.extraction import reference  # noqa: E402
 from bench.metrics import first_ranks, hit_scores  # noqa: E402
+from services.access.scope import Scope, use_scope  # noqa: E402
 from services.app import Archivist  # noqa: E402
 from services.embeddings import create_embedder  # noqa: E402
 from services.embeddings.base import Embedder  # noqa: E402
@@ -388,7 +389,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(asctime)s %(name)s: %(message)s")
-    results = asyncio.run(run(args))
+    with use_scope(Scope.owner()):  # a benchmark runs as the local owner
+        results = asyncio.run(run(args))
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=2, default=str) + "\n")
     print(report(results))

@@ -39,6 +39,7 @@ from bench.metrics import percentile  # noqa: E402
 from bench.scale_build import GIN_INDEX, HNSW_INDEX, load_chunks, load_passages  # noqa: E402
 from bench.scale_keyword import keyword_agreement, keyword_matches  # noqa: E402
 from bench.scale_vector import build_bit_index, vector_recall  # noqa: E402
+from services.access.scope import Scope, use_scope  # noqa: E402
 from services.app import Archivist  # noqa: E402
 from services.embeddings import create_embedder  # noqa: E402
 from services.search.base import SearchRequest, SearchStrategy  # noqa: E402
@@ -295,7 +296,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     logging.getLogger("pgserver").setLevel(logging.WARNING)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     args = parse_args(argv)
-    report = asyncio.run(run(args))
+    with use_scope(Scope.owner()):  # a benchmark runs as the local owner
+        report = asyncio.run(run(args))
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2, default=str))
     print(f"\n{report['date']}  {report['machine']['cpu']} ({report['machine']['cores']} cores)")

@@ -27,6 +27,7 @@ if str(ROOT) not in sys.path:
 
 from bench.common import CACHE_DIR  # noqa: E402
 from models.jobs import CrawlJob  # noqa: E402
+from services.access.scope import Scope, use_scope  # noqa: E402
 from services.app import Archivist  # noqa: E402
 from services.settings import Settings  # noqa: E402
 from services.worker import run_worker  # noqa: E402
@@ -97,4 +98,5 @@ if __name__ == "__main__":
     parser.add_argument("--changed", type=int, default=10)
     parser.add_argument("--database-url", default=None)
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
-    asyncio.run(main(parser.parse_args()))
+    with use_scope(Scope.owner()):  # a benchmark runs as the local owner
+        asyncio.run(main(parser.parse_args()))

@@ -6,7 +6,6 @@ import argparse
 import re
 from datetime import timedelta
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
 
@@ -134,12 +133,10 @@ async def cli_audit(app: Any, args: argparse.Namespace) -> None:
 
 
 def redact_dsn(url: str) -> str:
-    """DATABASE_URL with its password replaced by an environment reference."""
-    parts = urlsplit(url)
-    if not parts.password:
-        return url
-    netloc = parts.netloc.replace(f":{parts.password}@", ":${ARCHIVIST_DB_PASSWORD}@", 1)
-    return urlunsplit(parts._replace(netloc=netloc))
+    """DATABASE_URL with its password replaced by an environment reference (the one redaction)."""
+    from services.access.clients import dsn_for_entry
+
+    return dsn_for_entry(url)
 
 
 def http_entry(client: str, url: str) -> dict[str, Any]:

@@ -74,6 +74,15 @@ class Archivist:
             self._sync = SyncService(self)
         return self._sync
 
+    @property
+    def git(self) -> Any:
+        """Git sources (services.sync.git.GitService), built on first use."""
+        if getattr(self, "_git", None) is None:
+            from services.sync.git import GitService
+
+            self._git = GitService(self.db, self.settings, self.sources, self.jobs)
+        return self._git
+
     def reranker(self) -> Reranker:
         with self._reranker_lock:
             if self._reranker is None:
@@ -84,6 +93,7 @@ class Archivist:
         if self._jobs is not None:
             await self._jobs.close()
         await self.audit.close()
+        await self.documents.backlog.close()
         await self.db.close()
 
 

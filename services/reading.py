@@ -9,14 +9,15 @@ from typing import Any
 from uuid import UUID
 
 from models import Document
+from services.access.scope import current_scope
 from services.database import Database
 from services.documents import DOC_HINT, DOCUMENT_COLUMNS
 from services.errors import InvalidArgument, NotFound
+from services.markdown_lines import atx_heading
 from services.validation import MAX_PER_PAGE, parse_uuid
 
 DEFAULT_WINDOW = 1000
 MAX_WINDOW = 4000
-HEADING = re.compile(r"^(#{1,6})[ \t]+(.+?)[ \t]*#*[ \t]*$")
 FENCE = re.compile(r"^\s*(```|~~~)")
 
 
@@ -28,6 +29,12 @@ class Heading:
     path: list[str]
 
 
+def _titled_heading(line: str) -> tuple[int, str] | None:
+    """(level, text) of an unindented ATX heading with text (services.markdown_lines, linear time)."""
+    heading = atx_heading(line, max_indent=0)
+    return heading if heading and heading[1] else None
+
+
 def parse_outline(content: str) -> list[Heading]:
     """Markdown ATX headings outside code fences, each with its offset and heading path."""
     headings: list[Heading] = []
@@ -37,8 +44,8 @@ def parse_outline(content: str) -> list[Heading]:
     for line in content.splitlines(keepends=True):
         if FENCE.match(line):
             in_fence = not in_fence
-        elif not in_fence and (match := HEADING.match(line.rstrip("\r\n"))):
-            level, text = len(match.group(1)), match.group(2).strip()
+        elif not in_fence and (heading := _titled_heading(line)):
+            level, text = heading
             stack = [(lv, t) for lv, t in stack if lv < level] + [(level, text)]
             headings.append(Heading(level, text, position, [t for _, t in stack]))
         position += len(line)
@@ -135,15 +142,19 @@ class ReadingService:
         return result
 
     async def chunk_by_id(self, chunk_id: str | UUID | None) -> dict[str, Any]:
+        """A chunk by id; one of a document outside the caller's scope answers exactly like a missing one."""
         cid = parse_uuid(chunk_id, "chunk_id", "Use a chunk_id from search_knowledge_base results.")
+        ids = current_scope().source_ids
         row = await self.db.pool.fetchrow(
             "SELECT c.id, c.document_id, c.chunk_index, c.text, c.char_start, c.char_end, c.heading_path, "
             "c.page_start, c.page_end, "
             "(SELECT id FROM chunks p WHERE p.document_id = c.document_id AND p.chunk_index = c.chunk_index - 1) "
             "AS previous_chunk_id, "
             "(SELECT id FROM chunks n WHERE n.document_id = c.document_id AND n.chunk_index = c.chunk_index + 1) "
-            "AS next_chunk_id FROM chunks c WHERE c.id = $1",
+            "AS next_chunk_id FROM chunks c WHERE c.id = $1 AND ($2::uuid[] IS NULL OR EXISTS "
+            "(SELECT 1 FROM documents d WHERE d.id = c.document_id AND d.source_id = ANY($2)))",
             cid,
+            None if ids is None else list(ids),
         )
         if row is None:
             raise NotFound(f"Chunk not found: {cid}", "Chunk ids change when a document is updated; search again.")
@@ -183,11 +194,15 @@ class ReadingService:
         }
 
     async def document_by_url(self, url: str, source_id: UUID | None) -> Document:
+        """The document at `url` among the caller's sources (others are not looked at, so neither the
+        answer nor the 'several sources' refusal tells anything about them)."""
+        ids = current_scope().source_ids
         rows = await self.db.pool.fetch(
             f"SELECT {DOCUMENT_COLUMNS} FROM documents WHERE url = $1 AND ($2::uuid IS NULL OR source_id = $2) "
-            "ORDER BY updated_at DESC LIMIT 2",
+            "AND ($3::uuid[] IS NULL OR source_id = ANY($3)) ORDER BY updated_at DESC LIMIT 2",
             url,
             source_id,
+            None if ids is None else list(ids),
         )
         if not rows:
             raise NotFound(f"No document with url {url[:200]}", DOC_HINT)
@@ -198,14 +213,17 @@ class ReadingService:
         return Document(**dict(rows[0]))
 
     async def list_resources(self, offset: int, limit: int = MAX_PER_PAGE) -> tuple[list[dict[str, Any]], bool]:
-        """Sources then documents, oldest first; returns one page and whether more follow."""
+        """Sources then documents in the caller's scope, oldest first; one page and whether more follow."""
+        ids = current_scope().source_ids
         rows = await self.db.pool.fetch(
             "SELECT kind, id, title, url FROM ("
-            "SELECT 0 AS kind, id, title, url, created_at FROM sources UNION ALL "
-            "SELECT 1, id, title, url, created_at FROM documents) r ORDER BY kind, created_at, id "
+            "SELECT 0 AS kind, id, title, url, created_at FROM sources WHERE $3::uuid[] IS NULL OR id = ANY($3) "
+            "UNION ALL SELECT 1, id, title, url, created_at FROM documents "
+            "WHERE $3::uuid[] IS NULL OR source_id = ANY($3)) r ORDER BY kind, created_at, id "
             "OFFSET $1 LIMIT $2",
             offset,
             limit + 1,
+            None if ids is None else list(ids),
         )
         items = [{**dict(r), "kind": "source" if r["kind"] == 0 else "document"} for r in rows[:limit]]
         return items, len(rows) > limit

@@ -41,6 +41,9 @@ class Settings(BaseSettings):
     #: Document embeddings run this many nice levels below the server (Linux), so searches and the
     #: event loop get the cores first when they are short; 0 runs them at the server's priority.
     embedding_background_nice: int = Field(default=10, ge=0, le=19)
+    #: Claims in flight of each worker's embedding backlog runner (two-phase indexing); 0: no runner in
+    #: this process (the backlog waits for another worker, or for the job that wrote the chunks).
+    embedding_backlog_lanes: int = Field(default=2, ge=0, le=8)
 
     # --- chunking ---
     chunk_size: int = 1000
@@ -73,14 +76,23 @@ class Settings(BaseSettings):
     rerank_rrf_k: int = 60
 
     # --- files ---
+    #: Default: the working directory for stdio and the CLI; nothing over HTTP (see `for_http`).
     allowed_paths: Annotated[list[Path], NoDecode] = Field(default_factory=lambda: [Path.cwd()])
     max_file_mb: float = 20.0
+    #: PDF, office, e-book and RTF files are parsed in worker processes limited to this much memory
+    #: (address space) and CPU time per file (services.parsers.isolation).
+    parse_workers: int = Field(default=2, ge=1)
+    parse_memory_mb: int = Field(default=1024, ge=64)
+    parse_cpu_seconds: int = Field(default=60, ge=1)
 
     # --- server ---
     http_host: str = "127.0.0.1"
     http_port: int = 8765
     log_level: str = "INFO"
     run_worker: bool = True
+    #: Public names (Host headers) the HTTP server answers to besides loopback names and its bind address,
+    #: comma-separated: ARCHIVIST_ALLOWED_HOSTS=kb.example.com,kb.internal
+    allowed_hosts: Annotated[list[str], NoDecode] = Field(default_factory=list)
 
     # --- crawling ---
     crawl_max_pages: int = 100
@@ -108,6 +120,12 @@ class Settings(BaseSettings):
     #: At most this many files of one folder are synced.
     sync_max_files: int = 10_000
 
+    # --- git sources (issue 19) ---
+    #: Git URLs whose host resolves to a private, loopback or link-local address are refused unless set.
+    git_allow_private: bool = False
+    #: Seconds a git fetch may wait on the network (each connect and each read).
+    git_timeout_seconds: float = 60.0
+
     # --- distinct results and keyword ranking (issue 7) ---
     #: At most this many results per document in a result list, unless fewer documents match.
     results_per_document: int = Field(default=2, ge=1)
@@ -129,8 +147,11 @@ class Settings(BaseSettings):
     console_require_sign_in: bool = False
 
     # --- access (profiles, tokens, audit, limits) ---
-    rate_per_minute: int = 600  # default token bucket per token (one shared bucket for stdio/loopback)
-    call_timeout_seconds: float = 60.0  # per tool call; job status wait_seconds counts apart
+    rate_per_minute: int = 600  # default bucket of each token (its own; a token's --rate overrides it)
+    #: the local owner (stdio, loopback HTTP without a token): 0 = no call-rate limit; N = N calls per
+    #: minute per MCP session (services/access/identity.py)
+    local_rate_per_minute: int = Field(default=0, ge=0)
+    call_timeout_seconds: float = 60.0  # per MCP request (tools, resources, ...); status wait_seconds apart
     audit_retention_days: int = 30
     audit_enabled: bool = True  # off: tool calls are not recorded (for measuring the audit's overhead)
     max_running_jobs_per_token: int = 3  # queued/running crawl+sync jobs per token (override: token --max-jobs)
@@ -144,9 +165,23 @@ class Settings(BaseSettings):
             return [Path(p).expanduser() for p in value.split(os.pathsep) if p.strip()]
         return value
 
+    @field_validator("allowed_hosts", mode="before")
+    @classmethod
+    def _split_hosts(cls, value: object) -> object:
+        if isinstance(value, str):
+            return [h.strip() for h in value.split(",") if h.strip()]
+        return value
+
     @property
     def max_file_bytes(self) -> int:
         return int(self.max_file_mb * 1024 * 1024)
+
+    def for_http(self) -> Settings:
+        """These settings for a server on HTTP: file ingestion is opt-in there, so unless
+        ARCHIVIST_ALLOWED_PATHS was set (environment, .env or argument), no path is allowed."""
+        if "allowed_paths" in self.model_fields_set:
+            return self
+        return self.model_copy(update={"allowed_paths": []})
 
 
 @lru_cache(maxsize=1)

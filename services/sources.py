@@ -13,7 +13,7 @@ from services.database import Database
 from services.errors import Conflict, InvalidArgument, NotFound
 from services.validation import check_page, clean_text, parse_uuid, require_text
 
-SOURCE_TYPES = ("upload", "crawl", "api", "folder")
+SOURCE_TYPES = ("upload", "crawl", "api", "folder", "git")
 LIST_HINT = "Use manage_source(action='list') to see available sources."
 SOURCE_COLUMNS = "id, title, description, url, source_type, status, metadata, created_at, updated_at, version"
 
@@ -160,7 +160,8 @@ class SourceService:
     async def stats(self, source_id: UUID) -> SourceStats:
         row = await self.db.pool.fetchrow(
             "SELECT count(*) AS documents_count, coalesce(sum(chunk_count), 0) AS chunks_count, "
-            "max(updated_at) AS last_updated FROM documents WHERE source_id = $1",
+            "max(updated_at) AS last_updated, (SELECT count(*) FROM chunks WHERE source_id = $1 "
+            "AND embedding IS NULL) AS chunks_pending FROM documents WHERE source_id = $1",
             source_id,
         )
         return SourceStats(**dict(row))

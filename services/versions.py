@@ -16,6 +16,7 @@ from uuid import UUID
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
+from services.access.scope import current_scope
 from services.database import Database
 from services.errors import InvalidArgument, NotFound
 
@@ -90,15 +91,19 @@ def shown(labels: list[str | None]) -> str:
 
 
 async def resolve(db: Database, library: str | None, version: str | None) -> ResolvedVersion:
-    """The source of `library` (a source title, any case) at `version`; NotFound lists what exists."""
+    """The source of `library` (a source title, any case) at `version` among the caller's sources;
+    NotFound lists the versions the caller may see, and a library outside its scope reads as missing."""
     if not library or not library.strip():
         raise InvalidArgument(
             "version needs library (the source title) or source_id.",
             "Pass library='Django' with version='5.x', or list titles with manage_source(action='list').",
         )
+    ids = current_scope().source_ids  # other tenants' libraries and versions do not exist here
     rows = await db.pool.fetch(
-        "SELECT id, title, version FROM sources WHERE lower(title) = lower($1) ORDER BY created_at",
+        "SELECT id, title, version FROM sources WHERE lower(title) = lower($1) "
+        "AND ($2::uuid[] IS NULL OR id = ANY($2)) ORDER BY created_at",
         library.strip(),
+        None if ids is None else list(ids),
     )
     if not rows:
         raise NotFound(

@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING
 import asyncpg
 
 from models.jobs import CrawlJob
+from services.access.job_limits import job_scope
+from services.access.scope import Scope, use_scope
 from services.crawl.runner import run_job, wait_any
 from services.errors import ServiceError
 from services.jobs import MAX_ATTEMPTS
@@ -51,15 +53,45 @@ async def run_worker(
     worker_id = worker_id or default_worker_id()
     logger.info("crawl worker %s started", worker_id)
     running: set[asyncio.Task[None]] = set()
+    backlog = start_backlog_runner(app, stop)
     try:
-        while not stop.is_set():
-            app.jobs.wakeup.clear()
-            await claim_jobs(app, worker_id, stop, running, concurrent_jobs)
-            await wait_any((stop, app.jobs.wakeup), app.settings.job_poll_seconds)
-            running = {task for task in running if not task.done()}
+        with use_scope(Scope.owner("worker")):  # claiming sees every job; each job runs in its own scope
+            await work_until_stopped(app, worker_id, stop, running, concurrent_jobs)
     finally:
         await finish_running(running)
+        await stop_backlog_runner(backlog, stop)
         logger.info("crawl worker %s stopped", worker_id)
+
+
+def start_backlog_runner(app: Archivist, stop: asyncio.Event) -> asyncio.Task[None] | None:
+    """Every worker (the server's and `archivist worker`) embeds pending chunks (services/documents/backlog.py)."""
+    lanes = app.settings.embedding_backlog_lanes
+    if lanes <= 0:
+        return None
+    return asyncio.create_task(app.documents.backlog.run(stop, lanes), name="embedding-backlog")
+
+
+async def stop_backlog_runner(task: asyncio.Task[None] | None, stop: asyncio.Event) -> None:
+    """The runner ends its batch in flight once `stop` is set (its chunks stay pending if cancelled)."""
+    if task is None:
+        return
+    if not stop.is_set():
+        task.cancel()
+    try:
+        await asyncio.wait_for(asyncio.gather(task, return_exceptions=True), STOP_GRACE_SECONDS)
+    except TimeoutError:
+        logger.warning("embedding backlog runner did not stop in time")
+
+
+async def work_until_stopped(
+    app: Archivist, worker_id: str, stop: asyncio.Event, running: set[asyncio.Task[None]], concurrent_jobs: int
+) -> None:
+    while not stop.is_set():
+        app.jobs.wakeup.clear()
+        await claim_jobs(app, worker_id, stop, running, concurrent_jobs)
+        await wait_any((stop, app.jobs.wakeup), app.settings.job_poll_seconds)
+        for task in [t for t in running if t.done()]:
+            running.discard(task)
 
 
 async def claim_jobs(
@@ -69,12 +101,14 @@ async def claim_jobs(
     while len([t for t in running if not t.done()]) < limit and not stop.is_set():
         try:
             job = await app.jobs.claim(worker_id)
+            scope = None if job is None else await job_scope(app.db, job.id, job.source_id)
         except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, ServiceError) as exc:
             logger.warning("worker %s could not claim a job: %s", worker_id, exc)
             return
-        if job is None:
+        if job is None or scope is None:
             return
-        task = asyncio.create_task(run_claimed(app, job, worker_id, stop), name=f"crawl-job-{job.id}")
+        with use_scope(scope):  # the job's task copies this scope
+            task = asyncio.create_task(run_claimed(app, job, worker_id, stop), name=f"crawl-job-{job.id}")
         running.add(task)
 
 
@@ -87,7 +121,7 @@ async def run_claimed(app: Archivist, job: CrawlJob, worker_id: str, stop: async
         return
     logger.info("worker %s runs job %s (%s %s)", worker_id, job.id, job.kind, job.params.url)
     if job.kind == "sync":
-        from services.sync.runner import run_sync_job
+        from services.sync.jobs import run_sync_job
 
         await run_sync_job(app, job, worker_id, stop)
         return

@@ -12,11 +12,21 @@ import asyncpg
 import pytest
 import pytest_asyncio
 
+from services.access.scope import Scope, use_scope
 from services.app import Archivist
 from services.settings import Settings
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def owner_scope() -> Iterator[None]:
+    """Tests that call services directly act as the local owner (as the command line does); servers
+    under test enter each caller's own scope per request. pytest-asyncio copies this context into every
+    test and fixture it runs."""
+    with use_scope(Scope.owner()):
+        yield
 
 
 @pytest.fixture(scope="session")

@@ -127,7 +127,8 @@ async def test_locked_audit_table_slows_nothing_and_loses_nothing(app, database_
     rows = await audit_rows(app, "locker", 33, settle=0.5)
     assert len(rows) == 33  # late, not lost
     async with httpx.AsyncClient() as http:
-        audit = (await http.get(f"http://127.0.0.1:{http_server}/healthz")).json()["audit"]
+        bearer = {"Authorization": f"Bearer {secret}"}  # a token exists: details need one
+        audit = (await http.get(f"http://127.0.0.1:{http_server}/healthz", headers=bearer)).json()["audit"]
     assert audit["late"] > 0 and audit["dropped"] == 0 and audit["queued"] == 0, audit
 
 

@@ -133,3 +133,28 @@ def test_the_rule_catches_an_upward_import(tmp_path: Path) -> None:
     path.write_text("def f():\n    from tools.common import failure\n")
     assert "tools.common" in imported_names(path, "services.x")
     assert group("tools.common") == "edge" and RANKS["edge"] > RANKS[group("services.x")]
+
+
+def test_identity_is_protected() -> None:
+    """Rule 5: only access/guard.py reads the SDK's access token, and only services/access/ builds a
+    Scope (`Scope(...)`; entry points use its named constructors such as `Scope.owner()`)."""
+    wrong = []
+    for module, path in module_files().items():
+        if "get_access_token" in path.read_text() and module != "access.guard":
+            wrong.append(f"{module} reads the SDK's access token")
+        if module.startswith("services.access"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "Scope":
+                wrong.append(f"{module}:{node.lineno} builds a Scope")
+    assert not wrong, "\n".join(sorted(wrong))
+
+
+def test_no_scope_means_no_access() -> None:
+    """Rule 5: with no scope entered, current_scope() raises instead of answering 'unrestricted'."""
+    import contextvars
+
+    from services.access.scope import NoScope, current_scope
+
+    with pytest.raises(NoScope):
+        contextvars.Context().run(current_scope)

@@ -15,6 +15,7 @@ from uuid import UUID
 from mcp.types import CallToolResult, ResourceLink, TextContent
 
 from models import Document, Page, Source
+from services.access.disclosure import outgoing_text
 from services.access.scope import current_scope
 from services.errors import CallTimeout, InvalidArgument, ServiceError, service_error_from
 from services.validation import MAX_PER_PAGE, clean_text
@@ -66,12 +67,13 @@ def success(payload: dict[str, Any]) -> CallToolResult:
 def failure(
     code: str, error: str, suggestion: str, retryable: bool = False, extra: dict[str, Any] | None = None
 ) -> CallToolResult:
+    suggestion = suggestion or "Check the arguments against the tool description and try again."
     body = {
         "success": False,
-        "error": error,
+        "error": outgoing_text(error),  # over HTTP: no server paths; never secrets
         "error_code": code,
         "retryable": retryable,
-        "suggestion": suggestion or "Check the arguments against the tool description and try again.",
+        "suggestion": outgoing_text(suggestion),
         **(extra or {}),
     }
     return tool_result(body, is_error=True)

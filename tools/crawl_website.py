@@ -195,8 +195,9 @@ async def cancel_job(app: Archivist, args: dict[str, Any]) -> dict[str, Any]:
 
 async def recrawl(app: Archivist, args: dict[str, Any]) -> dict[str, Any]:
     check_wait(args["wait_seconds"], [])
-    if args["source_id"] and not args["job_id"] and (await app.sources.get(args["source_id"])).source_type == "folder":
-        return await sync(app, args)
+    if args["source_id"] and not args["job_id"]:
+        if (await app.sources.get(args["source_id"])).source_type in ("folder", "git"):
+            return await sync(app, args)
     started = await app.jobs.recrawl(
         args["source_id"],
         args["job_id"],
@@ -212,10 +213,12 @@ async def recrawl(app: Archivist, args: dict[str, Any]) -> dict[str, Any]:
 
 
 async def sync(app: Archivist, args: dict[str, Any]) -> dict[str, Any]:
-    """Queue a sync of a folder source, binding folder_path first when given."""
+    """Queue a sync of a folder or git source, binding folder_path or git_url first when given."""
     check_wait(args["wait_seconds"], [])
     created = False
     source_id = args["source_id"]
+    if args["git_url"] or (source_id and not args["folder_path"] and await app.git.is_git(source_id)):
+        return await sync_git(app, args)
     if args["folder_path"]:
         config, created = await app.sync.bind(
             args["folder_path"],
@@ -233,6 +236,12 @@ async def sync(app: Archivist, args: dict[str, Any]) -> dict[str, Any]:
         )
     started = await app.sync.queue(source_id)
     started.source_created = created
+    return await started_payload(app, started, args)
+
+
+async def sync_git(app: Archivist, args: dict[str, Any]) -> dict[str, Any]:
+    names = ("git_url", "source_id", "title", "ref", "include_patterns", "exclude_patterns", "auth_env", "browse_url")
+    started = await app.git.sync(**{name: args[name] for name in names})
     return await started_payload(app, started, args)
 
 
@@ -268,6 +277,10 @@ def register(mcp: MCPServer, runtime: Runtime) -> None:
         exclude_patterns: list[str] | None = None,
         scope: Literal["same-host", "same-domain", "under-path"] | None = None,
         folder_path: str | None = None,
+        git_url: str | None = None,
+        ref: str | None = None,
+        auth_env: str | None = None,
+        browse_url: str | None = None,
         wait_seconds: float = 0,
         status: Literal["queued", "running", "completed", "failed", "cancelled"] | None = None,
         page: int = 1,
@@ -280,7 +293,8 @@ def register(mcp: MCPServer, runtime: Runtime) -> None:
           globs. Obeys robots.txt.
         status: job_id; wait_seconds (max 30) waits. list: status, source_id, page, per_page. cancel: job_id.
         recrawl: source_id, job_id or url; new settings optional; only changed pages re-embedded.
-        sync: folder_path or a folder source_id; new/changed files ingested, deleted ones removed.
+        sync: folder_path, git_url (ref, auth_env: NAME of a token env var, browse_url with {commit}, {path})
+          or a source_id; new/changed files ingested, deleted ones removed.
         """
         return await dispatch("crawl_website", runtime, ACTIONS, action, dict(locals()))
 

@@ -10,6 +10,7 @@ from mcp.types import CallToolResult, ToolAnnotations
 
 from models import Document, IngestResult
 from services.app import Archivist, Runtime
+from services.documents.specs import SpecIngestResult
 from services.errors import InvalidArgument
 from services.paths import resolve_allowed_path
 from services.reading import MAX_WINDOW, ReadingService
@@ -49,14 +50,15 @@ async def create_from_directory(app: Archivist, source_id: Any, directory: Path,
         passed_over=passed_over,
     )
     counts = {status: sum(1 for _, r in results if r.status == status) for status in STATUS_MESSAGES}
+    files = len({path for path, _ in results})  # a spec file yields one result per operation
     reasons: dict[str, int] = {}
     for _, reason in passed_over:
         reasons[reason] = reasons.get(reason, 0) + 1
     lists = (results, failures, passed_over)
     return {
         "directory": str(directory),
-        "files_found": len(results) + len(failures) + len(passed_over),
-        "files_ingested": len(results),
+        "files_found": files + len(failures) + len(passed_over),
+        "files_ingested": files,
         "files_failed": len(failures),
         "files_skipped": len(passed_over),
         "skipped_by_reason": reasons,
@@ -71,7 +73,7 @@ async def create_from_directory(app: Archivist, source_id: Any, directory: Path,
         "failures": [f.model_dump() for f in failures[:MAX_PER_PAGE]],
         "skipped": [{"path": str(p), "reason": reason} for p, reason in passed_over[:MAX_PER_PAGE]],
         "lists_cut": any(len(items) > MAX_PER_PAGE for items in lists),
-        "message": f"Ingested {len(results)} files ({len(failures)} failed). "
+        "message": f"Ingested {files} files ({len(failures)} failed). "
         "Use manage_document(action='list', source_id=...) to page through all documents.",
     }
 
@@ -97,6 +99,8 @@ async def create_document(app: Archivist, args: dict[str, Any]) -> dict[str, Any
         result = await docs.create_from_file(source_id, path, args["title"], args["url"], args["metadata"])
     else:
         result = await docs.create_from_url(source_id, args["url"], args["title"], args["metadata"])
+    if isinstance(result, SpecIngestResult):  # an OpenAPI spec: one document per operation
+        return {**result.summary(), **extra}
     return {**await ingest_view(app, result), **extra}
 
 

@@ -3,11 +3,8 @@ search tool's description naming the caller's profiles."""
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 from typing import Any
-
-from mcp.server.auth.middleware.auth_context import get_access_token
 
 from models.access import Profile
 from services.access.profiles import read_profile_notes
@@ -39,10 +36,7 @@ async def choose_profile(app: Any, name: str | None) -> tuple[Profile | None, Sc
             f"Use profile= one of: {', '.join(allowed) or '(none: leave profile out)'}.",
         )
     profile = profiles[name]
-    ids = frozenset(profile.source_ids)
-    if scope.source_ids is not None:
-        ids &= scope.source_ids
-    return profile, dataclasses.replace(scope, source_ids=ids)
+    return profile, scope.narrowed(frozenset(profile.source_ids), scope.profiles)
 
 
 def with_defaults(profile: Profile | None, given: dict[str, Any]) -> dict[str, Any]:
@@ -56,10 +50,9 @@ def with_defaults(profile: Profile | None, given: dict[str, Any]) -> dict[str, A
     return out
 
 
-async def caller_profiles(runtime: Any, selected: list[str], notes: dict[str, str]) -> dict[str, str]:
-    """name -> description of the profiles this caller may search as (its token's, else `--profile`)."""
-    token = get_access_token()
-    names = list((token.claims or {}).get("profiles") or []) if token is not None else list(selected)
+async def caller_profiles(runtime: Any, names: list[str], notes: dict[str, str]) -> dict[str, str]:
+    """name -> description of the profiles this caller may search as (its token's, else `--profile`:
+    the caller is worked out once, by access/guard.caller_of)."""
     if not names:
         return {}
     app = runtime.ready()
@@ -75,9 +68,9 @@ async def caller_profiles(runtime: Any, selected: list[str], notes: dict[str, st
     return {n: notes[n] for n in names if n in notes}
 
 
-async def describe_profiles(tools: list[Any], runtime: Any, selected: list[str], notes: dict[str, str]) -> list[Any]:
+async def describe_profiles(tools: list[Any], runtime: Any, names: list[str], notes: dict[str, str]) -> list[Any]:
     """The tool list, the search tool's description naming the caller's profiles (a copy per call)."""
-    named = await caller_profiles(runtime, selected, notes)
+    named = await caller_profiles(runtime, names, notes)
     if not named:
         return tools
     parts = []

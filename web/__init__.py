@@ -17,17 +17,17 @@ logger = logging.getLogger(__name__)
 STATIC = Path(__file__).parent / "static"
 
 
-def create_web_app(runtime: Runtime, settings: Settings, host: str) -> Starlette:
+def create_web_app(runtime: Runtime, settings: Settings, host: str, tls: bool = False) -> Starlette:
     from web import pages_access, pages_add, pages_kb
     from web.core import Console
 
-    console = Console(runtime, settings, host)
+    console = Console(runtime, settings, host, tls)
     routes: list[Any] = [Mount("/static", app=StaticFiles(directory=str(STATIC)), name="static")]
     for module in (pages_kb, pages_add, pages_access):
         routes.extend(module.routes(console))
     return Starlette(routes=routes)
 
 
-def mount_console(server: Any, runtime: Runtime, settings: Settings, host: str) -> None:
+def mount_console(server: Any, runtime: Runtime, settings: Settings, host: str, tls: bool = False) -> None:
     """Serve the console at / of the streamable-HTTP app (after /mcp, which keeps precedence)."""
-    server._custom_starlette_routes.append(Mount("/", app=create_web_app(runtime, settings, host)))
+    server._custom_starlette_routes.append(Mount("/", app=create_web_app(runtime, settings, host, tls)))

@@ -16,6 +16,8 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response
 
+from services.access.hosts import HostPolicy
+
 SESSION_COOKIE = "archivist_session"
 CSRF_COOKIE = "archivist_csrf"
 CSRF_FIELD = "csrf"
@@ -39,6 +41,8 @@ class Viewer:
     token: Any = None
     sign_in_required: bool = False
     access_available: bool = False
+    #: the computed scope is read-only (a read-only profile makes it so, not only the token's flag)
+    scope_read_only: bool = False
 
     @property
     def name(self) -> str:
@@ -46,7 +50,7 @@ class Viewer:
 
     @property
     def read_only(self) -> bool:
-        return bool(getattr(self.token, "read_only", False))
+        return self.scope_read_only or bool(getattr(self.token, "read_only", False))
 
     @property
     def can_write(self) -> bool:
@@ -97,15 +101,15 @@ async def verify(app: Any, secret: str | None) -> Any:
     return await tokens.verify(secret)
 
 
-def secure_cookie(request: Request) -> bool:
-    # Browsers keep Secure cookies on https and on http://localhost / 127.0.0.1 (trustworthy origins).
-    return request.url.scheme == "https" or is_loopback_host(request.url.hostname or "")
+def secure_cookie(request: Request, secure_server: bool) -> bool:
+    """Secure when the server is off loopback or serves TLS (its cookies then never travel in clear
+    text; off loopback over plain HTTP, sign-in needs a TLS reverse proxy), and on https or a loopback
+    name (browsers keep Secure cookies for http://localhost and 127.0.0.1)."""
+    return secure_server or request.url.scheme == "https" or is_loopback_host(request.url.hostname or "")
 
 
-def set_cookie(response: Response, request: Request, name: str, value: str, max_age: int | None = None) -> None:
-    response.set_cookie(
-        name, value, max_age=max_age, httponly=True, samesite="strict", secure=secure_cookie(request), path="/"
-    )
+def set_cookie(response: Response, name: str, value: str, *, secure: bool, max_age: int | None = None) -> None:
+    response.set_cookie(name, value, max_age=max_age, httponly=True, samesite="strict", secure=secure, path="/")
 
 
 def csrf_token(request: Request) -> str:
@@ -117,24 +121,23 @@ def csrf_token(request: Request) -> str:
     return token
 
 
-def remember_csrf(request: Request, response: Response) -> None:
+def remember_csrf(request: Request, response: Response, secure_server: bool) -> None:
     token = csrf_token(request)
     if request.cookies.get(CSRF_COOKIE) != token:
-        set_cookie(response, request, CSRF_COOKIE, token)
+        set_cookie(response, CSRF_COOKIE, token, secure=secure_cookie(request, secure_server))
 
 
-def same_origin(request: Request) -> bool:
-    """False when the browser says the request came from another origin (Origin / Sec-Fetch-Site)."""
+def same_origin(request: Request, hosts: HostPolicy) -> bool:
+    """False when the browser says the request came from another origin (Sec-Fetch-Site), or its Origin
+    names a host outside the server's allow-list: checked against that list, never against the Host
+    header (a DNS-rebinding page sends its own name as both)."""
     if request.headers.get("sec-fetch-site") in ("cross-site", "same-site"):
         return False
-    origin = request.headers.get("origin")
-    if origin and origin != "null":
-        return origin.rstrip("/") == f"{request.url.scheme}://{request.url.netloc}"
-    return origin != "null"
+    return hosts.allows_origin(request.headers.get("origin"), request.headers.get("host", ""), request.url.scheme)
 
 
-def csrf_ok(request: Request, submitted: str | None) -> bool:
+def csrf_ok(request: Request, submitted: str | None, hosts: HostPolicy) -> bool:
     cookie = request.cookies.get(CSRF_COOKIE)
-    if not cookie or not submitted or not same_origin(request):
+    if not cookie or not submitted or not same_origin(request, hosts):
         return False
     return hmac.compare_digest(cookie.encode(), submitted.encode())

@@ -3,26 +3,41 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+import time
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from starlette.datastructures import FormData
+from starlette.exceptions import HTTPException
+from starlette.formparsers import MultiPartException
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
+from starlette.routing import Route
 
+from services.access import identity
 from services.access.clients import client_entries
+from services.access.disclosure import public_text
+from services.access.hosts import HostPolicy
+from services.access.identity import Caller
 from services.access.scope import Scope, use_scope
 from services.app import Runtime
 from services.errors import ServiceError
 from services.settings import Settings
 from web import auth
+from web.actions import audit_action, body_rule, take_call
 from web.render import build_environment
 
 logger = logging.getLogger(__name__)
 ADMIN_PATHS = ("/access", "/activity")
 
-STATUS_BY_CODE = {"NOT_FOUND": 404, "CONFLICT": 409, "UNAVAILABLE": 503, "PERMISSION_DENIED": 403}
-FORM_OVERHEAD = 64 * 1024
+STATUS_BY_CODE = {
+    "NOT_FOUND": 404,
+    "CONFLICT": 409,
+    "UNAVAILABLE": 503,
+    "PERMISSION_DENIED": 403,
+    "RATE_LIMITED": 429,
+    "TIMEOUT": 504,
+}
 Handler = Callable[[Request], Awaitable[Response]]
 
 
@@ -36,10 +51,12 @@ class Refused(Exception):
 class Console:
     """One per server: the runtime (services), settings, sessions and templates."""
 
-    def __init__(self, runtime: Runtime, settings: Settings, host: str) -> None:
+    def __init__(self, runtime: Runtime, settings: Settings, host: str, tls: bool = False) -> None:
         self.runtime = runtime
         self.settings = settings
         self.off_loopback = not auth.is_loopback_host(host)
+        self.hosts = HostPolicy.for_server(host, settings.allowed_hosts)
+        self.secure_cookies = tls or self.off_loopback  # Secure off loopback and over TLS
         self.sessions = auth.Sessions()
         self.env = build_environment()
 
@@ -75,7 +92,7 @@ class Console:
             request=request, viewer=viewer, csrf=auth.csrf_token(request), path=request.url.path, **context
         )
         response = HTMLResponse(html, status_code=status)
-        auth.remember_csrf(request, response)
+        auth.remember_csrf(request, response, self.secure_cookies)
         response.headers["Content-Security-Policy"] = (
             "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; "
             "frame-ancestors 'none'; form-action 'self'; base-uri 'none'"
@@ -85,18 +102,64 @@ class Console:
         return response
 
     def error(self, request: Request, status: int, message: str, suggestion: str = "") -> HTMLResponse:
+        """An error page; its text leaves the server, so no secrets or server paths are in it."""
+        message, suggestion = public_text(message), public_text(suggestion)
         return self.render(request, "error.html", status=status, message=message, suggestion=suggestion)
 
+    def set_cookie(self, response: Response, request: Request, name: str, value: str) -> None:
+        auth.set_cookie(response, name, value, secure=auth.secure_cookie(request, self.secure_cookies))
+
     async def scope_of(self, viewer: auth.Viewer) -> Scope:
-        """What the signed-in token may see and change (everything without a token)."""
+        """What the signed-in token may see and change (everything without a token): the computed
+        scope, profiles included, with the token's job limit, as for its MCP calls."""
         token = viewer.token
         if token is None:
-            return Scope(source_ids=None, read_only=False, profiles=[], who="console")
-        app = await self.app()
-        return await app.profiles.scope_for(list(token.profiles), bool(token.read_only), token.name)
+            return Scope.owner("console")
+        caller = Caller(
+            token=token.name,
+            profiles=tuple(token.profiles),
+            read_only=bool(token.read_only),
+            max_running_jobs=token.max_running_jobs,
+        )
+        return await identity.scope_of(await self.app(), caller)  # the same scope as MCP calls with it
 
-    def page(self, handler: Handler, *, write: bool = False, public: bool = False) -> Handler:
-        """Wrap a handler: sign-in gate, CSRF + read-only checks on writes, service errors as pages."""
+    def route(
+        self,
+        path: str,
+        handler: Handler,
+        *,
+        methods: Sequence[str] = ("GET",),
+        write: bool = False,
+        public: bool = False,
+        body: str = "form",
+    ) -> Route:
+        """A console route whose body is bounded by its kind (web/actions.body_rule), as it streams."""
+        rule = body_rule(body, self.settings.max_file_bytes)
+        endpoint = self.page(handler, write=write, public=public, max_files=rule.max_files, max_bytes=rule.max_bytes)
+        return Route(path, endpoint, methods=list(methods), max_body_size=rule.max_bytes)
+
+    async def read_form(self, request: Request, max_files: int, max_bytes: int) -> FormData:
+        """The form, within the route's limits: over-long bodies and file parts where none belong are refused."""
+        try:
+            return await request.form(max_files=max_files, max_fields=200, max_part_size=max_bytes)
+        except HTTPException as exc:
+            if exc.status_code == 413:
+                raise Refused(413, f"The request is over this form's {max_bytes // 1024} KB limit.") from exc
+            raise Refused(exc.status_code, f"The form was refused: {exc.detail}") from exc
+        except MultiPartException as exc:
+            raise Refused(400, f"The form was refused: {exc.message}") from exc
+
+    def page(
+        self,
+        handler: Handler,
+        *,
+        write: bool = False,
+        public: bool = False,
+        max_files: int = 0,
+        max_bytes: int = 16 * 1024,
+    ) -> Handler:
+        """Wrap a handler: sign-in gate, then (POST) bounded form, CSRF + read-only checks, rate limit and
+        audit; service errors as pages."""
 
         async def endpoint(request: Request) -> Response:
             try:
@@ -107,32 +170,55 @@ class Console:
                 if request.method != "GET":
                     return self.error(request, 401, "Sign in first.", "Paste an access token on the sign-in page.")
                 return RedirectResponse(f"/signin?next={request.url.path}", status_code=303)
+            action = request.method == "POST" and not public
+            started, scope = time.perf_counter(), None
             try:
-                if request.method == "POST":
-                    limit = self.settings.max_file_bytes + FORM_OVERHEAD
-                    if int(request.headers.get("content-length") or 0) > limit:
-                        raise Refused(413, f"The upload is over the {self.settings.max_file_mb:g} MB limit.")
-                    form = await request.form(max_part_size=limit)
-                    request.state.form = form
-                    if not auth.csrf_ok(request, _field(form, auth.CSRF_FIELD)):
-                        raise Refused(403, "This form is stale or came from another site (CSRF check failed).")
-                    if write and viewer.read_only:
-                        raise Refused(403, "This token is read-only: it cannot change the knowledge base.")
                 scope = await self.scope_of(viewer)
-                if scope.source_ids is not None and request.url.path.startswith(ADMIN_PATHS):
-                    raise Refused(403, "A token limited to profiles cannot manage access or read the activity log.")
-                with use_scope(scope):  # the same confinement as MCP calls with this token
-                    return await handler(request)
+                viewer.scope_read_only = scope.read_only
+                limits = (max_files, max_bytes)
+                response = await self.run(request, handler, viewer, scope, write=write, action=action, limits=limits)
             except Refused as exc:
                 hint = "Reload the page and try again." if exc.status == 403 else ""
-                return self.error(request, exc.status, exc.message, hint)
+                response = self.error(request, exc.status, exc.message, hint)
             except ServiceError as exc:
-                return self.error(request, STATUS_BY_CODE.get(exc.code, 400), exc.message, exc.suggestion)
+                response = self.error(request, STATUS_BY_CODE.get(exc.code, 400), exc.message, exc.suggestion)
+                if hasattr(exc, "retry_after_seconds"):
+                    response.headers["Retry-After"] = str(max(1, round(exc.retry_after_seconds)))
             except Exception:
                 logger.exception("console page %s failed", request.url.path)
-                return self.error(request, 500, "The console hit an internal error.", "See the server's log.")
+                response = self.error(request, 500, "The console hit an internal error.", "See the server's log.")
+            if action:
+                audit_action(await self.app(), scope, handler.__name__, request, response, started)
+            return response
 
         return endpoint
+
+    async def run(
+        self,
+        request: Request,
+        handler: Handler,
+        viewer: auth.Viewer,
+        scope: Scope,
+        *,
+        write: bool,
+        action: bool,
+        limits: tuple[int, int],
+    ) -> Response:
+        """Checks before the handler (a POST's form is read only now, once the caller is known), then
+        the handler inside the caller's scope."""
+        if request.method == "POST":
+            form = await self.read_form(request, *limits)
+            request.state.form = form
+            if not auth.csrf_ok(request, _field(form, auth.CSRF_FIELD), self.hosts):
+                raise Refused(403, "This form is stale or came from another site (CSRF check failed).")
+            if write and scope.read_only:
+                raise Refused(403, "This token is read-only: it cannot change the knowledge base.")
+            if action:
+                await take_call(await self.app(), viewer.token)
+        if scope.source_ids is not None and request.url.path.startswith(ADMIN_PATHS):
+            raise Refused(403, "A token limited to profiles cannot manage access or read the activity log.")
+        with use_scope(scope):  # the same confinement as MCP calls with this token
+            return await handler(request)
 
 
 def _field(form: FormData, name: str) -> str | None:

@@ -129,7 +129,7 @@ def routes(console: Console) -> list[Route]:
             page=page,
             chart=latency_points(entries),
             tokens=items_of(await tokens.list()) if tokens is not None else [],
-            tools=["search_knowledge_base", "manage_document", "manage_source", "crawl_website"],
+            tools=["search_knowledge_base", "manage_document", "manage_source", "crawl_website", "console"],
         )
 
     async def signin(request: Request) -> Response:
@@ -144,7 +144,7 @@ def routes(console: Console) -> list[Route]:
             return console.render(request, "signin.html", status=401, next_path=next_path, failed=True)
         console.sessions.close(request.cookies.get(auth.SESSION_COOKIE))
         response = RedirectResponse(next_path, 303)
-        auth.set_cookie(response, request, auth.SESSION_COOKIE, console.sessions.open(secret))
+        console.set_cookie(response, request, auth.SESSION_COOKIE, console.sessions.open(secret))
         return response
 
     async def signout(request: Request) -> Response:
@@ -154,12 +154,12 @@ def routes(console: Console) -> list[Route]:
         return response
 
     return [
-        Route("/access", console.page(access_page)),
-        Route("/access/profiles", console.page(create_profile, write=True), methods=["POST"]),
-        Route("/access/profiles/{name}/delete", console.page(delete_profile, write=True), methods=["POST"]),
-        Route("/access/tokens", console.page(create_token, write=True), methods=["POST"]),
-        Route("/access/tokens/{token_id}/revoke", console.page(revoke_token, write=True), methods=["POST"]),
-        Route("/activity", console.page(activity)),
-        Route("/signin", console.page(signin, public=True), methods=["GET", "POST"]),
-        Route("/signout", console.page(signout, public=True), methods=["POST"]),
+        console.route("/access", access_page),
+        console.route("/access/profiles", create_profile, methods=["POST"], write=True),
+        console.route("/access/profiles/{name}/delete", delete_profile, methods=["POST"], write=True),
+        console.route("/access/tokens", create_token, methods=["POST"], write=True),
+        console.route("/access/tokens/{token_id}/revoke", revoke_token, methods=["POST"], write=True),
+        console.route("/activity", activity),
+        console.route("/signin", signin, methods=["GET", "POST"], public=True),
+        console.route("/signout", signout, methods=["POST"], public=True),
     ]

@@ -14,7 +14,8 @@ from models.jobs import CrawlJob
 from services.documents import check_metadata
 from services.errors import InvalidArgument
 from services.jobs import JOB_STATUSES, SCOPES
-from services.parsers import parse_bytes, supported_extensions
+from services.parsers import supported_extensions
+from services.parsers.isolation import parse_file
 from web.core import Console, form_int, form_text, query_int
 
 PER_PAGE = 20
@@ -80,7 +81,7 @@ def routes(console: Console) -> list[Route]:
                 "Split the file, or raise ARCHIVIST_MAX_FILE_MB.",
             )
         name = PurePath(upload.filename).name
-        parsed = parse_bytes(data, PurePath(name))  # type: ignore[arg-type]
+        parsed = await parse_file(data, PurePath(name), app.settings)  # a worker process, with limits
         if not parsed.content.strip():
             raise InvalidArgument(f"{name} has no text content.", "Upload a file with text in it.")
         sid = await target_source(request)
@@ -137,13 +138,13 @@ def routes(console: Console) -> list[Route]:
         return RedirectResponse(f"/jobs/{started.job.id}", 303)
 
     return [
-        Route("/add", console.page(add)),
-        Route("/add/text", console.page(add_text, write=True), methods=["POST"]),
-        Route("/add/file", console.page(add_file, write=True), methods=["POST"]),
-        Route("/add/crawl", console.page(add_crawl, write=True), methods=["POST"]),
-        Route("/jobs", console.page(jobs)),
-        Route("/jobs/{job_id}", console.page(job)),
-        Route("/jobs/{job_id}/status", console.page(job_status)),
-        Route("/jobs/{job_id}/cancel", console.page(cancel, write=True), methods=["POST"]),
-        Route("/jobs/{job_id}/recrawl", console.page(recrawl, write=True), methods=["POST"]),
+        console.route("/add", add),
+        console.route("/add/text", add_text, methods=["POST"], write=True, body="text"),
+        console.route("/add/file", add_file, methods=["POST"], write=True, body="file"),
+        console.route("/add/crawl", add_crawl, methods=["POST"], write=True),
+        console.route("/jobs", jobs),
+        console.route("/jobs/{job_id}", job),
+        console.route("/jobs/{job_id}/status", job_status),
+        console.route("/jobs/{job_id}/cancel", cancel, methods=["POST"], write=True),
+        console.route("/jobs/{job_id}/recrawl", recrawl, methods=["POST"], write=True),
     ]

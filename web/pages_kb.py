@@ -25,8 +25,7 @@ async def narrowed_to_profile(app: Any, profile: str | None) -> Scope:
     if not profile:
         return current
     chosen = await app.profiles.scope_for([profile], current.read_only, current.who)
-    ids = chosen.source_ids if current.source_ids is None else (chosen.source_ids or frozenset()) & current.source_ids
-    return Scope(source_ids=ids, read_only=current.read_only, profiles=[profile], who=current.who)
+    return current.narrowed(chosen.source_ids, [profile])
 
 
 def routes(console: Console) -> list[Route]:
@@ -152,10 +151,10 @@ def routes(console: Console) -> list[Route]:
         )
 
     return [
-        Route("/", console.page(sources)),
-        Route("/sources/{source_id}", console.page(source)),
-        Route("/sources/{source_id}/delete", console.page(delete_source, write=True), methods=["GET", "POST"]),
-        Route("/documents/{document_id}", console.page(document)),
-        Route("/documents/{document_id}/delete", console.page(delete_document, write=True), methods=["GET", "POST"]),
-        Route("/search", console.page(search)),
+        console.route("/", sources),
+        console.route("/sources/{source_id}", source),
+        console.route("/sources/{source_id}/delete", delete_source, methods=["GET", "POST"], write=True),
+        console.route("/documents/{document_id}", document),
+        console.route("/documents/{document_id}/delete", delete_document, methods=["GET", "POST"], write=True),
+        console.route("/search", search),
     ]

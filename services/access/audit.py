@@ -1,5 +1,5 @@
-"""Audit log of tool calls: `record()` only queues; a background task writes batches, off the
-request path, so a slow or failing write never slows or fails a call.
+"""Audit log of MCP calls (tools, resource reads, every gated request): `record()` only queues; a
+background task writes batches, off the request path, so a slow or failing write never slows or fails a call.
 
 A batch write waits at most `write_timeout` seconds (PostgreSQL's statement_timeout, e.g. behind a
 locked table); a failed batch is retried with backoff and counted in `late` once written, or in
@@ -18,6 +18,7 @@ from typing import Any
 
 from models import Page
 from models.access import AuditEntry
+from services.access.redaction import redact
 from services.database import Database
 from services.validation import check_page
 
@@ -26,7 +27,7 @@ LONG_TEXT = 200
 COLUMNS = "id, at, tool, action, who, profiles, arguments, error_code, latency_ms, response_bytes"
 
 
-def redact(arguments: dict[str, Any]) -> dict[str, Any]:
+def shorten(arguments: dict[str, Any]) -> dict[str, Any]:
     """Replace long text bodies by their length and hash."""
     out: dict[str, Any] = {}
     for key, value in arguments.items():
@@ -35,6 +36,12 @@ def redact(arguments: dict[str, Any]) -> dict[str, Any]:
         else:
             out[key] = value
     return out
+
+
+def stored_arguments(arguments: dict[str, Any]) -> str:
+    """The arguments as stored: long text shortened (hashed), secrets redacted at any depth first
+    (services/access/redaction.py), so no secret reaches the log whether it is short or nested."""
+    return json.dumps(shorten(redact(arguments)), default=str)
 
 
 class AuditService:
@@ -81,7 +88,7 @@ class AuditService:
         if not self.enabled:
             return
         try:
-            args = json.dumps(redact(arguments), default=str)
+            args = stored_arguments(arguments)
             self._queue.put_nowait((tool, action, who, list(profiles), args, error_code, latency_ms, response_bytes))
             if self._task is None or self._task.done():
                 self._task = asyncio.get_running_loop().create_task(self._run(), name="audit-writer")

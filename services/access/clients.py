@@ -8,9 +8,12 @@ import shutil
 import sys
 from typing import Any
 
+from services.access.redaction import REDACTED, redact_text
 from services.settings import Settings
 
 TOKEN_PLACEHOLDER = "<your access token>"
+#: what a DATABASE_URL password becomes in a printed or displayed entry (the client's environment supplies it)
+PASSWORD_REFERENCE = "${ARCHIVIST_DB_PASSWORD}"
 
 
 def server_command() -> list[str]:
@@ -20,13 +23,19 @@ def server_command() -> list[str]:
 
 
 def client_env(settings: Settings) -> dict[str, str]:
-    """The environment a stdio client entry needs to reach this knowledge base."""
+    """The environment a stdio client entry needs to reach this knowledge base (the database password
+    as an environment reference, never its value)."""
     env = {"ARCHIVIST_ALLOWED_PATHS": os.pathsep.join(str(p) for p in settings.allowed_paths)}
     if settings.database_url:
-        env["DATABASE_URL"] = settings.database_url
+        env["DATABASE_URL"] = dsn_for_entry(settings.database_url)
     else:
         env["ARCHIVIST_DATA_DIR"] = str(settings.data_dir)
     return env
+
+
+def dsn_for_entry(url: str) -> str:
+    """DATABASE_URL as a client entry shows it: the one redaction, its mask an environment reference."""
+    return redact_text(url).replace(REDACTED, PASSWORD_REFERENCE)
 
 
 def stdio_entry(settings: Settings) -> dict[str, Any]:

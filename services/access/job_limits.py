@@ -61,3 +61,9 @@ async def insert_job(db: Any, settings: Any, source_id: UUID, kind: str, params:
             params,
             scope.who,
         )
+
+
+async def job_scope(db: Any, job_id: UUID, source_id: UUID) -> Scope:
+    """The scope a claimed job runs in: its own source, on behalf of whoever queued it."""
+    started_by = await db.pool.fetchval("SELECT started_by FROM crawl_jobs WHERE id = $1", job_id)
+    return Scope.for_job(source_id, started_by)

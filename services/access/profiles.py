@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import re
+from dataclasses import replace
 from typing import Any
 from uuid import UUID
 
@@ -157,20 +158,19 @@ class ProfileService:
         """The union of the named (enabled) profiles' sources; no names = unrestricted.
         Unknown or disabled profile -> NotFound listing the valid ones."""
         if not names:
-            return Scope(source_ids=None, read_only=read_only, profiles=[], who=who)
+            owner = Scope.owner(who)
+            return owner if not read_only else replace(owner, read_only=True)
         profiles = {p.name: p for p in await self.list()}
-        valid = [p.name for p in profiles.values() if p.enabled]
         ids: set[UUID] = set()
         ro = read_only
         for n in names:
             p = profiles.get(n)
             if p is None or not p.enabled:
-                raise NotFound(
-                    f"Profile '{n}' is unknown or disabled.", f"Valid profiles: {', '.join(valid) or '(none)'}."
-                )
+                # no list of the valid names: a token holder learns nothing of other tenants' profiles
+                raise NotFound(f"Profile '{n}' is unknown or disabled.", "List profiles with `archivist profile list`.")
             ids.update(p.source_ids)
             ro = ro or p.read_only
-        return Scope(source_ids=frozenset(ids), read_only=ro, profiles=list(names), who=who)
+        return Scope.of_profiles(frozenset(ids), ro, list(names), who)
 
 
 async def read_profile_notes(settings: Any, names: list[str]) -> dict[str, str]:

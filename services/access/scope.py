@@ -1,39 +1,73 @@
 """The access scope of the current call: which sources it may touch and whether it may write.
 
-A caller sets it for the duration of one action, and services read it through `current_scope()`:
+Every entry point enters a scope for the duration of one action, and services read it through
+`current_scope()`:
 
-    with use_scope(Scope(source_ids=frozenset(ids), read_only=True, profiles=["docs"], who="alice")):
+    with use_scope(Scope.owner()):          # the command line: the local owner, said out loud
         await app.search.search(...)
 
-Tool dispatch sets it from the token / `--profile` selection; a web route sets it the same way, so
-the console applies the same rules. No scope set = unrestricted (the local CLI owner).
+MCP requests enter the caller's scope in access/guard.py (token or `--profile`), console pages in
+web/core.py, job runners the scope of their job (`Scope.for_job`), the folder watcher the owner's.
+There is no default: `current_scope()` with no scope entered raises `NoScope` (an internal error,
+logged), so a new entry point that forgets to enter one fails closed instead of reading everything.
+Only services/access/ builds a Scope (the constructors below and profiles.scope_for).
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
 from uuid import UUID
 
-from services.errors import NotFound, PermissionDenied
+from services.errors import NotFound, PermissionDenied, ServiceError
+
+logger = logging.getLogger(__name__)
+#: the caller names of the local owner (command line, stdio, open loopback HTTP, the console, watcher)
+OWNER_NAMES = frozenset({"local", "stdio", "console", "owner"})
+
+
+class NoScope(ServiceError):
+    """A service was called outside any entered scope: a bug at an entry point, never the caller's."""
+
+    code = "INTERNAL"
 
 
 @dataclass(frozen=True)
 class Scope:
     """source_ids None = every source; read_only forbids writes; who names the caller in the audit log."""
 
-    source_ids: frozenset[UUID] | None = None
-    read_only: bool = False
+    source_ids: frozenset[UUID] | None = frozenset()
+    read_only: bool = True
     profiles: list[str] = field(default_factory=list)
-    who: str = "local"
+    who: str = "nobody"
     #: running/queued crawl+sync jobs this caller may have at once (None = the setting's default)
     max_running_jobs: int | None = None
+
+    @classmethod
+    def owner(cls, who: str = "local") -> Scope:
+        """The local owner (command line, stdio/loopback without profiles): every source, writable."""
+        return cls(source_ids=None, read_only=False, profiles=[], who=who)
+
+    @classmethod
+    def for_job(cls, source_id: UUID, started_by: str | None) -> Scope:
+        """A crawl/sync job runs on behalf of whoever queued it, confined to the job's own source."""
+        return cls(source_ids=frozenset({UUID(str(source_id))}), read_only=False, who=started_by or "local")
+
+    @classmethod
+    def of_profiles(cls, source_ids: frozenset[UUID], read_only: bool, profiles: list[str], who: str) -> Scope:
+        return cls(source_ids=frozenset(source_ids), read_only=read_only, profiles=list(profiles), who=who)
 
     @property
     def restricted(self) -> bool:
         return self.source_ids is not None
+
+    def narrowed(self, source_ids: frozenset[UUID] | None, profiles: list[str]) -> Scope:
+        """This scope limited further to `source_ids` (e.g. one of its profiles): never wider."""
+        ids = source_ids if self.source_ids is None else (source_ids or frozenset()) & self.source_ids
+        return replace(self, source_ids=ids, profiles=list(profiles))
 
     def allows(self, source_id: UUID | str | None) -> bool:
         if self.source_ids is None:
@@ -58,18 +92,27 @@ class Scope:
             )
 
 
-UNRESTRICTED = Scope()
-_current: ContextVar[Scope] = ContextVar("archivist_scope", default=UNRESTRICTED)
+_current: ContextVar[Scope | None] = ContextVar("archivist_scope", default=None)
 
 
 def current_scope() -> Scope:
+    """The scope entered by this call's entry point; raises NoScope (logged) when none was entered."""
+    scope = _current.get()
+    if scope is None:
+        logger.error("a service was called outside any access scope (an entry point forgot use_scope)", stack_info=True)
+        raise NoScope("Internal error: this request has no access scope.", "Report it with the server's log.")
+    return scope
+
+
+def entered_scope() -> Scope | None:
+    """The entered scope, or None (for code that must tell 'no scope yet' apart, e.g. the audit)."""
     return _current.get()
 
 
 def admit(source_id: UUID) -> None:
     """Widen the current call's scope by a source it has just created (the source joined the caller's
     first profile), so the rest of the call, e.g. queueing a crawl into it, may use it."""
-    scope = _current.get()
+    scope = current_scope()
     if scope.source_ids is not None:
         _current.set(replace(scope, source_ids=scope.source_ids | {UUID(str(source_id))}))
 

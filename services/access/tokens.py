@@ -10,10 +10,13 @@ from uuid import UUID
 import asyncpg
 
 from models.access import AccessToken
+from services.access.scope import OWNER_NAMES
 from services.database import Database
 from services.errors import Conflict, InvalidArgument, NotFound
 
 PREFIX = "arch_"
+#: caller names of the local owner (audit `who`, job `started_by`, rate buckets): no token may take one
+RESERVED_NAMES = OWNER_NAMES | {"worker", "nobody", "system"}
 COLUMNS = (
     "id, name, prefix, profiles, read_only, rate_per_minute, max_running_jobs, expires_at, revoked_at, "
     "last_used_at, created_at"
@@ -44,6 +47,12 @@ class TokenService:
         """Create a token; returns its record and the secret (shown once, never stored)."""
         if not name or not name.strip():
             raise InvalidArgument("A token needs a name.", "Pass --name, e.g. --name alice-laptop.")
+        if name.strip().lower() in RESERVED_NAMES:
+            raise InvalidArgument(
+                f"The token name '{name.strip()}' is reserved: it names the local owner in the audit log and "
+                "in job limits.",
+                "Pick another name, e.g. --name alice-laptop.",
+            )
         if rate_per_minute is not None and rate_per_minute < 1:
             raise InvalidArgument("rate_per_minute must be 1 or more.", "Use e.g. 120.")
         if max_running_jobs is not None and max_running_jobs < 1:
@@ -108,4 +117,6 @@ class TokenService:
             f"AND (expires_at IS NULL OR expires_at > now()) RETURNING {COLUMNS}",
             hash_secret(secret),
         )
-        return _to_token(row) if row else None
+        if row is None or row["name"].strip().lower() in RESERVED_NAMES:  # made before names were reserved
+            return None
+        return _to_token(row)

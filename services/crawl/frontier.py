@@ -188,6 +188,15 @@ class Frontier:
     async def done_count(self) -> int:
         return await self.count("state = 'done'")
 
+    async def written_documents(self) -> list[UUID]:
+        """Documents whose chunks this job wrote (created or updated pages)."""
+        rows = await self.pool.fetch(
+            "SELECT DISTINCT document_id FROM crawl_frontier WHERE job_id = $1 AND chunks_embedded > 0 "
+            "AND document_id IS NOT NULL",
+            self.job_id,
+        )
+        return [r["document_id"] for r in rows]
+
     async def fail_stuck(self) -> int:
         """Rows still `fetching` when every task has ended: their task died on an unexpected error."""
         status = await self.pool.execute(

@@ -18,6 +18,7 @@ from services.crawl.frontier import Frontier, FrontierRow, RowResult, short_erro
 from services.crawl.politeness import HostThrottle
 from services.crawl.robots_cache import RobotsCache
 from services.documents import DocumentService, page_content
+from services.documents.specs import page_spec, page_spec_text
 from services.errors import NotFound, ServiceError
 from services.fetchers.base import Fetcher, FetchResult
 from services.net.urls import normalize_url
@@ -166,7 +167,9 @@ class PageCrawler:
     async def _store_page(
         self, target: FrontierRow, known: KnownDocument | None, page: FetchResult, follow_only: bool
     ) -> None:
-        title, text, document_type = page_content(page)
+        if page_spec_text(page) is not None and await self._stored_as_spec(target, known, page):
+            return
+        title, text, document_type = await page_content(page, self.documents.settings)
         if follow_only:
             await self._enqueue_links(target, page.links)
             await self._skip(target.url, "pattern", known, page.status)
@@ -177,8 +180,14 @@ class PageCrawler:
             await self._skip(target.url, "noindex", known, page.status)
             return
         metadata = self._document_metadata(target, page)
-        result = await self.documents.ingest(
-            self.job.source_id, (title or target.url).strip()[:500], text, document_type, target.url, metadata
+        result = await self.documents.ingest(  # keyword-searchable now; the backlog embeds it
+            self.job.source_id,
+            (title or target.url).strip()[:500],
+            text,
+            document_type,
+            target.url,
+            metadata,
+            embed=False,
         )
         document = result.document
         if document.url != target.url:
@@ -206,6 +215,38 @@ class PageCrawler:
             ),
         )
         self.ingested += 1
+
+    async def _stored_as_spec(self, target: FrontierRow, known: KnownDocument | None, page: FetchResult) -> bool:
+        """An OpenAPI spec becomes one document per operation; other JSON/YAML is skipped as non-text.
+        False for a text page that only looked like a spec: it is stored as text."""
+        spec = await page_spec(page)
+        if spec is None:
+            if page.raw is None:
+                return False
+            await self._skip(target.url, "non-text", known, page.status)
+            return True
+        # no crawl_root: the documents live at "<spec url>#<operation>", which no crawl links to
+        metadata = {"crawl_job_id": str(self.job.id), "openapi_crawl_root": self.params.url}
+        outcome = await self.documents.ingest_spec(self.job.source_id, spec, target.url, metadata)
+        overview = outcome.results[0]
+        changed = outcome.count("created") + outcome.count("updated") + outcome.deleted
+        status = overview.status if overview.status != "unchanged" or not changed else "updated"
+        await self.frontier.finish_row(
+            target.url,
+            RowResult(
+                "done",
+                outcome=self._outcome_after_recovery(
+                    target, status, overview.document.created_at, overview.document.updated_at
+                ),
+                http_status=page.status,
+                document_id=overview.document.id,
+                content_hash=overview.document.content_hash,
+                chunks=overview.document.chunk_count,
+                chunks_embedded=outcome.chunks_created,
+            ),
+        )
+        self.ingested += 1
+        return True
 
     async def _follow_redirect(
         self, row: FrontierRow, known: KnownDocument | None, final_url: str

@@ -14,10 +14,11 @@ A recrawl also seeds the URLs of the pages the source already holds from this cr
 sitemap, llms.txt); those it never finds are no longer reachable and their documents are deleted,
 unless the crawl stopped early (max_pages, failures), when nothing is deleted on that ground.
 
-Throughput: more pages are in flight than fetch slots (the throttle bounds fetching), so while the
-embedder works on some pages' chunks, the next pages are fetched, extracted and chunked; all pages'
-embedding requests go through one `EmbedBatcher`, which embeds whatever has queued up in one call
-(batches span pages), so the embedder never waits on the network or the parser.
+Two-phase indexing: a page's chunks are stored without vectors, so the page is keyword-searchable as
+soon as it is fetched, extracted and chunked; the embedding backlog (services/documents/backlog.py,
+run by every worker) embeds them meanwhile, in batches that span pages, so the crawl never waits for
+the embedder. Once every page is settled the job embeds what is left of its own chunks (helping the
+backlog runners) and only then completes: a completed crawl is fully embedded.
 """
 
 from __future__ import annotations
@@ -31,11 +32,9 @@ from typing import TYPE_CHECKING, Any
 import asyncpg
 
 from models.jobs import CrawlJob, CrawlParams
-from services.crawl.embed_batcher import BatchingEmbedder
 from services.crawl.frontier import Frontier, FrontierRow, RowResult, short_error
 from services.crawl.page_crawl import PageCrawler
 from services.crawl.robots_cache import MAX_DISCOVERY_BYTES, RobotsCache, site_root
-from services.documents import DocumentService
 from services.errors import ServiceError, unavailable_from
 from services.fetchers import create_fetcher
 from services.net.robots import parse_llms_txt, parse_sitemap
@@ -50,7 +49,7 @@ logger = logging.getLogger(__name__)
 WATCH_SECONDS = 0.5  # how often the cancel flag is read (cancel must take effect within 2 s)
 MAX_SITEMAPS = 10
 MAX_SEED_URLS = 5000
-PIPELINE_FACTOR = 3  # pages in flight per fetch slot: the rest are extracted, chunked or awaiting embedding
+PIPELINE_FACTOR = 3  # pages in flight per fetch slot: the rest are being extracted, chunked or stored
 PREVIOUS_GONE_ERROR = "no longer linked from the site"
 
 
@@ -75,9 +74,8 @@ class CrawlRunner:
         self.cancel_event = app.jobs.cancel_event(job.id)
         self.interrupt = asyncio.Event()
         self.interrupt_reason: str | None = None
-        self.embedder = BatchingEmbedder(app.embedder)
-        documents = DocumentService(app.db, app.sources, self.embedder, app.settings)
-        self.pages = PageCrawler(app, job, self.frontier, self.robots, self.throttle, documents, self.refusal)
+        self.unfetched: int | None = None  # discovered pages beyond max_pages, once the frontier is settled
+        self.pages = PageCrawler(app, job, self.frontier, self.robots, self.throttle, app.documents, self.refusal)
 
     # ---------- the job ----------
 
@@ -94,12 +92,14 @@ class CrawlRunner:
             self.pages.fetcher = await asyncio.to_thread(create_fetcher, self.settings)
             if await self._unless_interrupted(self._seed_once()):
                 await self._crawl()
+                if not self.interrupt.is_set():
+                    await self._settle_frontier()
+                    await self._unless_interrupted(self._embed_rest())
             await self._conclude()
         finally:
             watcher.cancel()
             await asyncio.gather(watcher, return_exceptions=True)
             self.app.jobs.forget_cancel_event(self.job.id)
-            await self.embedder.close()
             if self.pages.fetcher is not None:
                 await self.pages.fetcher.close()
 
@@ -131,6 +131,27 @@ class CrawlRunner:
             logger.info("job %s cancelled", self.job.id)
         else:
             await self._complete()
+
+    async def _settle_frontier(self) -> int:
+        """After the last page: rows left mid-fetch by a dead task fail, and discovered pages beyond
+        max_pages are skipped (so the status shows every page settled while the embedding finishes).
+        Returns how many discovered pages were not fetched."""
+        await self.frontier.fail_stuck()
+        left = await self.frontier.count("state = 'pending' AND linked")
+        if left:
+            await self.frontier.skip_pending("max-pages")
+            self.warnings.append(
+                f"max_pages ({self.params.max_pages}) reached: {left} discovered pages were not fetched."
+            )
+        self.unfetched = left
+        return left
+
+    async def _embed_rest(self) -> None:
+        """Phase two's tail: embed the job's chunks still pending (the backlog runners work on them too)."""
+        documents = await self.frontier.written_documents()
+        embedded = await self.app.documents.backlog.drain(documents, self.interrupt)
+        if embedded:
+            logger.info("job %s: embedded the last %d chunks of its pages", self.job.id, embedded)
 
     # ---------- seeding ----------
 
@@ -250,14 +271,8 @@ class CrawlRunner:
     # ---------- the end ----------
 
     async def _complete(self) -> None:
-        """Settle the frontier and record completed / failed with warnings."""
-        await self.frontier.fail_stuck()
-        left = await self.frontier.count("state = 'pending' AND linked")
-        if left:
-            await self.frontier.skip_pending("max-pages")
-            self.warnings.append(
-                f"max_pages ({self.params.max_pages}) reached: {left} discovered pages were not fetched."
-            )
+        """Settle the frontier (if not yet) and record completed / failed with warnings."""
+        left = self.unfetched if self.unfetched is not None else await self._settle_frontier()
         if self.job.kind == "recrawl":
             await self._remove_unreached(complete=not left)
         crawled = await self.frontier.done_count()

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from pathlib import Path
+from collections.abc import Awaitable, Callable
+from pathlib import Path, PurePath
 from typing import Any
 from uuid import UUID
 
 from models import FileFailure, IngestResult
 from services.database import Database
+from services.documents.specs import SpecIngestResult, page_spec, spec_in
 from services.documents.text import (
     DIRECTORY_BATCH,
     MAX_DIRECTORY_FILES,
@@ -21,8 +24,9 @@ from services.documents.text import (
 )
 from services.embeddings.base import Embedder
 from services.errors import InvalidArgument, ServiceError
-from services.parsers import parse_bytes, supported_extensions
-from services.paths import check_file_size, resolve_allowed_path, scan_files
+from services.parsers import supported_extensions
+from services.parsers.isolation import parse_file as parse_isolated
+from services.paths import read_allowed_file, resolve_allowed_path, scan_files
 from services.settings import Settings
 from services.sources import SourceService
 
@@ -36,6 +40,7 @@ class FilesMixin:
     sources: SourceService
     embedder: Embedder
     settings: Settings
+    ingest_spec: Callable[..., Awaitable[SpecIngestResult]]  # SpecsMixin's
 
     async def create_from_text(
         self,
@@ -48,20 +53,42 @@ class FilesMixin:
         doc_title = (title or guess_title(content)).strip()[:500]
         return await self.ingest(source_id, doc_title, content, guess_text_type(content), url, metadata)
 
-    def read_file(
+    async def read_file(
         self, path: Path, title: str | None = None, url: str | None = None, metadata: dict[str, Any] | None = None
     ) -> NewDocument:
-        """Check (allowed roots, size) and parse one file into a document to ingest."""
-        resolved = resolve_allowed_path(str(path), self.settings.allowed_paths)
+        """Check (allowed roots, hidden parts, size), read (checked again on the opened file) and parse
+        one file into a document to ingest; heavy formats are parsed in a limited worker process."""
+        allowed = self.settings.allowed_paths
+        resolved = resolve_allowed_path(str(path), allowed)
         if not resolved.is_file():
             raise InvalidArgument(f"{path} is not a regular file.", "Pass a file or a directory path.")
-        size = check_file_size(resolved, self.settings.max_file_bytes)
-        parsed = parse_bytes(resolved.read_bytes(), resolved)
+        data = await asyncio.to_thread(read_allowed_file, resolved, allowed, self.settings.max_file_bytes)
+        return await self.parse_file(data, resolved, str(resolved), title, url or resolved.as_uri(), metadata)
+
+    async def parse_file(
+        self,
+        data: bytes,
+        name: PurePath,
+        file_path: str,
+        title: str | None = None,
+        url: str | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> NewDocument:
+        """Parse a file's bytes (the parser chosen by `name`'s extension) into a document to ingest; for
+        files that are not on disk too (git blobs). `file_path` names the file for the code chunker.
+        Heavy formats are parsed in a limited worker process (services/parsers/isolation.py)."""
+        if len(data) > self.settings.max_file_bytes:
+            raise InvalidArgument(
+                f"{name.name} is {len(data) / 1048576:.1f} MB, over the "
+                f"{self.settings.max_file_bytes / 1048576:.1f} MB limit.",
+                "Split the file, or raise ARCHIVIST_MAX_FILE_MB on the server.",
+            )
+        parsed = await parse_isolated(data, Path(name), self.settings)
         if not parsed.content.strip():
-            raise InvalidArgument(f"{resolved.name} has no text content.", "Skip empty files.")
-        meta = {"file_path": str(resolved), "file_size": size, **parsed.metadata, **check_metadata(metadata)}
-        doc_title = (title or parsed.title or resolved.name).strip()[:500]
-        return NewDocument(doc_title, parsed.content, parsed.document_type, url or resolved.as_uri(), meta)
+            raise InvalidArgument(f"{name.name} has no text content.", "Skip empty files.")
+        meta = {"file_path": file_path, "file_size": len(data), **parsed.metadata, **check_metadata(metadata)}
+        doc_title = (title or parsed.title or name.name).strip()[:500]
+        return NewDocument(doc_title, parsed.content, parsed.document_type, url, meta)
 
     async def create_from_file(
         self,
@@ -70,8 +97,13 @@ class FilesMixin:
         title: str | None = None,
         url: str | None = None,
         metadata: dict[str, Any] | None = None,
-    ) -> IngestResult:
-        return (await self.ingest_many(source_id, [self.read_file(path, title, url, metadata)]))[0]
+    ) -> IngestResult | SpecIngestResult:
+        """One file as a document; an OpenAPI/Swagger spec as one document per operation."""
+        item = await self.read_file(path, title, url, metadata)
+        spec = spec_in(item)
+        if spec is not None:
+            return await self.ingest_spec(source_id, spec, item.url or path.as_uri(), metadata)
+        return (await self.ingest_many(source_id, [item]))[0]
 
     async def create_from_directory(
         self,
@@ -84,13 +116,15 @@ class FilesMixin:
         passed_over: list[tuple[Path, str]] | None = None,
     ) -> tuple[list[tuple[Path, IngestResult]], list[FileFailure], int]:
         """Ingest every matching file under a directory, in batches; one file's failure never stops
-        the rest. Returns (results, failures, files_skipped_over_limit); `passed_over`, when given,
-        receives each file not ingested on purpose with its reason (scan_files' reasons, or the limit)."""
+        the rest. Every file is stored (keyword-searchable) before any is embedded. Returns (results,
+        failures, files_skipped_over_limit); `passed_over`, when given, receives each file not ingested
+        on purpose with its reason (scan_files' reasons, or the limit)."""
         wanted = self._extension_filter(extensions)
         results: list[tuple[Path, IngestResult]] = []
         failures: list[FileFailure] = []
         batch: list[tuple[Path, NewDocument]] = []
         skipped = 0
+        expanded = 0  # results beyond one per file: a spec's operations
 
         def fail(path: Path, message: str) -> None:
             failures.append(FileFailure(path=str(path), error=message))
@@ -98,7 +132,7 @@ class FilesMixin:
                 progress(path, None, message)
 
         for path, reason in scan_files(directory, wanted, recursive, set(supported_extensions())):
-            if reason is None and len(results) + len(failures) + len(batch) >= MAX_DIRECTORY_FILES:
+            if reason is None and len(results) - expanded + len(failures) + len(batch) >= MAX_DIRECTORY_FILES:
                 skipped += 1
                 reason = f"over the {MAX_DIRECTORY_FILES}-file limit"
             if reason is not None:
@@ -106,7 +140,14 @@ class FilesMixin:
                     passed_over.append((path, reason))
                 continue
             try:
-                batch.append((path, self.read_file(path, metadata=metadata)))
+                item = await self.read_file(path, metadata=metadata)
+                spec = spec_in(item)
+                if spec is not None:  # an OpenAPI spec: its operations, at once
+                    documents = await self._ingest_spec_file(source_id, path, spec, item.url, metadata, progress)
+                    results += documents
+                    expanded += len(documents) - 1
+                else:
+                    batch.append((path, item))
             except ServiceError as exc:
                 fail(path, exc.message)
             except Exception as exc:  # a parser bug must not stop the directory
@@ -117,12 +158,27 @@ class FilesMixin:
                 batch = []
         if batch:
             results += await self._ingest_batch(source_id, batch, progress)
+        await self.settle_embeddings([r.document.id for _, r in results if r.chunks_created], embed=True)
         return results, failures, skipped
+
+    async def _ingest_spec_file(
+        self,
+        source_id: UUID,
+        path: Path,
+        spec: dict[str, Any],
+        url: str | None,
+        metadata: dict[str, Any] | None,
+        progress: ProgressFn | None,
+    ) -> list[tuple[Path, IngestResult]]:
+        outcome = await self.ingest_spec(source_id, spec, url or path.as_uri(), metadata)
+        if progress and outcome.results:
+            progress(path, outcome.results[0], None)
+        return [(path, result) for result in outcome.results]
 
     async def _ingest_batch(
         self, source_id: UUID, batch: list[tuple[Path, NewDocument]], progress: ProgressFn | None
     ) -> list[tuple[Path, IngestResult]]:
-        stored = await self.ingest_many(source_id, [item for _, item in batch])
+        stored = await self.ingest_many(source_id, [item for _, item in batch], embed=False)
         done = [(path, result) for (path, _), result in zip(batch, stored, strict=True)]
         for path, result in done:
             if progress:
@@ -149,7 +205,7 @@ class FilesMixin:
         url: str,
         title: str | None = None,
         metadata: dict[str, Any] | None = None,
-    ) -> IngestResult:
+    ) -> IngestResult | SpecIngestResult:
         """Fetch one web page (same fetcher and safety checks as the crawler) and ingest it."""
         from services.fetchers import create_fetcher
         from services.net.safety import check_url_allowed
@@ -164,7 +220,10 @@ class FilesMixin:
             page = await fetcher.fetch(normalized)
         finally:
             await fetcher.close()
-        parsed_title, content, doc_type = page_content(page)
+        spec = await page_spec(page)
+        if spec is not None:  # an OpenAPI spec: one document per operation
+            return await self.ingest_spec(source_id, spec, page.final_url or normalized, metadata)
+        parsed_title, content, doc_type = await page_content(page, self.settings)
         meta = {"http_status": page.status, "content_type": page.content_type, **check_metadata(metadata)}
         doc_title = (title or parsed_title or normalized).strip()[:500]
         result = await self.ingest(source_id, doc_title, content, doc_type, page.final_url or normalized, meta)

@@ -5,10 +5,12 @@ from __future__ import annotations
 from uuid import UUID
 
 from services.database import Database
+from services.documents.backlog import EmbeddingBacklog
 from services.documents.change import ChangeMixin
 from services.documents.files import FilesMixin
 from services.documents.ingest import IngestMixin
 from services.documents.read import ReadMixin
+from services.documents.specs import SpecsMixin
 from services.embeddings.base import Embedder
 from services.errors import InvalidArgument
 from services.settings import Settings
@@ -16,7 +18,7 @@ from services.sources import LIST_HINT as SOURCE_LIST_HINT
 from services.sources import SourceService
 
 
-class DocumentService(IngestMixin, FilesMixin, ReadMixin, ChangeMixin):
+class DocumentService(IngestMixin, FilesMixin, ReadMixin, ChangeMixin, SpecsMixin):
     """Documents of sources; every ingestion path ends in `IngestMixin.ingest_many`."""
 
     def __init__(self, db: Database, sources: SourceService, embedder: Embedder, settings: Settings) -> None:
@@ -24,6 +26,7 @@ class DocumentService(IngestMixin, FilesMixin, ReadMixin, ChangeMixin):
         self.sources = sources
         self.embedder = embedder
         self.settings = settings
+        self.backlog = EmbeddingBacklog(db, embedder)  # phase two of ingestion: the vectors
 
     async def resolve_source(self, source_id: str | UUID | None, title: str | None) -> tuple[UUID, bool]:
         """The target source: the given id (must exist), else one found or created by title."""

@@ -33,6 +33,7 @@ from services.errors import ServiceError
 from services.fetchers.base import Fetcher, FetchResult
 from services.net.pinned_http import pinned_client
 from services.net.urls import normalize_url
+from services.openapi.load import SPEC_MEDIA_TYPES
 from services.pages import ExtractedPage, extract_page
 from services.pages.links import unique_normalized
 
@@ -48,6 +49,8 @@ REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
 TEXT_TYPES = frozenset({"text/markdown", "text/x-markdown", "text/plain"})
 PDF_TYPES = frozenset({"application/pdf"})
+#: JSON and YAML bodies are handed over raw: an OpenAPI spec becomes documents (services.openapi).
+DATA_TYPES = SPEC_MEDIA_TYPES
 ACCEPT = "text/html,application/xhtml+xml;q=0.9,text/markdown;q=0.9,text/plain;q=0.8,application/pdf;q=0.7,*/*;q=0.1"
 _META_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?([A-Za-z0-9_.:-]+)""", re.IGNORECASE)
 
@@ -241,7 +244,7 @@ class Crawl4aiHttpFetcher(Fetcher):
         if not 200 <= status < 300:
             return self._status_result(url, final_url, response, f"HTTP {status}")
         content_type = media_type(response.headers.get("content-type", ""))
-        if content_type and content_type not in HTML_TYPES | TEXT_TYPES | PDF_TYPES:
+        if content_type and content_type not in HTML_TYPES | TEXT_TYPES | PDF_TYPES | DATA_TYPES:
             return self._status_result(url, final_url, response, f"non-text content: {content_type}")
         try:
             body = await self._read_capped(response)
@@ -284,7 +287,7 @@ class Crawl4aiHttpFetcher(Fetcher):
             etag=download.etag,
             last_modified=download.last_modified,
         )
-        if download.content_type in PDF_TYPES:
+        if download.content_type in PDF_TYPES | DATA_TYPES:
             result.raw = download.body
             return result
         is_html = download.content_type in HTML_TYPES

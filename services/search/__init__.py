@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
 from uuid import UUID
@@ -28,6 +29,9 @@ MAX_QUERY_CHARS = 2000
 #: Chunks fetched per result wanted, so merging and the per-document cap still leave a full list.
 POOL_FACTOR = 3
 POOL_MAX = 100
+PENDING_SQL = (
+    "SELECT count(*) FROM chunks WHERE embedding IS NULL AND ($1::uuid[] IS NULL OR source_id = ANY($1::uuid[]))"
+)
 
 
 @dataclass
@@ -36,6 +40,7 @@ class SearchOutcome:
     match_count: int  # what was used, after capping
     capped: bool
     filtered_by_threshold: int  # chunks of the candidate pool under the threshold
+    pending_embeddings: int = 0  # chunks in scope not embedded yet: keyword-searchable, unseen by `vector`
 
 
 def check_search_args(
@@ -144,14 +149,21 @@ class SearchService:
         limit = min(match_count, MAX_PER_PAGE)
         if searched == []:  # a scope without sources: nothing to find
             return SearchOutcome([], limit, match_count > limit, 0)
-        vector = await embed_query_async(self.embedder, query.strip())
+        vector, pending = await asyncio.gather(
+            embed_query_async(self.embedder, query.strip()), self.pending_embeddings(searched)
+        )
         strategy = self.strategy(search_type)
         pool = min(max(limit * POOL_FACTOR, limit + 10), POOL_MAX)
-        hits = await strategy.search(SearchRequest(query.strip(), vector, pool, searched, keyword_weight))
+        request = SearchRequest(query.strip(), vector, pool, searched, keyword_weight, pending)
+        hits = await strategy.search(request)
         kept = [h for h in hits if similarity_threshold is None or h.similarity >= similarity_threshold]
         kept = by_source_order(kept, source_order or [])
         passages = distinct_passages(kept, limit, self.settings.results_per_document)
-        return SearchOutcome(passages, limit, match_count > limit, len(hits) - len(kept))
+        return SearchOutcome(passages, limit, match_count > limit, len(hits) - len(kept), pending)
+
+    async def pending_embeddings(self, source_ids: list[UUID] | None) -> int:
+        """Chunks in the searched scope still waiting for their vector (two-phase indexing)."""
+        return int(await self.db.pool.fetchval(PENDING_SQL, source_ids))
 
     async def searched_sources(
         self, source_id: str | UUID | None, source_ids: list[str] | None = None

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from watchfiles import Change, awatch
 
+from services.access.scope import Scope, use_scope
 from services.crawl.runner import wait_any
 from services.errors import ServiceError
 from services.sync.scan import FolderConfig
@@ -106,7 +107,13 @@ async def _wait_for_new_folders(
 
 
 async def run_watcher(app: Archivist, stop: asyncio.Event) -> None:
-    """watch_folders that logs and retries instead of dying (e.g. a watched folder vanished)."""
+    """watch_folders that logs and retries instead of dying (e.g. a watched folder vanished). The
+    watcher is the owner's own (`serve --watch`): it queues syncs as the local owner."""
+    with use_scope(Scope.owner("local")):
+        await watch_until_stopped(app, stop)
+
+
+async def watch_until_stopped(app: Archivist, stop: asyncio.Event) -> None:
     while not stop.is_set():
         try:
             await watch_folders(app, stop)

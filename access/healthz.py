@@ -1,0 +1,43 @@
+"""GET /healthz: `{"ok": true|false}` for anyone; the full report (database, queue, audit) only with a
+valid bearer token, or on an open loopback server (no token exists, so every local caller is the owner).
+The report is redacted all the same."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+
+from services.access.redaction import redact
+
+#: longest wait for the token check: a health probe must answer even while the database hangs
+CHECK_SECONDS = 3.0
+
+
+def bearer(request: Request) -> str | None:
+    scheme, _, secret = request.headers.get("authorization", "").partition(" ")
+    return (secret.strip() or None) if scheme.lower() == "bearer" else None
+
+
+async def may_see_details(request: Request, gate: Any, verifier: Any) -> bool:
+    secret = bearer(request)
+    if secret is not None:
+        return verifier is not None and await verifier.verify_token(secret) is not None
+    return gate is not None and bool(await gate.open_without_token())
+
+
+def healthz_endpoint(runtime: Any, gate: Any = None, verifier: Any = None) -> Any:
+    """The Starlette handler; `gate`/`verifier` are the HTTP auth gate and token verifier (None: no details)."""
+    from services.health import runtime_report
+
+    async def healthz(request: Request) -> JSONResponse:
+        body, status = await runtime_report(runtime)
+        try:
+            detailed = await asyncio.wait_for(may_see_details(request, gate, verifier), CHECK_SECONDS)
+        except Exception:
+            detailed = False  # the check failed or hung (database down): say no more than ok / not ok
+        return JSONResponse(redact(body) if detailed else {"ok": bool(body.get("ok"))}, status_code=status)
+
+    return healthz

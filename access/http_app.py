@@ -1,0 +1,82 @@
+"""The HTTP server around MCP and the console: one Host allow-list on the whole app, bounded bodies,
+and uvicorn's own TLS.
+
+Starlette's TrustedHostMiddleware refuses (400) any Host not on the list of services/access/hosts.py,
+on every path; the SDK's transport security on /mcp gets the same list, so both agree. Starlette's
+RequestBodyLimitMiddleware caps every body (counted as it streams, chunked ones included); routes
+lower it further (web/core.py)."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from mcp.server.transport_security import DEFAULT_MAX_REQUEST_BODY_SIZE, TransportSecuritySettings
+from starlette.middleware.body_limit import RequestBodyLimitMiddleware
+from starlette.middleware.trustedhost import TrustedHostMiddleware
+
+from services.access.disclosure import set_remote_errors
+from services.access.hosts import HostPolicy
+from services.settings import Settings
+
+logger = logging.getLogger(__name__)
+#: multipart framing around the one uploaded file
+UPLOAD_OVERHEAD = 64 * 1024
+
+
+def host_policy(settings: Settings, host: str) -> HostPolicy:
+    return HostPolicy.for_server(host, settings.allowed_hosts)
+
+
+def transport_security(policy: HostPolicy) -> TransportSecuritySettings:
+    """The SDK's DNS-rebinding check on /mcp, from the same names (any port, http or https)."""
+    names = policy.names
+    return TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=[*names, *(f"{n}:*" for n in names)],
+        allowed_origins=[f"{s}://{n}{p}" for s in ("http", "https") for n in names for p in ("", ":*")],
+    )
+
+
+def body_limit(settings: Settings) -> int:
+    """The largest body any route accepts: one upload, or one MCP message."""
+    return max(settings.max_file_bytes + UPLOAD_OVERHEAD, DEFAULT_MAX_REQUEST_BODY_SIZE)
+
+
+def http_app(server: Any, settings: Settings, host: str, *, stateless: bool = False) -> Any:
+    """The streamable-HTTP app (with the console mounted by the caller), hardened."""
+    policy = host_policy(settings, host)
+    app = server.streamable_http_app(
+        streamable_http_path="/mcp",
+        stateless_http=stateless,
+        transport_security=transport_security(policy),
+        host=host,
+    )
+    app.add_middleware(RequestBodyLimitMiddleware, max_body_size=body_limit(settings))
+    app.add_middleware(TrustedHostMiddleware, allowed_hosts=policy.names, www_redirect=False)
+    return app
+
+
+def serve_http(
+    server: Any,
+    settings: Settings,
+    host: str,
+    port: int,
+    *,
+    stateless: bool = False,
+    tls_cert: str | None = None,
+    tls_key: str | None = None,
+) -> None:
+    """Run the app with uvicorn (its own TLS when a certificate and key are given)."""
+    import uvicorn
+
+    set_remote_errors(True)  # error messages leave this process over HTTP: no server paths in them
+    config = uvicorn.Config(
+        http_app(server, settings, host, stateless=stateless),
+        host=host,
+        port=port,
+        log_level=str(server.settings.log_level).lower(),
+        ssl_certfile=tls_cert,
+        ssl_keyfile=tls_key,
+    )
+    uvicorn.Server(config).run()

@@ -1,0 +1,89 @@
+"""Identity once, at the edge: who is calling (`Caller`, built by the transport from a verified token
+or the server's own `--profile` selection), what it may reach (`admit`: its scope and one call from
+its rate bucket) and one audit record per call (`record`). MCP tool calls, every other gated MCP
+request (access/guard.py) and console pages use these; nothing else decides identity.
+
+Rate buckets: a token has its own (its override, else ARCHIVIST_RATE_PER_MINUTE). The local owner
+(no token: stdio, open loopback HTTP) is not throttled by default: its agents are its own work. With
+ARCHIVIST_LOCAL_RATE_PER_MINUTE > 0, each MCP session of the owner gets a bucket of that size (a stdio
+process; an HTTP session; for the session-less 2026-07-28 protocol, the client's connection).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from services.access.scope import Scope
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Caller:
+    """One request's caller as the transport saw it."""
+
+    #: the verified token's name; None = no token (the local owner, confined by `profiles` if any)
+    token: str | None = None
+    #: the token's profiles, else the server's `--profile` / ARCHIVIST_PROFILES selection
+    profiles: tuple[str, ...] = ()
+    read_only: bool = False
+    rate_per_minute: int | None = None  # the token's override
+    max_running_jobs: int | None = None  # the token's override
+    #: the owner's name in the audit log: "stdio" or "local" (loopback HTTP without a token)
+    transport: str = "stdio"
+    #: the owner's MCP session (HTTP session id, else the client connection), for its own rate bucket
+    session: str | None = None
+
+    @property
+    def who(self) -> str:
+        return self.token or self.transport
+
+
+async def scope_of(app: Any, caller: Caller) -> Scope:
+    """The caller's scope: its profiles' sources (none named = every source), read-only if either
+    the token or a profile says so. Unknown or disabled profiles refuse the call (NotFound)."""
+    scope = await app.profiles.scope_for(list(caller.profiles), read_only=caller.read_only, who=caller.who)
+    if caller.max_running_jobs is not None:
+        scope = dataclasses.replace(scope, max_running_jobs=caller.max_running_jobs)
+    return scope
+
+
+def rate_bucket(caller: Caller, settings: Any) -> tuple[str, int] | None:
+    """(bucket key, calls per minute) for this caller, or None when it is not rate-limited."""
+    if caller.token is not None:
+        return f"token:{caller.token}", int(caller.rate_per_minute or settings.rate_per_minute)
+    per_minute = int(getattr(settings, "local_rate_per_minute", 0) or 0)
+    if per_minute <= 0:
+        return None
+    return f"local:{caller.session or caller.transport}", per_minute
+
+
+async def admit(app: Any, caller: Caller) -> Scope:
+    """The caller's scope, after taking one call from its rate bucket (RateLimited when empty)."""
+    scope = await scope_of(app, caller)
+    bucket = rate_bucket(caller, app.settings)
+    if bucket is not None:
+        await app.ratelimit.take(*bucket)
+    return scope
+
+
+def record(
+    app: Any,
+    caller: Caller,
+    scope: Scope | None,
+    name: str,
+    action: str | None,
+    arguments: dict[str, Any],
+    error_code: str | None,
+    latency_ms: float,
+    response_size: int,
+) -> None:
+    """Queue one audit entry (arguments redacted there); never blocks, never raises."""
+    try:
+        profiles = scope.profiles if scope is not None else list(caller.profiles)
+        app.audit.record(name, action, caller.who, profiles, arguments, error_code, latency_ms, response_size)
+    except Exception:
+        logger.warning("audit record failed", exc_info=True)

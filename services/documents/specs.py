@@ -1,0 +1,167 @@
+"""OpenAPI specifications as documents: one per operation plus an overview, all under the spec's URL.
+
+Each document's URL is `<spec url>#<fragment>` ("...#get-/pets/{id}", "...#overview") and its
+metadata names the spec (`openapi_spec`), so ingesting the same spec again updates the operations
+in place (same URL, same document), leaves unchanged ones alone, and deletes the operations that
+are gone from the spec.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+from uuid import UUID
+
+from models import IngestResult
+from services.database import Database
+from services.documents.text import NewDocument, check_metadata
+from services.fetchers.base import FetchResult
+from services.openapi import (
+    OVERVIEW_FRAGMENT,
+    SPEC_MEDIA_TYPES,
+    SpecDocument,
+    convert_spec,
+    load_spec_if_any,
+    might_be_spec,
+)
+from services.parsers.text import decode_text
+
+logger = logging.getLogger(__name__)
+
+#: Metadata key naming the spec a document was made from.
+SPEC_KEY = "openapi_spec"
+#: Operations embedded per `ingest_many` call.
+SPEC_BATCH = 64
+MAX_LISTED = 20
+
+
+@dataclass
+class SpecIngestResult:
+    """What ingesting one spec did."""
+
+    spec_url: str
+    title: str
+    openapi_version: str
+    results: list[IngestResult] = field(default_factory=list)  # overview first, then each operation
+    deleted: int = 0  # operations no longer in the spec
+    seconds: float = 0.0
+
+    def count(self, status: str) -> int:
+        return sum(1 for result in self.results if result.status == status)
+
+    @property
+    def chunks_created(self) -> int:
+        return sum(result.chunks_created for result in self.results)
+
+    def summary(self) -> dict[str, Any]:
+        """The reply body for a tool or console."""
+        return {
+            "spec_url": self.spec_url,
+            "api_title": self.title,
+            "openapi_version": self.openapi_version,
+            "operations": max(len(self.results) - 1, 0),
+            **{f"documents_{status}": self.count(status) for status in ("created", "updated", "unchanged")},
+            "documents_deleted": self.deleted,
+            "chunks_created": self.chunks_created,
+            "documents": [
+                {"id": r.document.id, "title": r.document.title, "url": r.document.url, "status": r.status}
+                for r in self.results[:MAX_LISTED]
+            ],
+            "lists_cut": len(self.results) > MAX_LISTED,
+            "message": f"OpenAPI spec '{self.title}': {len(self.results) - 1} operations and an overview "
+            f"({self.count('created')} created, {self.count('updated')} updated, {self.count('unchanged')} "
+            f"unchanged, {self.deleted} removed). Use manage_document(action='list', source_id=...) to page "
+            "through them.",
+        }
+
+
+def page_spec_text(page: FetchResult) -> str | None:
+    """The text of a fetched page that may hold a spec: a JSON/YAML body (handed over raw), or plain
+    text that looks like one (raw file hosts serve YAML and JSON as text/plain); else None."""
+    if not page.ok:
+        return None
+    if page.raw is not None and page.content_type in SPEC_MEDIA_TYPES:
+        return decode_text(page.raw)
+    if page.content_type == "text/plain" and might_be_spec(page.markdown):
+        return page.markdown
+    return None
+
+
+async def page_spec(page: FetchResult) -> dict[str, Any] | None:
+    """The spec a fetched page holds, else None (parsed in a worker thread: big specs take a while)."""
+    text = page_spec_text(page)
+    return None if text is None else await asyncio.to_thread(load_spec_if_any, text, page.final_url or page.url)
+
+
+def spec_in(item: NewDocument) -> dict[str, Any] | None:
+    """The spec held by a parsed JSON/YAML file, else None."""
+    if item.document_type not in ("json", "yaml"):
+        return None
+    return load_spec_if_any(item.content, item.title)
+
+
+class SpecsMixin:
+    """Part of DocumentService (services/documents/service.py)."""
+
+    db: Database
+    ingest_many: Callable[[UUID, list[NewDocument]], Awaitable[list[IngestResult]]]  # IngestMixin's
+
+    async def ingest_spec(
+        self,
+        source_id: UUID,
+        spec: dict[str, Any],
+        spec_url: str,
+        metadata: dict[str, Any] | None = None,
+    ) -> SpecIngestResult:
+        """Store the spec's overview and operations; delete the operations it no longer has."""
+        started = time.perf_counter()
+        extra = check_metadata(metadata)
+        documents = await asyncio.to_thread(convert_spec, spec)
+        items = [self._spec_item(document, spec_url, extra) for document in documents]
+        results: list[IngestResult] = []
+        for start in range(0, len(items), SPEC_BATCH):
+            results += await self.ingest_many(source_id, items[start : start + SPEC_BATCH])
+        deleted = await self.delete_stale_operations(source_id, spec_url, [item.url or "" for item in items])
+        overview = documents[0].metadata
+        outcome = SpecIngestResult(
+            spec_url,
+            str(overview.get("api_title")),
+            str(overview.get("openapi_version")),
+            results,
+            deleted,
+            time.perf_counter() - started,
+        )
+        logger.info(
+            "spec %s: %d documents (%d created, %d updated), %d removed in %.1f s",
+            spec_url,
+            len(results),
+            outcome.count("created"),
+            outcome.count("updated"),
+            deleted,
+            outcome.seconds,
+        )
+        return outcome
+
+    @staticmethod
+    def _spec_item(document: SpecDocument, spec_url: str, extra: dict[str, Any]) -> NewDocument:
+        metadata = {**document.metadata, SPEC_KEY: spec_url, **extra}
+        url = f"{spec_url}#{document.fragment or OVERVIEW_FRAGMENT}"
+        return NewDocument(document.title.strip()[:500], document.markdown, "markdown", url, metadata)
+
+    async def delete_stale_operations(self, source_id: UUID, spec_url: str, keep: list[str]) -> int:
+        """Delete the source's documents made from `spec_url` whose URL is not in `keep`."""
+        rows = await self.db.pool.fetch(
+            "DELETE FROM documents WHERE source_id = $1 AND metadata->>$2 = $3 AND NOT (url = ANY($4::text[])) "
+            "RETURNING id",
+            source_id,
+            SPEC_KEY,
+            spec_url,
+            keep,
+        )
+        if rows:
+            await self.db.pool.execute("UPDATE sources SET updated_at = now() WHERE id = $1", source_id)
+        return len(rows)
