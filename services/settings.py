@@ -88,7 +88,7 @@ class Settings(BaseSettings):
     # --- server ---
     http_host: str = "127.0.0.1"
     http_port: int = 8765
-    log_level: str = "INFO"
+    log_level: str = "WARNING"  # -v/--verbose on the command line shows more
     run_worker: bool = True
     #: Public names (Host headers) the HTTP server answers to besides loopback names and its bind address,
     #: comma-separated: ARCHIVIST_ALLOWED_HOSTS=kb.example.com,kb.internal
