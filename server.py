@@ -19,6 +19,7 @@ from access.healthz import healthz_endpoint
 from services.app import Runtime
 from services.settings import Settings, get_settings
 from tools import crawl_website, manage_document, manage_source, resources, search_knowledge_base
+from tools.arguments import unknown_arguments
 from tools.common import failure
 
 logger = logging.getLogger("archivist")
@@ -76,6 +77,9 @@ class ArchivistServer(MCPServer):
             if self._tool_manager.get_tool(name) is None:
                 names = ", ".join(t.name for t in self._tool_manager.list_tools())
                 return failure("NOT_FOUND", f"Unknown tool: {name}", f"Use one of: {names}.")
+            refused = unknown_arguments(name, arguments, self._tool_manager.get_tool(name).parameters)
+            if refused is not None:
+                return refused
             try:
                 return await super(ArchivistServer, self).call_tool(name, arguments, context)
             except ToolError as exc:

