@@ -13,6 +13,7 @@ from typing import Any
 from mcp.server.caching import CacheHint
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.request_state import RequestStateSecurity
 from mcp.types import CallToolResult, InputRequiredResult
 from pydantic import ValidationError
 
@@ -154,6 +155,12 @@ async def stop_background(tasks: list[asyncio.Task[None]], grace: float = STOP_G
     await asyncio.gather(*tasks, return_exceptions=True)
 
 
+def request_state_security(settings: Settings) -> RequestStateSecurity | None:
+    """ARCHIVIST_REQUEST_STATE_KEY as the sealing key ring (shared by replicas); None = a per-process key."""
+    keys = [k.strip() for k in settings.request_state_key.get_secret_value().split(",") if k.strip()]
+    return RequestStateSecurity(keys=keys) if keys else None
+
+
 def build_server(
     settings: Settings | None = None,
     *,
@@ -194,6 +201,7 @@ def build_server(
         lifespan=lifespan,
         version="0.1.0",
         log_level=level if level in ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL") else "INFO",
+        request_state_security=request_state_security(settings),
         **(auth or {}),
     )
     mcp.runtime = runtime

@@ -6,14 +6,18 @@ from __future__ import annotations
 
 import asyncio
 import json
+import secrets
+import subprocess
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
+import httpx2
 import pytest
 import pytest_asyncio
 from mcp import Client
 from mcp.client.extension import ClaimContext, ClientExtension, ResultClaim
+from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp.types import (
     CallToolResult,
@@ -35,6 +39,8 @@ from services.settings import Settings
 from tests.conftest import make_settings
 from tests.fixture_site import FixtureSite
 from tests.mcp_helpers import client_in_own_task, ok
+from tests.test_access_stateless import RoundRobin
+from tests.test_e2e import ARCHIVIST, free_port, server_env, wait_for_port
 
 MODERN = "2026-07-28"
 TASKS = "io.modelcontextprotocol/tasks"
@@ -102,6 +108,35 @@ async def test_answer_three_ways(world: dict[str, Any], proto_settings: Settings
         async with client_in_own_task(server(proto_settings, embedder), mode=mode) as plain:
             fallback = await ok(plain, "search_knowledge_base", **args)
         assert fallback["answer"] is None and "answer from the passages" in fallback["note"] and fallback["passages"]
+
+
+async def test_answer_across_stateless_replicas(
+    world: dict[str, Any], app: Any, database_url: str, files_dir: Path
+) -> None:
+    """Round one lands on one replica and the retry on the other: both open the sealed requestState
+    because they share ARCHIVIST_REQUEST_STATE_KEY (each process had its own key before)."""
+    env = {**server_env(database_url, files_dir), "ARCHIVIST_REQUEST_STATE_KEY": secrets.token_hex(32)}
+    ports = [free_port(), free_port()]
+    command = [ARCHIVIST, "serve", "--http", "--stateless", "--no-worker", "--port"]
+    procs = [subprocess.Popen([*command, str(p)], env=env, stdout=subprocess.DEVNULL) for p in ports]
+    _, secret = await app.tokens.create("replicas", [])  # (a token also makes the readiness probe's GET answer 401)
+    try:
+        for port, proc in zip(ports, procs, strict=True):
+            await wait_for_port(port, proc, 90)
+        balancer = RoundRobin(ports)
+        transport = streamable_http_client(
+            f"http://127.0.0.1:{ports[0]}/mcp",
+            http_client=httpx2.AsyncClient(transport=balancer, headers={"Authorization": f"Bearer {secret}"}),
+        )
+        async with Client(transport, sampling_callback=canned) as c:
+            assert c.protocol_version == MODERN
+            args = {"query": "what is saffron", "source_id": str(world["a"]), "answer": True}
+            answered = await ok(c, "search_knowledge_base", **args)
+        assert answered["answer"] == "Crocus stigma [1]." and min(balancer.hits[p] for p in ports) >= 2
+    finally:
+        for proc in procs:
+            proc.terminate()
+            proc.wait(10)
 
 
 # --- 2. subscriptions, scoped ----------------------------------------------------------------------------
