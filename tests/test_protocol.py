@@ -199,6 +199,35 @@ async def test_listen_stays_in_scope(world: dict[str, Any], app: Any, proto_sett
             assert event.uri == mine
 
 
+async def test_listen_over_http_with_a_profile_token(
+    world: dict[str, Any], app: Any, database_url: str, files_dir: Path
+) -> None:
+    """The same over a real server: streamable HTTP, a token confined to one profile."""
+    _, secret = await app.tokens.create("listener", ["proto_a"])
+    port = free_port()
+    proc = subprocess.Popen(
+        [ARCHIVIST, "serve", "--http", "--no-worker", "--port", str(port)],
+        env=server_env(database_url, files_dir),
+        stdout=subprocess.DEVNULL,
+    )
+    mine, theirs = doc_uri(world["doc_a"]), doc_uri(world["doc_b"])
+    try:
+        await wait_for_port(port, proc, 90)
+        http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {secret}"}, timeout=60)
+        async with Client(streamable_http_client(f"http://127.0.0.1:{port}/mcp", http_client=http)) as c:
+            assert c.protocol_version == MODERN
+            async with c.listen(resource_subscriptions=[mine, theirs]) as sub:
+                assert sub.honored.resource_subscriptions == [mine]
+                await app.documents.update(world["doc_b"], content=f"{SAFFRON} Over HTTP (b).")
+                await app.documents.update(world["doc_a"], content=f"{SAFFRON} Over HTTP (a).")
+                events = aiter(sub)
+                async with asyncio.timeout(20):
+                    assert (await anext(events)).uri == mine
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
 # --- 3. crawl jobs as tasks, and job progress as a subscription ---------------------------------------
 
 

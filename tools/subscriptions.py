@@ -161,6 +161,7 @@ class LegacySubscriptions:
     def __init__(self, watch: ChangeWatch) -> None:
         self.watch = watch
         self.sessions: dict[int, tuple[set[str], Callable[[], None]]] = {}
+        self.sending: set[asyncio.Task[None]] = set()  # held until done (the loop keeps only weak refs)
 
     async def subscribe(self, ctx: Any, params: SubscribeRequestParams) -> EmptyResult:
         from mcp.server.mcpserver.exceptions import ResourceNotFoundError
@@ -176,7 +177,9 @@ class LegacySubscriptions:
 
             def deliver(event: ServerEvent) -> None:
                 if isinstance(event, ResourceUpdated) and event.uri in uris:
-                    loop.create_task(self.send(key, session, event.uri))
+                    task = loop.create_task(self.send(key, session, event.uri))
+                    self.sending.add(task)
+                    task.add_done_callback(self.sending.discard)
 
             self.sessions[key] = (uris, self.watch.bus.subscribe(deliver))
         uris = self.sessions[key][0]
