@@ -7,7 +7,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import AliasChoices, Field, field_validator
+from pydantic import AliasChoices, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 
@@ -58,6 +58,10 @@ class Settings(BaseSettings):
     fts_config: str = "english"
     #: Keyword terms found in more than this share of chunks are left out of the keyword leg.
     keyword_max_term_frequency: float = 0.05
+
+    #: SearXNG instance for search_type="web" (off when unset); its settings.yml must allow the json format.
+    searxng_url: str | None = None
+    searxng_timeout_ms: int = Field(default=10_000, ge=100, le=120_000)
 
     # --- reranking ---
     reranker_provider: Literal["onnx", "sentence-transformers", "onnx-late-interaction"] = "onnx"
@@ -153,6 +157,9 @@ class Settings(BaseSettings):
     max_running_jobs_per_token: int = 3  # queued/running crawl+sync jobs per token (override: token --max-jobs)
     audit_write_timeout_seconds: float = 2.0  # an audit batch waiting longer (e.g. a locked table) is retried later
     stateless_http: bool = False  # `serve --http --stateless`: no sessions, for servers behind a load balancer
+    #: seals the 2026-07-28 requestState of answer=true (>= 32 characters; comma-separated, newest first,
+    #: to rotate). Servers behind one load balancer share it; unset, each process seals with its own key.
+    request_state_key: SecretStr = SecretStr("")
 
     # --- identity from the team's own login (issue 20, docs/identity.md) ---
     #: the URL clients reach the server at (e.g. https://kb.example.com); default http://HOST:PORT.

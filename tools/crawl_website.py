@@ -45,6 +45,8 @@ def job_view(job: CrawlJob, with_errors: bool = True) -> dict[str, Any]:
         "kind": job.kind,
         "status": job.status,
         "url": url,
+        "max_pages": job.params.max_pages,  # as the tools-spec's crawl_job shows them (also in params)
+        "recursive": job.params.recursive,
         "params": job.params.model_dump(exclude={"url"}),
         **job.counters(),
         "created_at": job.created_at,

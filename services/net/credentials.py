@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
+from services.access.secret_env import check_secret_variable
 from services.errors import InvalidArgument
 
 ENV_REFERENCE = re.compile(r"env:([A-Z_][A-Z0-9_]{0,127})")
@@ -67,6 +68,7 @@ def _references(value: object, argument: str, name_pattern: re.Pattern[str]) -> 
                 f"{argument}['{name}'] names one of the server's own variables, which are never sent to a site.",
                 "Use a variable of its own for the site's secret, e.g. DOCS_TOKEN.",
             )
+        check_secret_variable(reference.strip().removeprefix("env:"), f"{argument}['{name}']")
         checked[name] = reference.strip()
     return checked
 
