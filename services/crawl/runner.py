@@ -9,10 +9,13 @@ leaves rows in `fetching`; whoever resumes the job puts them back to `pending`. 
 per (source, url) and ingestion is an upsert, so a page fetched again after a crash is never stored
 twice.
 
-A recrawl also seeds the URLs of the pages the source already holds from this crawl (`origin =
-'previous'`, `linked = false`). They are fetched only once the crawl finds them again (a link, the
-sitemap, llms.txt); those it never finds are no longer reachable and their documents are deleted,
-unless the crawl stopped early (max_pages, failures), when nothing is deleted on that ground.
+A recrawl keeps the source's shape: it first revisits the pages the source holds from this crawl
+(`known`, in the order the last crawl found them, with conditional requests: a 304 keeps the page),
+then follows new links with the page budget that is left (known pages kept after a failed fetch count
+against it too). Known pages it cannot revisit within max_pages (max_pages was lowered) are removed
+and listed in the job's warnings. Known pages no link, sitemap or llms.txt led to again are no longer
+reachable and are removed too, unless the crawl stopped early (max_pages, failures): then they are
+kept, with a warning.
 
 Throughput: more pages are in flight than fetch slots (the throttle bounds fetching), so while the
 embedder works on some pages' chunks, the next pages are fetched, extracted and chunked; all pages'
@@ -26,6 +29,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Coroutine, Iterable
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import asyncpg
@@ -52,6 +56,7 @@ MAX_SITEMAPS = 10
 MAX_SEED_URLS = 5000
 PIPELINE_FACTOR = 3  # pages in flight per fetch slot: the rest are extracted, chunked or awaiting embedding
 PREVIOUS_GONE_ERROR = "no longer linked from the site"
+MAX_LISTED = 10  # known pages named in a warning
 
 
 class CrawlRunner:
@@ -64,7 +69,7 @@ class CrawlRunner:
         self.params: CrawlParams = job.params
         self.worker_id = worker_id
         self.stop = stop
-        self.frontier = Frontier(app.db.pool, job.id)
+        self.frontier = Frontier(app.db.pool, job.id, ordered=True)
         self.warnings: list[str] = []
         if job.attempts > 1:
             self.warnings.append(
@@ -90,7 +95,7 @@ class CrawlRunner:
                 logger.info(
                     "job %s: %d pages left mid-fetch by a previous worker go back to pending", self.job.id, recovered
                 )
-            self.pages.ingested = await self.frontier.done_count()
+            self.pages.ingested = await self.frontier.held_count()
             self.pages.fetcher = await asyncio.to_thread(create_fetcher, self.settings)
             if await self._unless_interrupted(self._seed_once()):
                 await self._crawl()
@@ -141,11 +146,11 @@ class CrawlRunner:
             return
         start = self.params.url
         await self.frontier.add([(start, 0, "start", None)])
+        if self.job.kind == "recrawl":
+            await self.frontier.add_known(await self._known_pages())
         if self.params.depth_limit >= 1:
             discovered = await self._discover()
-            await self.frontier.add((url, 1, origin, self.refusal(url)) for url, origin in discovered)
-        if self.job.kind == "recrawl":
-            await self.frontier.add_previous(await self._previous_urls(), self.params.depth_limit)
+            await self.frontier.add(((url, 1, origin, self.refusal(url)) for url, origin in discovered), [-1])
         await self.app.db.pool.execute("UPDATE crawl_jobs SET seeded = true WHERE id = $1", self.job.id)
 
     async def _discover(self) -> list[tuple[str, str]]:
@@ -181,13 +186,23 @@ class CrawlRunner:
             allow_private=self.settings.crawl_allow_private,
         )
 
-    async def _previous_urls(self) -> list[str]:
+    async def _known_pages(self) -> list[tuple[str, int, list[int] | None]]:
+        """(url, depth, rank) of the pages the source holds from this crawl, as the last crawl that fetched
+        each found it: the order a recrawl revisits them in (then by URL)."""
         rows = await self.app.db.pool.fetch(
-            "SELECT url FROM documents WHERE source_id = $1 AND url IS NOT NULL AND metadata->>'crawl_root' = $2",
+            "SELECT d.url, coalesce(p.depth, CASE WHEN d.metadata->>'crawl_depth' ~ '^[0-9]{1,6}$' "
+            "  THEN (d.metadata->>'crawl_depth')::int END, $3) AS depth, nullif(p.rank, '{}') AS rank "
+            "FROM documents d LEFT JOIN LATERAL (SELECT f.depth, f.rank, f.seq FROM crawl_jobs j "
+            "  JOIN crawl_frontier f ON f.job_id = j.id AND f.url = d.url AND f.state = 'done' "
+            "  WHERE j.source_id = d.source_id AND j.id <> $4 ORDER BY j.created_at DESC LIMIT 1) p ON true "
+            "WHERE d.source_id = $1 AND d.url IS NOT NULL AND d.metadata->>'crawl_root' = $2 "
+            "ORDER BY 2, 3 NULLS LAST, p.seq NULLS LAST, d.url",
             self.job.source_id,
             self.params.url,
+            self.params.depth_limit,
+            self.job.id,
         )
-        return [r["url"] for r in rows]
+        return [(r["url"], r["depth"], r["rank"]) for r in rows]
 
     def refusal(self, url: str) -> str | None:
         """Why a discovered URL is not fetched (off-scope, pattern), or None."""
@@ -275,8 +290,18 @@ class CrawlRunner:
         logger.info("job %s %s: %d pages crawled, %d failed", self.job.id, status, crawled, failed)
 
     async def _remove_unreached(self, complete: bool) -> None:
-        """Delete the documents of previous pages this recrawl did not find again (if it looked everywhere)."""
-        unreached = await self.frontier.unreached_previous()
+        """Known pages beyond max_pages are removed (and listed); known pages no link led to again are
+        removed if the recrawl looked everywhere, else kept with a warning."""
+        dropped = await self.frontier.known_urls("state = 'skipped' AND skip_reason = 'max-pages'")
+        for url in dropped:
+            await self._remove_known(url, RowResult("skipped", skip_reason="max-pages"))
+        if dropped:
+            listed = ", ".join(dropped[:MAX_LISTED]) + (", …" if len(dropped) > MAX_LISTED else "")
+            self.warnings.append(
+                f"max_pages ({self.params.max_pages}) is below the pages this source held: {len(dropped)} known "
+                f"pages were not revisited and were removed: {listed}"
+            )
+        unreached = await self.frontier.known_urls("NOT reached AND state = 'done'")
         if not unreached:
             return
         transient = await self.frontier.transient_failures()
@@ -287,10 +312,12 @@ class CrawlRunner:
             )
             return
         for url in unreached:
-            known = await self.pages.known_document(url)
-            deleted = known is not None and await self.pages.delete_document(known.id)
-            result = RowResult("gone", outcome="deleted" if deleted else None, error=PREVIOUS_GONE_ERROR)
-            await self.frontier.finish_row(url, result)
+            await self._remove_known(url, RowResult("gone", error=PREVIOUS_GONE_ERROR))
+
+    async def _remove_known(self, url: str, result: RowResult) -> None:
+        known = await self.pages.known_document(url)
+        deleted = known is not None and await self.pages.delete_document(known.id)
+        await self.frontier.finish_row(url, replace(result, outcome="deleted" if deleted else None))
 
     # ---------- cancel, stop, heartbeat ----------
 
