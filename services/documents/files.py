@@ -10,6 +10,7 @@ from uuid import UUID
 
 from models import FileFailure, IngestResult
 from services.database import Database
+from services.documents.freshness import FILE_MTIME, file_mtime
 from services.documents.specs import SpecIngestResult, page_spec, spec_in
 from services.documents.text import (
     DIRECTORY_BATCH,
@@ -59,9 +60,8 @@ class FilesMixin:
         if not resolved.is_file():
             raise InvalidArgument(f"{path} is not a regular file.", "Pass a file or a directory path.")
         check_file_size(resolved, self.settings.max_file_bytes)
-        return self.parse_file(
-            resolved.read_bytes(), resolved, str(resolved), title, url or resolved.as_uri(), metadata
-        )
+        stamped = {FILE_MTIME: file_mtime(resolved.stat().st_mtime), **(metadata or {})}  # last_modified
+        return self.parse_file(resolved.read_bytes(), resolved, str(resolved), title, url or resolved.as_uri(), stamped)
 
     def parse_file(
         self,
