@@ -175,3 +175,24 @@ async def test_changes_stay_in_the_callers_scope(database_url: str, files_dir: P
             assert theirs.id not in {c["source_id"] for c in page.items}
     finally:
         await app.close()
+
+
+async def test_a_sync_links_to_its_changes(client: Client, files_dir: Path) -> None:
+    folder = files_dir / "keeper-notes"
+    folder.mkdir()
+    (folder / "guide.md").write_text(GUIDE)
+    (folder / "old.md").write_text("# Old\n\nObsolete notes about the fog horn.\n")
+    first = await ok(
+        client, "crawl_website", action="sync", folder_path=str(folder), title="Keeper notes", wait_seconds=30
+    )
+    assert first["crawl_job"]["status"] == "completed", first
+    (folder / "guide.md").write_text(GUIDE.replace("every spring", "every autumn"))
+    (folder / "old.md").unlink()
+    (folder / "new.md").write_text("# New\n\nThe new lamp uses an LED array.\n")
+    job = (await ok(client, "crawl_website", action="sync", source_id=first["source_id"], wait_seconds=30))["crawl_job"]
+    assert job["status"] == "completed" and job["changes"]["since"] == job["started_at"], job
+    listed = await ok(client, "manage_source", action="changes", job_id=job["id"])
+    kinds = {c["change"]: c for c in listed["changes"]}
+    assert set(kinds) == {"added", "updated", "deleted"} and listed["total_count"] == 3, listed
+    assert kinds["updated"]["changed_sections"] == ["Maintenance"]
+    assert kinds["deleted"]["title"] == "Old"

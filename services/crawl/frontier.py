@@ -189,16 +189,15 @@ class Frontier:
         """Own the row of a redirect's target (inserting it if new, in the redirecting row's place); None
         if it is taken or finished."""
         row = await self.pool.fetchrow(
-            "INSERT INTO crawl_frontier (job_id, url, depth, origin, state, attempts, rank, known, reached) "
-            "VALUES ($1, $2, $3, 'redirect', 'fetching', 1, $4, $5, NOT $5) "
-            "ON CONFLICT (job_id, url) DO UPDATE SET state = 'fetching', linked = true, "
+            "INSERT INTO crawl_frontier (job_id, url, depth, origin, state, attempts, rank) "
+            "VALUES ($1, $2, $3, 'redirect', 'fetching', 1, $4) "
+            "ON CONFLICT (job_id, url) DO UPDATE SET state = 'fetching', linked = true, reached = true, "
             "  attempts = crawl_frontier.attempts + 1, depth = LEAST(crawl_frontier.depth, EXCLUDED.depth) "
             "WHERE crawl_frontier.state = 'pending' RETURNING url, depth, origin, attempts, rank, known",
             self.job_id,
             final_url,
             source.depth,
             list(source.rank),
-            source.known,
         )
         if row is None:  # fetched already (e.g. a known page a recrawl revisited): the redirect reached it
             await self.pool.execute(
