@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install run test docs lint chromium bench-beir bench-scale bench-crawl bench-cluster bench-docs bench-extraction
+.PHONY: install run test docs lint chromium bench-beir bench-scale bench-crawl bench-cluster bench-docs bench-arrival bench-extraction
 
 $(STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "need $(PYTHON) (set PYTHON=...)"; exit 1; }
@@ -54,6 +54,9 @@ bench-cluster: install
 
 bench-docs: install
 	nice -n 10 $(BIN)/python bench/docs.py --sets django,postgresql,mkdocs --max-pages 150
+
+bench-arrival: install
+	nice -n 10 $(BIN)/python bench/arrival.py --sets postgresql,django
 
 bench-extraction: install
 	nice -n 10 $(BIN)/python bench/extraction.py --pages 30

@@ -81,6 +81,8 @@ def serve(args: argparse.Namespace, settings: Settings) -> None:
 
     profiles = args.profile or env_profiles()
     host, port = args.host or settings.http_host, args.port or settings.http_port
+    if args.http:
+        settings = settings.for_http()  # file ingestion over HTTP only where ARCHIVIST_ALLOWED_PATHS says
     runtime = Runtime(settings)
     auth, gate = None, None
     if bool(args.tls_cert) != bool(args.tls_key):

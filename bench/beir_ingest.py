@@ -138,8 +138,9 @@ def source_title(corpus_path: Path, digest: str, settings: Settings) -> str:
 
 
 def chunk_texts(settings: Settings, doc: BeirDoc) -> list[str]:
-    """What `DocumentService.prepare_chunks` embeds for this document (a text that differs is simply
-    embedded again by `ingest`, inside the timed model calls, so a mismatch costs speed, not honesty)."""
+    """What the embedding backlog (services/documents/backlog.py) embeds for this document (a text that
+    differs is simply embedded again by `ingest`, inside the timed model calls, so a mismatch costs speed,
+    not honesty)."""
     chunker = get_chunker(settings, document_type=DOCUMENT_TYPE)
     return [embedding_text(doc.title or doc.doc_id, c.heading_path, c.text) for c in chunker.chunk(doc.text)]
 

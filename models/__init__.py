@@ -32,6 +32,8 @@ class SourceStats(BaseModel):
     documents_count: int
     chunks_count: int
     last_updated: datetime | None
+    #: chunks stored (keyword-searchable) but not embedded yet: the source's embedding backlog
+    chunks_pending: int = 0
 
 
 class Document(BaseModel):

@@ -60,7 +60,13 @@ class CrawlJob(BaseModel):
     documents_unchanged: int = 0
     documents_deleted: int = 0
     total_chunks: int = 0
+    #: pages stored: keyword-searchable (two-phase indexing), embedded or not
+    pages_searchable: int = 0
+    #: of the chunks this job wrote: embedded, and still waiting in the embedding backlog
     chunks_embedded: int = 0
+    chunks_pending: int = 0
+    #: seconds until its pending chunks are embedded, at the last minute's rate (None: no rate yet)
+    embedding_eta_seconds: float | None = None
     error: str | None = None
     warnings: list[str] = Field(default_factory=list)
     recent_errors: list[PageError] = Field(default_factory=list)
@@ -90,7 +96,10 @@ class CrawlJob(BaseModel):
                 "documents_unchanged",
                 "documents_deleted",
                 "total_chunks",
+                "pages_searchable",
                 "chunks_embedded",
+                "chunks_pending",
+                "embedding_eta_seconds",
             }
         )
 

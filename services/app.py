@@ -93,6 +93,7 @@ class Archivist:
         if self._jobs is not None:
             await self._jobs.close()
         await self.audit.close()
+        await self.documents.backlog.close()
         await self.db.close()
 
 

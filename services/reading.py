@@ -13,11 +13,11 @@ from services.access.scope import current_scope
 from services.database import Database
 from services.documents import DOC_HINT, DOCUMENT_COLUMNS
 from services.errors import InvalidArgument, NotFound
+from services.markdown_lines import atx_heading
 from services.validation import MAX_PER_PAGE, parse_uuid
 
 DEFAULT_WINDOW = 1000
 MAX_WINDOW = 4000
-HEADING = re.compile(r"^(#{1,6})[ \t]+(.+?)[ \t]*#*[ \t]*$")
 FENCE = re.compile(r"^\s*(```|~~~)")
 
 
@@ -29,6 +29,12 @@ class Heading:
     path: list[str]
 
 
+def _titled_heading(line: str) -> tuple[int, str] | None:
+    """(level, text) of an unindented ATX heading with text (services.markdown_lines, linear time)."""
+    heading = atx_heading(line, max_indent=0)
+    return heading if heading and heading[1] else None
+
+
 def parse_outline(content: str) -> list[Heading]:
     """Markdown ATX headings outside code fences, each with its offset and heading path."""
     headings: list[Heading] = []
@@ -38,8 +44,8 @@ def parse_outline(content: str) -> list[Heading]:
     for line in content.splitlines(keepends=True):
         if FENCE.match(line):
             in_fence = not in_fence
-        elif not in_fence and (match := HEADING.match(line.rstrip("\r\n"))):
-            level, text = len(match.group(1)), match.group(2).strip()
+        elif not in_fence and (heading := _titled_heading(line)):
+            level, text = heading
             stack = [(lv, t) for lv, t in stack if lv < level] + [(level, text)]
             headings.append(Heading(level, text, position, [t for _, t in stack]))
         position += len(line)

@@ -48,7 +48,7 @@ async def _embed_missing(conn: asyncpg.Connection, embedder) -> int:
         texts = [embedding_text(r["title"], list(r["heading_path"]), r["text"]) for r in rows]
         vectors = await embed_documents_async(embedder, texts)
         await conn.executemany(
-            "UPDATE chunks SET embedding = $2 WHERE id = $1",
+            "UPDATE chunks SET embedding = $2, embedded_at = clock_timestamp() WHERE id = $1",
             [(r["id"], v) for r, v in zip(rows, vectors, strict=True)],
         )
         done += len(rows)
@@ -71,7 +71,6 @@ async def reembed_all(settings: Settings) -> int:
         if (stored.embedding_model, stored.embedding_dim) != (wanted.embedding_model, wanted.embedding_dim):
             await _retype_embeddings(conn, IndexConfig(wanted.embedding_model, wanted.embedding_dim, stored.fts_config))
         count = await _embed_missing(conn, embedder)
-        await conn.execute("ALTER TABLE chunks ALTER COLUMN embedding SET NOT NULL")
         await conn.execute(
             "CREATE INDEX IF NOT EXISTS chunks_embedding_hnsw_idx ON chunks USING hnsw (embedding vector_cosine_ops)"
         )

@@ -41,6 +41,9 @@ class Settings(BaseSettings):
     #: Document embeddings run this many nice levels below the server (Linux), so searches and the
     #: event loop get the cores first when they are short; 0 runs them at the server's priority.
     embedding_background_nice: int = Field(default=10, ge=0, le=19)
+    #: Claims in flight of each worker's embedding backlog runner (two-phase indexing); 0: no runner in
+    #: this process (the backlog waits for another worker, or for the job that wrote the chunks).
+    embedding_backlog_lanes: int = Field(default=2, ge=0, le=8)
 
     # --- chunking ---
     chunk_size: int = 1000
@@ -69,8 +72,14 @@ class Settings(BaseSettings):
     rerank_rrf_k: int = 60
 
     # --- files ---
+    #: Default: the working directory for stdio and the CLI; nothing over HTTP (see `for_http`).
     allowed_paths: Annotated[list[Path], NoDecode] = Field(default_factory=lambda: [Path.cwd()])
     max_file_mb: float = 20.0
+    #: PDF, office, e-book and RTF files are parsed in worker processes limited to this much memory
+    #: (address space) and CPU time per file (services.parsers.isolation).
+    parse_workers: int = Field(default=2, ge=1)
+    parse_memory_mb: int = Field(default=1024, ge=64)
+    parse_cpu_seconds: int = Field(default=60, ge=1)
 
     # --- server ---
     http_host: str = "127.0.0.1"
@@ -162,6 +171,13 @@ class Settings(BaseSettings):
     @property
     def max_file_bytes(self) -> int:
         return int(self.max_file_mb * 1024 * 1024)
+
+    def for_http(self) -> Settings:
+        """These settings for a server on HTTP: file ingestion is opt-in there, so unless
+        ARCHIVIST_ALLOWED_PATHS was set (environment, .env or argument), no path is allowed."""
+        if "allowed_paths" in self.model_fields_set:
+            return self
+        return self.model_copy(update={"allowed_paths": []})
 
 
 @lru_cache(maxsize=1)

@@ -160,7 +160,8 @@ class SourceService:
     async def stats(self, source_id: UUID) -> SourceStats:
         row = await self.db.pool.fetchrow(
             "SELECT count(*) AS documents_count, coalesce(sum(chunk_count), 0) AS chunks_count, "
-            "max(updated_at) AS last_updated FROM documents WHERE source_id = $1",
+            "max(updated_at) AS last_updated, (SELECT count(*) FROM chunks WHERE source_id = $1 "
+            "AND embedding IS NULL) AS chunks_pending FROM documents WHERE source_id = $1",
             source_id,
         )
         return SourceStats(**dict(row))

@@ -53,12 +53,34 @@ async def run_worker(
     worker_id = worker_id or default_worker_id()
     logger.info("crawl worker %s started", worker_id)
     running: set[asyncio.Task[None]] = set()
+    backlog = start_backlog_runner(app, stop)
     try:
         with use_scope(Scope.owner("worker")):  # claiming sees every job; each job runs in its own scope
             await work_until_stopped(app, worker_id, stop, running, concurrent_jobs)
     finally:
         await finish_running(running)
+        await stop_backlog_runner(backlog, stop)
         logger.info("crawl worker %s stopped", worker_id)
+
+
+def start_backlog_runner(app: Archivist, stop: asyncio.Event) -> asyncio.Task[None] | None:
+    """Every worker (the server's and `archivist worker`) embeds pending chunks (services/documents/backlog.py)."""
+    lanes = app.settings.embedding_backlog_lanes
+    if lanes <= 0:
+        return None
+    return asyncio.create_task(app.documents.backlog.run(stop, lanes), name="embedding-backlog")
+
+
+async def stop_backlog_runner(task: asyncio.Task[None] | None, stop: asyncio.Event) -> None:
+    """The runner ends its batch in flight once `stop` is set (its chunks stay pending if cancelled)."""
+    if task is None:
+        return
+    if not stop.is_set():
+        task.cancel()
+    try:
+        await asyncio.wait_for(asyncio.gather(task, return_exceptions=True), STOP_GRACE_SECONDS)
+    except TimeoutError:
+        logger.warning("embedding backlog runner did not stop in time")
 
 
 async def work_until_stopped(

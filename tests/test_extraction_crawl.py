@@ -3,17 +3,14 @@ and pages stored by an older extractor are fetched in full and re-extracted on t
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pytest
 import pytest_asyncio
 
 from services.app import Archivist
-from services.crawl.embed_batcher import BatchingEmbedder
 from services.pages import EXTRACTOR_VERSION
 from tests.conftest import make_settings
 from tests.fixture_site import FixtureSite
@@ -88,35 +85,6 @@ async def test_page_from_an_older_extractor_is_refetched_and_replaced(crawl_app:
     third = await run_until_finished(crawl_app, (await crawl_app.jobs.recrawl(source_id=job.source_id)).job.id)
     assert "if-none-match" in site.requests_for("/guide/brewing.html")[0].headers
     assert third.documents_unchanged == 1 and third.documents_updated == 0
-
-
-async def test_batching_embedder_spans_concurrent_requests(embedder: Any) -> None:
-    batcher = BatchingEmbedder(embedder)
-    texts = [[f"page {p} passage {i} about coffee grinders" for i in range(n)] for p, n in enumerate([3, 1, 4, 2])]
-    try:
-        results = await asyncio.gather(*(batcher.embed_documents_batched(t) for t in texts))
-    finally:
-        await batcher.close()
-    assert [len(r) for r in results] == [3, 1, 4, 2]
-    assert batcher.texts == 10 and batcher.calls < 4  # requests queued while one call ran were embedded together
-    direct = embedder.embed_documents(texts[2])
-    cosines = np.sum(np.asarray(results[2]) * direct, axis=1)  # unit vectors; batch padding moves them a little
-    assert cosines.min() > 0.98
-
-
-async def test_batching_embedder_embeds_a_repeated_chunk_once(embedder: Any) -> None:
-    batcher = BatchingEmbedder(embedder)
-    footer = "Licensed under the coffee commons; see the grinder guide for details"
-    pages = [[f"page {p} on burr grinders", footer] for p in range(3)]
-    try:
-        results = await asyncio.gather(*(batcher.embed_documents_batched(t) for t in pages))
-    finally:
-        await batcher.close()
-    assert batcher.texts == 6 and batcher.duplicates == 6 - batcher.calls - 3  # one footer per call embedded
-    footers = np.stack([r[1] for r in results])
-    direct = embedder.embed_documents([footer])[0]
-    assert np.sum(footers * direct, axis=1).min() > 0.98
-    assert np.sum(np.stack([r[0] for r in results]) * direct, axis=1).max() < 0.98  # pages keep their own vectors
 
 
 async def test_generated_index_pages_lead_the_crawl_but_are_not_stored(crawl_app: Archivist) -> None:

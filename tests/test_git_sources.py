@@ -46,9 +46,9 @@ class CountIngests:
         self.paths: list[str] = []
         original = app.documents.ingest_many
 
-        async def counted(source_id: UUID, items: list[Any]) -> Any:
+        async def counted(source_id: UUID, items: list[Any], embed: bool = True) -> Any:
             self.paths += [item.metadata["path"] for item in items]
-            return await original(source_id, items)
+            return await original(source_id, items, embed=embed)
 
         monkeypatch.setattr(app.documents, "ingest_many", counted)
 

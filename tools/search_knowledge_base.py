@@ -54,6 +54,11 @@ def outcome_notes(payload: dict[str, Any], outcome: SearchOutcome, requested: in
         payload["note"] = f"match_count {requested} was capped at {outcome.match_count} (the maximum)."
     if outcome.filtered_by_threshold:
         payload["filtered_by_threshold"] = outcome.filtered_by_threshold
+    if outcome.pending_embeddings:
+        payload["pending_embeddings"] = outcome.pending_embeddings
+        if payload.get("search_type") == "vector":
+            unseen = f"{outcome.pending_embeddings} chunks in scope are not embedded yet: vector search cannot see them"
+            payload["note"] = " ".join(filter(None, [payload.get("note"), unseen + " (hybrid finds them)."]))
     return payload
 
 

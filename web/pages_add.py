@@ -14,7 +14,8 @@ from models.jobs import CrawlJob
 from services.documents import check_metadata
 from services.errors import InvalidArgument
 from services.jobs import JOB_STATUSES, SCOPES
-from services.parsers import parse_bytes, supported_extensions
+from services.parsers import supported_extensions
+from services.parsers.isolation import parse_file
 from web.core import Console, form_int, form_text, query_int
 
 PER_PAGE = 20
@@ -80,7 +81,7 @@ def routes(console: Console) -> list[Route]:
                 "Split the file, or raise ARCHIVIST_MAX_FILE_MB.",
             )
         name = PurePath(upload.filename).name
-        parsed = parse_bytes(data, PurePath(name))  # type: ignore[arg-type]
+        parsed = await parse_file(data, PurePath(name), app.settings)  # a worker process, with limits
         if not parsed.content.strip():
             raise InvalidArgument(f"{name} has no text content.", "Upload a file with text in it.")
         sid = await target_source(request)

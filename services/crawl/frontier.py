@@ -71,6 +71,7 @@ def short_error(text: str | None) -> str:
 
 Entry = tuple[str, int, str, str | None]  # url, depth, origin, skip reason
 Ranked = tuple[str, int, str, str | None, list[int]]  # ... and rank
+Known = tuple[str, int, list[int] | None]  # url, depth, rank (None: unknown)
 
 
 def dedupe_min_depth(entries: Iterable[Entry], parent_rank: Iterable[int] = ()) -> list[Ranked]:
@@ -145,7 +146,27 @@ class Frontier:
             [",".join(map(str, r[4])) for r in rows],
         )
 
-    async def add_known(self, pages: list[tuple[str, int, list[int] | None]]) -> None:
+    async def known_pages(
+        self, source_id: UUID, root: str, default_depth: int
+    ) -> list[tuple[str, int, list[int] | None]]:
+        """(url, depth, rank) of the pages a source holds from the crawl of `root`, as the last crawl that
+        fetched each found it: the order a recrawl revisits them in (then by URL)."""
+        rows = await self.pool.fetch(
+            "SELECT d.url, coalesce(p.depth, CASE WHEN d.metadata->>'crawl_depth' ~ '^[0-9]{1,6}$' "
+            "  THEN (d.metadata->>'crawl_depth')::int END, $3) AS depth, nullif(p.rank, '{}') AS rank "
+            "FROM documents d LEFT JOIN LATERAL (SELECT f.depth, f.rank, f.seq FROM crawl_jobs j "
+            "  JOIN crawl_frontier f ON f.job_id = j.id AND f.url = d.url AND f.state = 'done' "
+            "  WHERE j.source_id = d.source_id AND j.id <> $4 ORDER BY j.created_at DESC LIMIT 1) p ON true "
+            "WHERE d.source_id = $1 AND d.url IS NOT NULL AND d.metadata->>'crawl_root' = $2 "
+            "ORDER BY 2, 3 NULLS LAST, p.seq NULLS LAST, d.url",
+            source_id,
+            root,
+            default_depth,
+            self.job_id,
+        )
+        return [(r["url"], r["depth"], r["rank"]) for r in rows]
+
+    async def add_known(self, pages: list[Known]) -> None:
         """Seed a recrawl with the pages the source holds, (url, depth, rank) in the order to revisit them
         (no rank: after those with one): claimed before any other page, not reached until a link or the
         sitemap leads to them."""
@@ -240,6 +261,15 @@ class Frontier:
 
     async def done_count(self) -> int:
         return await self.count("state = 'done'")
+
+    async def written_documents(self) -> list[UUID]:
+        """Documents whose chunks this job wrote (created or updated pages)."""
+        rows = await self.pool.fetch(
+            "SELECT DISTINCT document_id FROM crawl_frontier WHERE job_id = $1 AND chunks_embedded > 0 "
+            "AND document_id IS NOT NULL",
+            self.job_id,
+        )
+        return [r["document_id"] for r in rows]
 
     async def fail_stuck(self) -> int:
         """Rows still `fetching` when every task has ended: their task died on an unexpected error."""

@@ -173,7 +173,7 @@ class PageCrawler:
     ) -> None:
         if page_spec_text(page) is not None and await self._stored_as_spec(target, known, page):
             return
-        title, text, document_type = page_content(page)
+        title, text, document_type = await page_content(page, self.documents.settings)
         if follow_only:
             await self._enqueue_links(target, page.links)
             await self._skip(target.url, "pattern", known, page.status)
@@ -184,8 +184,14 @@ class PageCrawler:
             await self._skip(target.url, "noindex", known, page.status)
             return
         metadata = self._document_metadata(target, page)
-        result = await self.documents.ingest(
-            self.job.source_id, (title or target.url).strip()[:500], text, document_type, target.url, metadata
+        result = await self.documents.ingest(  # keyword-searchable now; the backlog embeds it
+            self.job.source_id,
+            (title or target.url).strip()[:500],
+            text,
+            document_type,
+            target.url,
+            metadata,
+            embed=False,
         )
         document = result.document
         if document.url != target.url:

@@ -1,26 +1,20 @@
 """Runs one crawl job: seeding, scheduling pages through a fetch/extract -> embed pipeline, recrawl
 rules, cancel / stop / heartbeat.
 
-The frontier (`crawl_frontier`) holds every URL the job has seen, keyed (job_id, url), with its depth
-and state. Rows are claimed `pending -> fetching` in breadth-first order and end `done`, `failed`,
-`skipped` (robots, pattern, off-scope, non-text, noindex, duplicate, max-pages), `gone` (404/410 or no longer
-linked: its document was deleted) or `redirected` (crawled under its final URL). A worker that dies
-leaves rows in `fetching`; whoever resumes the job puts them back to `pending`. Documents are unique
-per (source, url) and ingestion is an upsert, so a page fetched again after a crash is never stored
-twice.
+The frontier (services/crawl/frontier.py) holds every URL the job has seen, with its state, and hands
+them out in an order that does not depend on timing. A worker that dies leaves rows in `fetching`;
+whoever resumes the job puts them back to `pending`; ingestion is an upsert, so nothing is stored twice.
 
 A recrawl keeps the source's shape: it first revisits the pages the source holds from this crawl
-(`known`, in the order the last crawl found them, with conditional requests: a 304 keeps the page),
-then follows new links with the page budget that is left (known pages kept after a failed fetch count
-against it too). Known pages it cannot revisit within max_pages (max_pages was lowered) are removed
-and listed in the job's warnings. Known pages no link, sitemap or llms.txt led to again are no longer
-reachable and are removed too, unless the crawl stopped early (max_pages, failures): then they are
-kept, with a warning.
+(conditional requests: a 304 keeps the page), then follows new links with the budget left (a known
+page kept after a failed fetch counts too). Known pages beyond max_pages are removed and named in the
+warnings; known pages nothing leads to any more are removed if the crawl looked everywhere, else kept.
 
-Throughput: more pages are in flight than fetch slots (the throttle bounds fetching), so while the
-embedder works on some pages' chunks, the next pages are fetched, extracted and chunked; all pages'
-embedding requests go through one `EmbedBatcher`, which embeds whatever has queued up in one call
-(batches span pages), so the embedder never waits on the network or the parser.
+Two-phase indexing: a page's chunks are stored without vectors, so the page is keyword-searchable as
+soon as it is fetched, extracted and chunked; the embedding backlog (services/documents/backlog.py,
+run by every worker) embeds them meanwhile, in batches that span pages, so the crawl never waits for
+the embedder. Once every page is settled the job embeds what is left of its own chunks (helping the
+backlog runners) and only then completes: a completed crawl is fully embedded.
 """
 
 from __future__ import annotations
@@ -35,11 +29,9 @@ from typing import TYPE_CHECKING, Any
 import asyncpg
 
 from models.jobs import CrawlJob, CrawlParams
-from services.crawl.embed_batcher import BatchingEmbedder
 from services.crawl.frontier import Frontier, FrontierRow, RowResult, short_error
 from services.crawl.page_crawl import PageCrawler
 from services.crawl.robots_cache import MAX_DISCOVERY_BYTES, RobotsCache, site_root
-from services.documents import DocumentService
 from services.errors import ServiceError, unavailable_from
 from services.fetchers import create_fetcher
 from services.net.robots import parse_llms_txt, parse_sitemap
@@ -54,7 +46,7 @@ logger = logging.getLogger(__name__)
 WATCH_SECONDS = 0.5  # how often the cancel flag is read (cancel must take effect within 2 s)
 MAX_SITEMAPS = 10
 MAX_SEED_URLS = 5000
-PIPELINE_FACTOR = 3  # pages in flight per fetch slot: the rest are extracted, chunked or awaiting embedding
+PIPELINE_FACTOR = 3  # pages in flight per fetch slot: the rest are being extracted, chunked or stored
 PREVIOUS_GONE_ERROR = "no longer linked from the site"
 MAX_LISTED = 10  # known pages named in a warning
 
@@ -80,9 +72,8 @@ class CrawlRunner:
         self.cancel_event = app.jobs.cancel_event(job.id)
         self.interrupt = asyncio.Event()
         self.interrupt_reason: str | None = None
-        self.embedder = BatchingEmbedder(app.embedder)
-        documents = DocumentService(app.db, app.sources, self.embedder, app.settings)
-        self.pages = PageCrawler(app, job, self.frontier, self.robots, self.throttle, documents, self.refusal)
+        self.unfetched: int | None = None  # discovered pages beyond max_pages, once the frontier is settled
+        self.pages = PageCrawler(app, job, self.frontier, self.robots, self.throttle, app.documents, self.refusal)
 
     # ---------- the job ----------
 
@@ -99,12 +90,14 @@ class CrawlRunner:
             self.pages.fetcher = await asyncio.to_thread(create_fetcher, self.settings)
             if await self._unless_interrupted(self._seed_once()):
                 await self._crawl()
+                if not self.interrupt.is_set():
+                    await self._settle_frontier()
+                    await self._unless_interrupted(self._embed_rest())
             await self._conclude()
         finally:
             watcher.cancel()
             await asyncio.gather(watcher, return_exceptions=True)
             self.app.jobs.forget_cancel_event(self.job.id)
-            await self.embedder.close()
             if self.pages.fetcher is not None:
                 await self.pages.fetcher.close()
 
@@ -137,6 +130,27 @@ class CrawlRunner:
         else:
             await self._complete()
 
+    async def _settle_frontier(self) -> int:
+        """After the last page: rows left mid-fetch by a dead task fail, and discovered pages beyond
+        max_pages are skipped (so the status shows every page settled while the embedding finishes).
+        Returns how many discovered pages were not fetched."""
+        await self.frontier.fail_stuck()
+        left = await self.frontier.count("state = 'pending' AND linked")
+        if left:
+            await self.frontier.skip_pending("max-pages")
+            self.warnings.append(
+                f"max_pages ({self.params.max_pages}) reached: {left} discovered pages were not fetched."
+            )
+        self.unfetched = left
+        return left
+
+    async def _embed_rest(self) -> None:
+        """Phase two's tail: embed the job's chunks still pending (the backlog runners work on them too)."""
+        documents = await self.frontier.written_documents()
+        embedded = await self.app.documents.backlog.drain(documents, self.interrupt)
+        if embedded:
+            logger.info("job %s: embedded the last %d chunks of its pages", self.job.id, embedded)
+
     # ---------- seeding ----------
 
     async def _seed_once(self) -> None:
@@ -147,7 +161,9 @@ class CrawlRunner:
         start = self.params.url
         await self.frontier.add([(start, 0, "start", None)])
         if self.job.kind == "recrawl":
-            await self.frontier.add_known(await self._known_pages())
+            await self.frontier.add_known(
+                await self.frontier.known_pages(self.job.source_id, self.params.url, self.params.depth_limit)
+            )
         if self.params.depth_limit >= 1:
             discovered = await self._discover()
             await self.frontier.add(((url, 1, origin, self.refusal(url)) for url, origin in discovered), [-1])
@@ -185,24 +201,6 @@ class CrawlRunner:
             max_bytes=MAX_DISCOVERY_BYTES,
             allow_private=self.settings.crawl_allow_private,
         )
-
-    async def _known_pages(self) -> list[tuple[str, int, list[int] | None]]:
-        """(url, depth, rank) of the pages the source holds from this crawl, as the last crawl that fetched
-        each found it: the order a recrawl revisits them in (then by URL)."""
-        rows = await self.app.db.pool.fetch(
-            "SELECT d.url, coalesce(p.depth, CASE WHEN d.metadata->>'crawl_depth' ~ '^[0-9]{1,6}$' "
-            "  THEN (d.metadata->>'crawl_depth')::int END, $3) AS depth, nullif(p.rank, '{}') AS rank "
-            "FROM documents d LEFT JOIN LATERAL (SELECT f.depth, f.rank, f.seq FROM crawl_jobs j "
-            "  JOIN crawl_frontier f ON f.job_id = j.id AND f.url = d.url AND f.state = 'done' "
-            "  WHERE j.source_id = d.source_id AND j.id <> $4 ORDER BY j.created_at DESC LIMIT 1) p ON true "
-            "WHERE d.source_id = $1 AND d.url IS NOT NULL AND d.metadata->>'crawl_root' = $2 "
-            "ORDER BY 2, 3 NULLS LAST, p.seq NULLS LAST, d.url",
-            self.job.source_id,
-            self.params.url,
-            self.params.depth_limit,
-            self.job.id,
-        )
-        return [(r["url"], r["depth"], r["rank"]) for r in rows]
 
     def refusal(self, url: str) -> str | None:
         """Why a discovered URL is not fetched (off-scope, pattern), or None."""
@@ -265,14 +263,8 @@ class CrawlRunner:
     # ---------- the end ----------
 
     async def _complete(self) -> None:
-        """Settle the frontier and record completed / failed with warnings."""
-        await self.frontier.fail_stuck()
-        left = await self.frontier.count("state = 'pending' AND linked")
-        if left:
-            await self.frontier.skip_pending("max-pages")
-            self.warnings.append(
-                f"max_pages ({self.params.max_pages}) reached: {left} discovered pages were not fetched."
-            )
+        """Settle the frontier (if not yet) and record completed / failed with warnings."""
+        left = self.unfetched if self.unfetched is not None else await self._settle_frontier()
         if self.job.kind == "recrawl":
             await self._remove_unreached(complete=not left)
         crawled = await self.frontier.done_count()

@@ -1,4 +1,4 @@
-"""Changing documents: update (an atomic re-chunk/re-embed swap), outlinks, delete."""
+"""Changing documents: update (an atomic re-chunk swap, then re-embedding), outlinks, delete."""
 
 from __future__ import annotations
 
@@ -39,9 +39,11 @@ class ChangeMixin:
         url: str | None = None,
         metadata: dict[str, Any] | None = None,
         content: str | None = None,
+        embed: bool = True,
     ) -> IngestResult:
         """Merge title/url/metadata; new content (or a new title, which is embedded with every chunk)
-        re-chunks and re-embeds, swapped in one transaction so readers never see a half-updated document."""
+        re-chunks, swapped in one transaction (readers see the old document or the new one, keyword-searchable
+        at once, never neither), then re-embeds (`embed`) or leaves that to the backlog runner."""
         current = await self.get(document_id)
         if all(v is None for v in (title, url, metadata, content)):
             raise InvalidArgument("Nothing to update.", "Provide title, url, metadata or content.")
@@ -52,12 +54,11 @@ class ChangeMixin:
             new_title != current.title
         )
         chunks: list[Chunk] = []
-        vectors: list[Any] = []
         doc_type = current.document_type
         if reindex:
             text = content if content is not None else await self._content(current.id)
             doc_type = self._updated_type(current.document_type, content)
-            chunks, vectors = await self.prepare_chunks(new_title, text, doc_type, current.metadata)
+            chunks = self.chunk(text, doc_type, current.metadata)
         async with self.db.pool.acquire() as conn, conn.transaction():
             locked = await conn.fetchval("SELECT id FROM documents WHERE id = $1 FOR UPDATE", current.id)
             if locked is None:
@@ -84,7 +85,9 @@ class ChangeMixin:
                     "Use a different url, or update that document instead.",
                 ) from None
             if reindex:
-                await self._write_chunks(conn, current.id, current.source_id, new_title, chunks, vectors)
+                await self._write_chunks(conn, current.id, current.source_id, new_title, chunks)
+        if reindex:
+            await self.settle_embeddings([current.id], embed)
         return IngestResult(
             document=await self.get(current.id),
             status="updated",

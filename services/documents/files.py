@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from pathlib import Path, PurePath
@@ -24,8 +25,9 @@ from services.documents.text import (
 )
 from services.embeddings.base import Embedder
 from services.errors import InvalidArgument, ServiceError
-from services.parsers import parse_bytes, supported_extensions
-from services.paths import check_file_size, resolve_allowed_path, walk_files
+from services.parsers import supported_extensions
+from services.parsers.isolation import parse_file as parse_isolated
+from services.paths import read_allowed_file, resolve_allowed_path, walk_files
 from services.settings import Settings
 from services.sources import SourceService
 
@@ -52,18 +54,20 @@ class FilesMixin:
         doc_title = (title or guess_title(content)).strip()[:500]
         return await self.ingest(source_id, doc_title, content, guess_text_type(content), url, metadata)
 
-    def read_file(
+    async def read_file(
         self, path: Path, title: str | None = None, url: str | None = None, metadata: dict[str, Any] | None = None
     ) -> NewDocument:
-        """Check (allowed roots, size) and parse one file into a document to ingest."""
-        resolved = resolve_allowed_path(str(path), self.settings.allowed_paths)
+        """Check (allowed roots, hidden parts, size), read (checked again on the opened file) and parse
+        one file into a document to ingest; heavy formats are parsed in a limited worker process."""
+        allowed = self.settings.allowed_paths
+        resolved = resolve_allowed_path(str(path), allowed)
         if not resolved.is_file():
             raise InvalidArgument(f"{path} is not a regular file.", "Pass a file or a directory path.")
-        check_file_size(resolved, self.settings.max_file_bytes)
+        data = await asyncio.to_thread(read_allowed_file, resolved, allowed, self.settings.max_file_bytes)
         stamped = {FILE_MTIME: file_mtime(resolved.stat().st_mtime), **(metadata or {})}  # last_modified
-        return self.parse_file(resolved.read_bytes(), resolved, str(resolved), title, url or resolved.as_uri(), stamped)
+        return await self.parse_file(data, resolved, str(resolved), title, url or resolved.as_uri(), stamped)
 
-    def parse_file(
+    async def parse_file(
         self,
         data: bytes,
         name: PurePath,
@@ -73,14 +77,15 @@ class FilesMixin:
         metadata: dict[str, Any] | None = None,
     ) -> NewDocument:
         """Parse a file's bytes (the parser chosen by `name`'s extension) into a document to ingest; for
-        files that are not on disk too (git blobs). `file_path` names the file for the code chunker."""
+        files that are not on disk too (git blobs). `file_path` names the file for the code chunker.
+        Heavy formats are parsed in a limited worker process (services/parsers/isolation.py)."""
         if len(data) > self.settings.max_file_bytes:
             raise InvalidArgument(
                 f"{name.name} is {len(data) / 1048576:.1f} MB, over the "
                 f"{self.settings.max_file_bytes / 1048576:.1f} MB limit.",
                 "Split the file, or raise ARCHIVIST_MAX_FILE_MB on the server.",
             )
-        parsed = parse_bytes(data, Path(name))
+        parsed = await parse_isolated(data, Path(name), self.settings)
         if not parsed.content.strip():
             raise InvalidArgument(f"{name.name} has no text content.", "Skip empty files.")
         meta = {"file_path": file_path, "file_size": len(data), **parsed.metadata, **check_metadata(metadata)}
@@ -96,7 +101,7 @@ class FilesMixin:
         metadata: dict[str, Any] | None = None,
     ) -> IngestResult | SpecIngestResult:
         """One file as a document; an OpenAPI/Swagger spec as one document per operation."""
-        item = self.read_file(path, title, url, metadata)
+        item = await self.read_file(path, title, url, metadata)
         spec = spec_in(item)
         if spec is not None:
             return await self.ingest_spec(source_id, spec, item.url or path.as_uri(), metadata)
@@ -112,7 +117,8 @@ class FilesMixin:
         recursive: bool = True,
     ) -> tuple[list[tuple[Path, IngestResult]], list[FileFailure], int]:
         """Ingest every matching file under a directory, in batches; one file's failure never stops
-        the rest. Returns (results, failures, files_skipped_over_limit)."""
+        the rest. Every file is stored (keyword-searchable) before any is embedded. Returns (results,
+        failures, files_skipped_over_limit)."""
         wanted = self._extension_filter(extensions)
         results: list[tuple[Path, IngestResult]] = []
         failures: list[FileFailure] = []
@@ -130,7 +136,7 @@ class FilesMixin:
                 skipped += 1
                 continue
             try:
-                item = self.read_file(path, metadata=metadata)
+                item = await self.read_file(path, metadata=metadata)
                 spec = spec_in(item)
                 if spec is not None:  # an OpenAPI spec: its operations, at once
                     documents = await self._ingest_spec_file(source_id, path, spec, item.url, metadata, progress)
@@ -148,6 +154,7 @@ class FilesMixin:
                 batch = []
         if batch:
             results += await self._ingest_batch(source_id, batch, progress)
+        await self.settle_embeddings([r.document.id for _, r in results if r.chunks_created], embed=True)
         return results, failures, skipped
 
     async def _ingest_spec_file(
@@ -167,7 +174,7 @@ class FilesMixin:
     async def _ingest_batch(
         self, source_id: UUID, batch: list[tuple[Path, NewDocument]], progress: ProgressFn | None
     ) -> list[tuple[Path, IngestResult]]:
-        stored = await self.ingest_many(source_id, [item for _, item in batch])
+        stored = await self.ingest_many(source_id, [item for _, item in batch], embed=False)
         done = [(path, result) for (path, _), result in zip(batch, stored, strict=True)]
         for path, result in done:
             if progress:
@@ -212,7 +219,7 @@ class FilesMixin:
         spec = await page_spec(page)
         if spec is not None:  # an OpenAPI spec: one document per operation
             return await self.ingest_spec(source_id, spec, page.final_url or normalized, metadata)
-        parsed_title, content, doc_type = page_content(page)
+        parsed_title, content, doc_type = await page_content(page, self.settings)
         meta = {"http_status": page.status, "content_type": page.content_type, **check_metadata(metadata)}
         doc_title = (title or parsed_title or normalized).strip()[:500]
         result = await self.ingest(source_id, doc_title, content, doc_type, page.final_url or normalized, meta)

@@ -1,4 +1,6 @@
-"""Ingestion: chunk + embed outside transactions, then store each document atomically (chunks by COPY)."""
+"""Ingestion in two phases: chunk outside transactions and store each document atomically (chunks by
+COPY, without vectors: keyword-searchable at once), then embed from the backlog (services/documents/
+backlog.py): here, before returning, or (`embed=False`: crawls, syncs, directories) by the backlog runner."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ from models import Document, IngestResult
 from services.chunking import get_chunker
 from services.chunking.base import Chunk
 from services.database import Database
+from services.documents.backlog import EmbeddingBacklog
 from services.documents.text import (
     CHUNK_COLUMNS,
     DOCUMENT_COLUMNS,
@@ -19,9 +22,7 @@ from services.documents.text import (
     check_metadata,
     chunk_context,
     content_hash,
-    embedding_text,
 )
-from services.embeddings import embed_documents_async
 from services.embeddings.base import Embedder
 from services.errors import InvalidArgument
 from services.settings import Settings
@@ -35,25 +36,23 @@ class IngestMixin:
     sources: SourceService
     embedder: Embedder
     settings: Settings
+    backlog: EmbeddingBacklog
 
-    async def prepare_chunks(
-        self, title: str, content: str, document_type: str, metadata: dict[str, Any] | None = None
-    ) -> tuple[list[Chunk], list[Any]]:
-        """Chunk (by the document's kind) and embed, outside any transaction: embedding is the slow part."""
-        chunks = get_chunker(self.settings, document_type=document_type, metadata=metadata).chunk(content)
-        texts = [embedding_text(title, c.heading_path, c.text) for c in chunks]
-        vectors = await embed_documents_async(self.embedder, texts) if texts else []
-        return chunks, list(vectors)
+    def chunk(self, content: str, document_type: str, metadata: dict[str, Any] | None = None) -> list[Chunk]:
+        """The document's chunks (by its kind), computed outside any transaction."""
+        return get_chunker(self.settings, document_type=document_type, metadata=metadata).chunk(content)
+
+    async def settle_embeddings(self, document_ids: list[UUID], embed: bool) -> None:
+        """Phase two: embed these documents' pending chunks now, or leave them to the backlog runner."""
+        if embed:
+            await self.backlog.drain(document_ids)
+        elif document_ids:
+            self.backlog.wakeup.set()
 
     async def _write_chunks(
-        self,
-        conn: asyncpg.Connection,
-        document_id: UUID,
-        source_id: UUID,
-        title: str,
-        chunks: list[Chunk],
-        vectors: list[Any],
+        self, conn: asyncpg.Connection, document_id: UUID, source_id: UUID, title: str, chunks: list[Chunk]
     ) -> None:
+        """Replace the document's chunks (in the caller's transaction); their vectors are pending."""
         await conn.execute("DELETE FROM chunks WHERE document_id = $1", document_id)
         records = [
             (
@@ -65,11 +64,11 @@ class IngestMixin:
                 c.char_end,
                 c.heading_path,
                 chunk_context(title, c.heading_path),
-                vec,
+                None,  # the embedding: pending
                 c.page_start,
                 c.page_end,
             )
-            for i, (c, vec) in enumerate(zip(chunks, vectors, strict=True))
+            for i, c in enumerate(chunks)
         ]
         await conn.copy_records_to_table("chunks", records=records, columns=CHUNK_COLUMNS)
 
@@ -96,20 +95,21 @@ class IngestMixin:
         document_type: str,
         url: str | None = None,
         metadata: dict[str, Any] | None = None,
+        embed: bool = True,
     ) -> IngestResult:
         """Store content as a document of the source: created, replaced (same URL, new content) or
         reported unchanged (same content already there). Every ingestion path comes through here."""
         item = NewDocument(title, content, document_type, url, metadata)
-        return (await self.ingest_many(source_id, [item]))[0]
+        return (await self.ingest_many(source_id, [item], embed=embed))[0]
 
-    async def ingest_many(self, source_id: UUID, items: list[NewDocument]) -> list[IngestResult]:
-        """Ingest several documents with one embedding call for all their new chunks (much faster
-        than one call per document); each document is still written in its own transaction."""
+    async def ingest_many(self, source_id: UUID, items: list[NewDocument], embed: bool = True) -> list[IngestResult]:
+        """Store several documents, each in its own transaction (keyword-searchable once committed), then
+        embed their new chunks together (`embed`) or leave them to the backlog runner."""
         for item in items:
             if not item.content.strip():
                 raise InvalidArgument("The document has no text content.", "Provide non-empty content.")
         results: list[IngestResult | None] = [None] * len(items)
-        to_embed: list[tuple[int, str, list[Chunk]]] = []
+        to_store: list[tuple[int, str, list[Chunk]]] = []
         batch_hashes: set[str] = set()
         repeats: list[int] = []
         for i, item in enumerate(items):
@@ -121,27 +121,21 @@ class IngestMixin:
                 repeats.append(i)  # same content twice in this batch: settled once the first is stored
             else:
                 batch_hashes.add(digest)
-                chunker = get_chunker(self.settings, document_type=item.document_type, metadata=item.metadata)
-                to_embed.append((i, digest, chunker.chunk(item.content)))
-        texts = [embedding_text(items[i].title, c.heading_path, c.text) for i, _, chunks in to_embed for c in chunks]
-        vectors = list(await embed_documents_async(self.embedder, texts)) if texts else []
-        position = 0
-        for i, digest, chunks in to_embed:
-            doc_vectors = vectors[position : position + len(chunks)]
-            position += len(chunks)
-            results[i] = await self._store(source_id, items[i], digest, chunks, doc_vectors)
+                to_store.append((i, digest, self.chunk(item.content, item.document_type, item.metadata)))
+        for i, digest, chunks in to_store:
+            results[i] = await self._store(source_id, items[i], digest, chunks)
         for i in repeats:
             item = items[i]
             results[i] = await self.ingest(
-                source_id, item.title, item.content, item.document_type, item.url, item.metadata
+                source_id, item.title, item.content, item.document_type, item.url, item.metadata, embed=False
             )
-        if to_embed:
+        if to_store:
             await self.db.pool.execute("UPDATE sources SET updated_at = now() WHERE id = $1", source_id)
+        written = [r.document.id for r in results if r is not None and r.chunks_created]
+        await self.settle_embeddings(written, embed)
         return [r for r in results if r is not None]
 
-    async def _store(
-        self, source_id: UUID, item: NewDocument, digest: str, chunks: list[Chunk], vectors: list[Any]
-    ) -> IngestResult:
+    async def _store(self, source_id: UUID, item: NewDocument, digest: str, chunks: list[Chunk]) -> IngestResult:
         async with self.db.pool.acquire() as conn, conn.transaction():
             duplicate = await self._locked_duplicate(conn, source_id, item.url, digest)
             if duplicate is not None:
@@ -163,7 +157,7 @@ class IngestMixin:
                 check_metadata(item.metadata),
                 len(chunks),
             )
-            await self._write_chunks(conn, row["id"], source_id, item.title, chunks, vectors)
+            await self._write_chunks(conn, row["id"], source_id, item.title, chunks)
         status = "updated" if row["replaced"] else "created"
         return IngestResult(document=_to_document(row), status=status, chunks_created=len(chunks))
 

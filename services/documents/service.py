@@ -5,6 +5,7 @@ from __future__ import annotations
 from uuid import UUID
 
 from services.database import Database
+from services.documents.backlog import EmbeddingBacklog
 from services.documents.change import ChangeMixin
 from services.documents.files import FilesMixin
 from services.documents.ingest import IngestMixin
@@ -25,6 +26,7 @@ class DocumentService(IngestMixin, FilesMixin, ReadMixin, ChangeMixin, SpecsMixi
         self.sources = sources
         self.embedder = embedder
         self.settings = settings
+        self.backlog = EmbeddingBacklog(db, embedder)  # phase two of ingestion: the vectors
 
     async def resolve_source(self, source_id: str | UUID | None, title: str | None) -> tuple[UUID, bool]:
         """The target source: the given id (must exist), else one found or created by title."""

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,7 +14,9 @@ import asyncpg
 from models import Document, IngestResult
 from services.errors import InvalidArgument
 from services.fetchers.base import FetchResult
-from services.parsers import parse_bytes
+from services.markdown_lines import atx_heading, has_inline_link, starts_like_markdown
+from services.parsers.isolation import parse_file
+from services.settings import Settings
 
 DOC_HINT = "Use manage_document(action='list', source_id=...) to find document ids."
 DOCUMENT_COLUMNS = (
@@ -59,18 +60,23 @@ def chunk_context(title: str, heading_path: list[str]) -> str:
 
 
 def guess_title(content: str, fallback: str = "Untitled") -> str:
-    """First markdown heading, else the first non-empty line, cut to 200 characters."""
-    match = re.search(r"^#{1,6}\s+(.+?)\s*#*\s*$", content, flags=re.MULTILINE)
-    if match:
-        return match.group(1)[:200]
-    for line in content.splitlines():
+    """First markdown heading, else the first non-empty line, cut to 200 characters (linear time)."""
+    lines = content.split("\n")
+    for line in lines:
+        heading = atx_heading(line, max_indent=0)
+        if heading and heading[1]:
+            return heading[1][:200]
+    for line in lines:
         if line.strip():
             return line.strip()[:200]
     return fallback
 
 
 def guess_text_type(content: str) -> str:
-    return "markdown" if re.search(r"^#{1,6}\s|^```|^\s*[-*]\s|\[[^\]]+\]\([^)]+\)", content, re.M) else "text"
+    """ "markdown" when a line opens a heading, fence or list item, or the text holds a link; else "text"."""
+    if any(starts_like_markdown(line) for line in content.split("\n")) or has_inline_link(content):
+        return "markdown"
+    return "text"
 
 
 def check_metadata(metadata: dict[str, Any] | None) -> dict[str, Any]:
@@ -86,8 +92,9 @@ def check_metadata(metadata: dict[str, Any] | None) -> dict[str, Any]:
     return metadata
 
 
-def page_content(page: FetchResult) -> tuple[str | None, str, str]:
-    """(title, text, document_type) of a fetched page; errors name the HTTP outcome."""
+async def page_content(page: FetchResult, settings: Settings) -> tuple[str | None, str, str]:
+    """(title, text, document_type) of a fetched page; errors name the HTTP outcome. A PDF is parsed
+    in a limited worker process (services.parsers.isolation)."""
     if not page.ok:
         detail = page.error or f"HTTP {page.status}"
         raise InvalidArgument(
@@ -95,7 +102,7 @@ def page_content(page: FetchResult) -> tuple[str | None, str, str]:
             "Check the URL in a browser; only text pages and PDFs are ingested.",
         )
     if page.raw is not None:  # the fetcher hands over raw bytes for PDFs, JSON and YAML
-        parsed = parse_bytes(page.raw, Path("page" + RAW_SUFFIXES.get(page.content_type, ".pdf")))
+        parsed = await parse_file(page.raw, Path("page" + RAW_SUFFIXES.get(page.content_type, ".pdf")), settings)
         return parsed.title, parsed.content, parsed.document_type
     if not page.markdown.strip():
         raise InvalidArgument(f"{page.url} has no text content.", "Pages rendered by JavaScript need browser mode.")

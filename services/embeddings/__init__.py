@@ -64,7 +64,7 @@ def create_embedder(settings: Settings) -> Embedder:
 
 async def embed_documents_async(embedder: Embedder, texts: list[str]) -> np.ndarray:
     """`embedder.embed_documents` off the event loop, a few texts per turn of the model gate so searches
-    get in between (or through the embedder's own batching queue, e.g. a crawl job's `BatchingEmbedder`)."""
+    get in between (or through the embedder's own `embed_documents_batched`, when it has one)."""
     batched = getattr(embedder, "embed_documents_batched", None)
     if batched is not None:
         return await batched(texts)

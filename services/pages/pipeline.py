@@ -7,8 +7,7 @@ Crawled pages (services/fetchers) and ingested .html files (services/parsers/htm
 
 from __future__ import annotations
 
-import re
-
+from services.markdown_lines import atx_heading
 from services.net.robots import parse_llms_txt
 from services.pages.base import EXTRACTOR_VERSION, ExtractedPage, PageContext, Step
 from services.pages.indexing import DetectNoIndex
@@ -21,7 +20,6 @@ from services.pages.sanitize import Sanitize
 
 HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
 MARKDOWN_TYPES = frozenset({"text/markdown", "text/x-markdown"})
-_MARKDOWN_HEADING = re.compile(r"^#{1,2}\s+(.+?)\s*#*\s*$", re.MULTILINE)
 
 HTML_STEPS: tuple[type[Step], ...] = (
     ParseHtml,
@@ -35,9 +33,12 @@ HTML_STEPS: tuple[type[Step], ...] = (
 
 
 def markdown_title(text: str) -> str | None:
-    """The first level-1 or level-2 heading of a markdown document."""
-    match = _MARKDOWN_HEADING.search(text)
-    return match.group(1) if match else None
+    """The first level-1 or level-2 heading of a markdown document (linear time: no regex)."""
+    for line in text.split("\n"):
+        heading = atx_heading(line, max_indent=0)
+        if heading and heading[0] <= 2 and heading[1]:
+            return heading[1]
+    return None
 
 
 class MarkdownPassThrough(Step):

@@ -11,8 +11,10 @@ from functools import cache
 from pathlib import Path
 
 from services.errors import InvalidArgument
+from services.parsers.archives import check_archive
 from services.parsers.base import DocumentParser, ParsedDocument
 from services.parsers.text import TEXT_EXTENSIONS, looks_binary
+from services.settings import get_settings
 
 logger = logging.getLogger(__name__)
 
@@ -75,13 +77,16 @@ def get_parser(path: Path) -> DocumentParser:
     return _load_parser(*entry)
 
 
-def parse_bytes(data: bytes, path: Path) -> ParsedDocument:
-    """Parse a file's bytes with the parser for `path`.
+def parse_bytes(data: bytes, path: Path, max_file_bytes: int | None = None) -> ParsedDocument:
+    """Parse a file's bytes with the parser for `path`, in this process (see services.parsers.isolation
+    for parsing in a limited worker, off the event loop).
 
     Raises InvalidArgument for unsupported extensions, binary data (NUL bytes in the first
-    8 KB) where text is expected, and content the parser rejects.
+    8 KB) where text is expected, ZIP bombs (services.parsers.archives; the cap defaults to
+    ARCHIVIST_MAX_FILE_MB) and content the parser rejects.
     """
     parser = get_parser(path)
+    check_archive(data, path, get_settings().max_file_bytes if max_file_bytes is None else max_file_bytes)
     if path.suffix.lower() not in _BINARY_EXTENSIONS and looks_binary(data):
         raise InvalidArgument(
             f"{path.name} looks like a binary file (NUL bytes in its first 8 KB), not text",

@@ -9,8 +9,10 @@ from services.parsers.base import DocumentParser, ParsedDocument
 from services.parsers.markup import heading, join_blocks, no_text, one_line, paragraph, unreadable
 from services.parsers.text import decode_text
 
-#: Stylesheet entries `{\s2 ... heading 1;}` (style number, then its name).
-_STYLE_RE = re.compile(r"\{[^{}]*?\\s(\d+)\b[^{}]*?\s([^\\{};]+);\}")
+#: Innermost brace groups, and a style number `\s2` inside one (stylesheet entries `{\s2 ... heading 1;}`).
+#: The name is cut out in Python: the old single pattern backtracked cubically on a long entry.
+_GROUP_RE = re.compile(r"\{([^{}]*)\}")
+_STYLE_NUMBER_RE = re.compile(r"\\s(\d+)\b")
 _HEADING_NAME_RE = re.compile(r"^\s*heading\s*(\d)\s*$", re.IGNORECASE)
 #: Paragraph properties that make a heading: a heading style or an outline level.
 _PARAGRAPH_STYLE_RE = re.compile(r"\\(s|outlinelevel)(\d+) ?")
@@ -25,11 +27,27 @@ def _heading_styles(rtf: str) -> dict[str, int]:
         return {}
     sheet = rtf[start : start + 200_000]
     styles = {}
-    for number, name in _STYLE_RE.findall(sheet):
-        match = _HEADING_NAME_RE.match(name)
-        if match:
-            styles[number] = int(match.group(1))
+    for group in _GROUP_RE.findall(sheet):
+        entry = _style_entry(group)
+        match = _HEADING_NAME_RE.match(entry[1]) if entry else None
+        if entry and match:
+            styles[entry[0]] = int(match.group(1))
     return styles
+
+
+def _style_entry(group: str) -> tuple[str, str] | None:
+    """(style number, name) of one stylesheet entry such as `\\s2\\sbasedon0 heading 1;`, or None.
+
+    The name is the text after the first blank that follows the last control word (or `;`).
+    """
+    number = _STYLE_NUMBER_RE.search(group)
+    if number is None or not group.endswith(";"):
+        return None
+    body = group[number.end() : -1]
+    tail = body[max(body.rfind("\\"), body.rfind(";")) + 1 :]
+    blank = next((index for index, char in enumerate(tail) if char.isspace()), None)
+    name = tail[blank + 1 :] if blank is not None else ""
+    return (number.group(1), name) if name else None
 
 
 def _mark_headings(rtf: str) -> str:

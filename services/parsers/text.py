@@ -12,6 +12,7 @@ import re
 from pathlib import Path
 
 from services.errors import InvalidArgument
+from services.markdown_lines import atx_heading
 from services.parsers.base import DocumentParser, ParsedDocument
 
 logger = logging.getLogger(__name__)
@@ -98,7 +99,6 @@ _UNICODE_BOMS: tuple[tuple[bytes, str], ...] = (
 )
 
 _FENCE_RE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
-_H1_RE = re.compile(r"^ {0,3}#[ \t]+(.*?)(?:[ \t]+#+)?[ \t]*$")
 
 
 def _utf16_or_32_encoding(data: bytes) -> str | None:
@@ -148,9 +148,9 @@ def markdown_title(text: str) -> str | None:
         if fence_match:
             fence = fence_match.group(1)
             continue
-        heading = _H1_RE.match(line)
-        if heading and heading.group(1).strip():
-            return heading.group(1).strip()
+        heading = atx_heading(line)
+        if heading and heading[0] == 1 and heading[1]:
+            return heading[1]
     return None
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
 from uuid import UUID
@@ -25,6 +26,9 @@ MAX_QUERY_CHARS = 2000
 #: Chunks fetched per result wanted, so merging and the per-document cap still leave a full list.
 POOL_FACTOR = 3
 POOL_MAX = 100
+PENDING_SQL = (
+    "SELECT count(*) FROM chunks WHERE embedding IS NULL AND ($1::uuid[] IS NULL OR source_id = ANY($1::uuid[]))"
+)
 
 
 @dataclass
@@ -33,6 +37,7 @@ class SearchOutcome:
     match_count: int  # what was used, after capping
     capped: bool
     filtered_by_threshold: int  # chunks of the candidate pool under the threshold
+    pending_embeddings: int = 0  # chunks in scope not embedded yet: keyword-searchable, unseen by `vector`
 
 
 def check_search_args(query: str, match_count: int, search_type: str, threshold: float | None) -> None:
@@ -106,15 +111,22 @@ class SearchService:
         limit = min(match_count, MAX_PER_PAGE)
         if source_ids == []:  # a scope without sources: nothing to find
             return SearchOutcome([], limit, match_count > limit, 0)
-        vector = await embed_query_async(self.embedder, query.strip())
+        vector, pending = await asyncio.gather(
+            embed_query_async(self.embedder, query.strip()), self.pending_embeddings(source_ids)
+        )
         strategy = self.strategy(search_type)
         pool = min(max(limit * POOL_FACTOR, limit + 10), POOL_MAX)
-        hits = await strategy.search(SearchRequest(query.strip(), vector, pool, source_ids, keyword_weight))
+        request = SearchRequest(query.strip(), vector, pool, source_ids, keyword_weight, pending)
+        hits = await strategy.search(request)
         kept = [h for h in hits if similarity_threshold is None or h.similarity >= similarity_threshold]
         passages = distinct_passages(kept, limit, self.settings.results_per_document)
         fresh = await freshness_of(self.db.pool, [p.document_id for p in passages])  # issue 21, point 5
         passages = [p.model_copy(update={"freshness": fresh.get(p.document_id, {})}) for p in passages]
-        return SearchOutcome(passages, limit, match_count > limit, len(hits) - len(kept))
+        return SearchOutcome(passages, limit, match_count > limit, len(hits) - len(kept), pending)
+
+    async def pending_embeddings(self, source_ids: list[UUID] | None) -> int:
+        """Chunks in the searched scope still waiting for their vector (two-phase indexing)."""
+        return int(await self.db.pool.fetchval(PENDING_SQL, source_ids))
 
     async def searched_sources(self, source_id: str | UUID | None) -> list[UUID] | None:
         """The sources a search reads, filtered inside the SQL so a small scope still gets a full list:

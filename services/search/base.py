@@ -12,10 +12,11 @@ import numpy as np
 
 from models import SearchHit
 
-# Columns of a hit, given a relation `c` (chunks), `d` (documents) and the query vector as $1.
+# Columns of a hit, given a relation `c` (chunks), `d` (documents) and the query vector as $1. A chunk
+# not embedded yet (found by the keyword leg) has similarity 0.
 HIT_COLUMNS = (
     "c.id AS chunk_id, c.document_id, d.title AS document_title, c.source_id, d.url, c.text, "
-    "c.chunk_index, c.char_start, c.char_end, c.heading_path, 1 - (c.embedding <=> $1) AS similarity, "
+    "c.chunk_index, c.char_start, c.char_end, c.heading_path, coalesce(1 - (c.embedding <=> $1), 0) AS similarity, "
     "c.page_start, c.page_end"
 )
 
@@ -29,6 +30,8 @@ class SearchRequest:
     source_ids: list[UUID] | None = None
     #: hybrid keyword-leg weight for this search (vector weight = 1 - it); None = the settings' weights
     keyword_weight: float | None = None
+    #: chunks in scope without a vector yet (found by the keyword leg only)
+    pending_embeddings: int = 0
 
 
 def to_hit(row: Mapping[str, Any], score: float, match_type: str) -> SearchHit:

@@ -1,5 +1,11 @@
 """Hybrid retrieval: reciprocal-rank fusion of HNSW vector top-N and full-text top-N, in one SQL query.
 
+Chunks not embedded yet (two-phase indexing: the backlog has not reached them) are found by the
+keyword leg alone; in their fusion the vector leg's share is stood in for by their keyword evidence
+(RRF: their keyword rank; convex: their normalised keyword score), so a half-embedded source answers
+well and a source with no vectors yet ranks by BM25. With no pending chunk in the searched scope the
+SQL is exactly the fully-embedded one.
+
 The keyword leg ORs the query's terms (an AND of every term matches almost nothing for natural
 questions) and ranks them either with BM25 (`keyword_ranking = "bm25"`, services/search/bm25.py)
 or with `ts_rank(..., 1)` (`"ts_rank"`, the length-normalised PostgreSQL ranking used before).
@@ -25,7 +31,7 @@ HYBRID_SQL = """
 WITH vec AS (
     SELECT id, dist, row_number() OVER (ORDER BY dist, id) AS rnk FROM (
         SELECT id, embedding <=> $1 AS dist FROM chunks
-        WHERE ($2::uuid[] IS NULL OR source_id = ANY($2::uuid[]))
+        WHERE {vec_filter}($2::uuid[] IS NULL OR source_id = ANY($2::uuid[]))
         ORDER BY embedding <=> $1 LIMIT $3
     ) v
 ),
@@ -44,9 +50,23 @@ RRF_FUSION = """fused AS (
     ORDER BY rrf DESC, id LIMIT $8
 )"""
 
+# The same, when some chunks in scope have no vector yet: a pending chunk (outside the vector leg)
+# counts its keyword rank for both legs.
+RRF_FUSION_PENDING = """fused AS (
+    SELECT j.id, j.vrank, j.krank,
+           coalesce($5::float8 / ($7::float8 + j.vrank),
+                    $5::float8 / ($7::float8 + CASE WHEN p.id IS NOT NULL THEN j.krank END), 0)
+           + coalesce($6::float8 / ($7::float8 + j.krank), 0) AS rrf
+    FROM (SELECT coalesce(vec.id, kw.id) AS id, vec.rnk AS vrank, kw.rnk AS krank
+          FROM vec FULL OUTER JOIN kw ON vec.id = kw.id) j
+    LEFT JOIN chunks p ON p.id = j.id AND j.vrank IS NULL AND p.embedding IS NULL
+    ORDER BY rrf DESC, j.id LIMIT $8
+)"""
+
 # Convex combination of scores, each min-max normalised over the candidates of both legs: cosine
 # similarity (computed for keyword-only candidates too) and the keyword score (0 when unmatched).
-# Weighted by $5 / $6 and divided by their sum, so 0-1. ($7, the RRF k, is not used.)
+# Weighted by $5 / $6 and divided by their sum, so 0-1. ($7, the RRF k, is not used.) A chunk without a
+# vector (pending) has no cosine: its normalised keyword score stands in for the normalised cosine.
 CONVEX_FUSION = """cand AS (
     SELECT coalesce(vec.id, kw.id) AS id, vec.rnk AS vrank, kw.rnk AS krank, vec.dist, kw.kscore
     FROM vec FULL OUTER JOIN kw ON vec.id = kw.id
@@ -58,7 +78,8 @@ scored AS (
 ),
 fused AS (
     SELECT id, vrank, krank,
-           ($5::float8 * (cos - min(cos) OVER ()) / greatest(max(cos) OVER () - min(cos) OVER (), 1e-9)
+           ($5::float8 * coalesce((cos - min(cos) OVER ()) / greatest(max(cos) OVER () - min(cos) OVER (), 1e-9),
+                                  ks / greatest(max(ks) OVER (), 1e-9))
             + $6::float8 * ks / greatest(max(ks) OVER (), 1e-9)) / ($5::float8 + $6::float8) AS rrf
     FROM scored WHERE $7::float8 IS NOT NULL
     ORDER BY rrf DESC, id LIMIT $8
@@ -136,14 +157,19 @@ class HybridSearch(SearchStrategy):
         self.settings = settings
         self.term_stats = TermStatistics(db)
 
-    def _sql(self) -> str:
+    def _sql(self, pending: bool = False) -> str:
+        """The hybrid query; `pending`: some chunks in scope have no vector yet."""
         s = self.settings
         if s.keyword_ranking != "bm25":
             leg = TS_RANK_LEG
         else:
             leg = BM25_TOPK_LEG if s.bm25_postings_per_term else BM25_LEG
-        fusion = CONVEX_FUSION if s.hybrid_fusion == "convex" else RRF_FUSION
-        return HYBRID_SQL.format(keyword_leg=leg, fusion=fusion, hit_columns=HIT_COLUMNS)
+        if s.hybrid_fusion == "convex":
+            fusion = CONVEX_FUSION
+        else:
+            fusion = RRF_FUSION_PENDING if pending else RRF_FUSION
+        vec_filter = "embedding IS NOT NULL AND " if pending else ""
+        return HYBRID_SQL.format(keyword_leg=leg, fusion=fusion, hit_columns=HIT_COLUMNS, vec_filter=vec_filter)
 
     async def keyword_args(self, text: str, depth: int = 0) -> list:
         """Query parameters of the keyword leg ($4, and $9-$12 for BM25, $13-$14 over impact order)."""
@@ -169,7 +195,7 @@ class HybridSearch(SearchStrategy):
         keyword, *bm25 = await self.keyword_args(request.query, depth)
         vector_weight, keyword_weight = self.weights(request)
         return await self.db.pool.fetch(
-            self._sql(),
+            self._sql(request.pending_embeddings > 0),
             request.query_vector,
             request.source_ids,
             depth,

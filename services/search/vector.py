@@ -1,4 +1,5 @@
-"""Dense retrieval: pgvector HNSW, cosine distance."""
+"""Dense retrieval: pgvector HNSW, cosine distance. Chunks not embedded yet are not seen (the search
+reply says how many: `pending_embeddings`)."""
 
 from __future__ import annotations
 
@@ -6,16 +7,19 @@ from models import SearchHit
 from services.database import Database
 from services.search.base import HIT_COLUMNS, SearchRequest, SearchStrategy, to_hit
 
-VECTOR_SQL = f"""
+_VECTOR_TEMPLATE = """
 WITH top AS (
     SELECT id, embedding <=> $1 AS dist FROM chunks
-    WHERE ($2::uuid[] IS NULL OR source_id = ANY($2::uuid[]))
+    WHERE {vec_filter}($2::uuid[] IS NULL OR source_id = ANY($2::uuid[]))
     ORDER BY embedding <=> $1 LIMIT $3
 )
-SELECT {HIT_COLUMNS}
+SELECT {hit_columns}
 FROM top JOIN chunks c ON c.id = top.id JOIN documents d ON d.id = c.document_id
 ORDER BY top.dist, c.id
 """
+VECTOR_SQL = _VECTOR_TEMPLATE.format(vec_filter="", hit_columns=HIT_COLUMNS)
+#: When some chunks in scope have no vector yet: an exact scan must not rank them (NULL distances).
+VECTOR_PENDING_SQL = _VECTOR_TEMPLATE.format(vec_filter="embedding IS NOT NULL AND ", hit_columns=HIT_COLUMNS)
 
 
 class VectorSearch(SearchStrategy):
@@ -27,5 +31,6 @@ class VectorSearch(SearchStrategy):
         self.db = db
 
     async def search(self, request: SearchRequest) -> list[SearchHit]:
-        rows = await self.db.pool.fetch(VECTOR_SQL, request.query_vector, request.source_ids, request.limit)
+        sql = VECTOR_PENDING_SQL if request.pending_embeddings else VECTOR_SQL
+        rows = await self.db.pool.fetch(sql, request.query_vector, request.source_ids, request.limit)
         return [to_hit(r, r["similarity"], self.name) for r in rows]

@@ -7,7 +7,9 @@ become pending rows of origin 'missing' (depth 1, so they are settled after ever
 files are then read in batches: same content hash as before -> unchanged; the content of a missing
 file -> a rename (the document moves, nothing is re-embedded); else ingested (created / updated).
 Missing paths left over are deleted with their documents. A worker that dies leaves rows in
-`fetching`; whoever resumes the job puts them back to `pending` and goes on.
+`fetching`; whoever resumes the job puts them back to `pending` and goes on. Files are stored without
+vectors (keyword-searchable at once) and embedded by the backlog runners; the job embeds what is left
+of its own before it completes.
 """
 
 from __future__ import annotations
@@ -103,6 +105,8 @@ class SyncRunner:
             for relative in missing:
                 if relative in self.manifest:  # else settled already (renamed)
                     await self._remove(root, relative)
+        if not self.interrupt.is_set():  # every file is keyword-searchable: embed the rest, then complete
+            await self.app.documents.backlog.drain(await self.frontier.written_documents(), self.interrupt)
 
     # ---------- seeding ----------
 
@@ -169,7 +173,8 @@ class SyncRunner:
                 to_ingest.append(outcome)
         if not to_ingest:
             return
-        results = await self.app.documents.ingest_many(self.job.source_id, [item for *_, item in to_ingest])
+        items = [item for *_, item in to_ingest]
+        results = await self.app.documents.ingest_many(self.job.source_id, items, embed=False)  # the backlog embeds
         for (relative, size, mtime_ns, digest, _), result in zip(to_ingest, results, strict=True):
             await self._remember(relative, size, mtime_ns, digest, result.document.id)
             await self.frontier.finish_row(
@@ -196,7 +201,7 @@ class SyncRunner:
         if known is not None and known["size"] == st.st_size and known["mtime_ns"] == st.st_mtime_ns:
             await self._done_unchanged(relative, known["content_hash"], known["document_id"])
             return None
-        item = await asyncio.to_thread(self.app.documents.read_file, path, None, None, {"folder_path": relative})
+        item = await self.app.documents.read_file(path, None, None, {"folder_path": relative})
         digest = content_hash(item.content)
         if known is not None and known["content_hash"] == digest:
             await self._remember(relative, st.st_size, st.st_mtime_ns, digest, known["document_id"])

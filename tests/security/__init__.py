@@ -1,0 +1,1 @@
+"""Attack tests (issue 23): hostile input through the real components."""

@@ -81,6 +81,8 @@ class GitSyncRunner(SyncRunner):
                         await self._forget_row(row.url)
         finally:
             self.repo.close()
+        if not self.interrupt.is_set():  # every file is keyword-searchable: embed the rest, then complete
+            await self.app.documents.backlog.drain(await self.frontier.written_documents(), self.interrupt)
 
     async def _manifest(self) -> dict[str, Stored]:
         rows = await self.pool.fetch(
@@ -192,16 +194,16 @@ class GitSyncRunner(SyncRunner):
         if stored is not None and stored.blob == sha and previous == path:  # settled before a hand-back
             await self.frontier.finish_row(path, RowResult("done", outcome="unchanged", document_id=stored.document_id))
             return None
-        item = await asyncio.to_thread(self._parse, blob.data, path)
+        item = await self._parse(blob.data, path)
         if stored is not None and previous is not None and stored.blob == sha:
             await self._move(previous, path, sha, stored.document_id, item)
             return None
         return Pending(path, sha, item, previous)
 
-    def _parse(self, data: bytes, path: str) -> NewDocument:
+    async def _parse(self, data: bytes, path: str) -> NewDocument:
         url = self.git.document_url(self.commit, path)
         metadata = {"repository": self.git.url, "ref": self.git.ref, "path": path, "commit": self.commit}
-        return self.app.documents.parse_file(data, PurePosixPath(path), path, None, url, metadata)
+        return await self.app.documents.parse_file(data, PurePosixPath(path), path, None, url, metadata)
 
     async def _move(self, old: str, new: str, blob: str, document_id: UUID, item: NewDocument) -> None:
         """A file renamed with its content unchanged: its document moves, nothing is re-embedded."""
@@ -245,7 +247,8 @@ class GitSyncRunner(SyncRunner):
                         await self._point(conn, self.files[pending.previous].document_id, pending.item, title=False)
                 except asyncpg.UniqueViolationError:
                     pass  # a document already has that URL: the ingest updates that one
-        results = await self.app.documents.ingest_many(self.job.source_id, [p.item for p in batch])
+        items = [p.item for p in batch]
+        results = await self.app.documents.ingest_many(self.job.source_id, items, embed=False)  # the backlog embeds
         for pending, result in zip(batch, results, strict=True):
             old = self.files.get(pending.previous) if pending.previous else None
             async with self.pool.acquire() as conn, conn.transaction():

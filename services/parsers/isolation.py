@@ -1,0 +1,124 @@
+"""Heavy file formats are parsed in a worker process with memory and CPU-time limits.
+
+A pathological PDF, office file or e-book can make a parser allocate gigabytes or loop for minutes.
+In a worker limited by RLIMIT_AS and RLIMIT_CPU that costs the worker, not the server: the worker
+hits MemoryError or is killed by SIGXCPU, the caller gets a clear error, and the next call starts
+a fresh pool. Parsing never runs on the event loop: light formats (text, markdown, HTML, data
+files) run in a thread. ZIP-based files are checked for bombs before a worker sees them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import multiprocessing
+import resource
+import threading
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from pathlib import Path, PurePath
+from typing import Any
+
+from services.errors import InvalidArgument, ServiceError, Unavailable
+from services.parsers import parse_bytes
+from services.parsers.archives import check_archive
+from services.parsers.base import ParsedDocument
+
+logger = logging.getLogger(__name__)
+
+#: Formats parsed in the worker: binary containers whose parsers can be driven to extremes.
+ISOLATED_EXTENSIONS = frozenset({".pdf", ".docx", ".pptx", ".xlsx", ".xlsm", ".epub", ".odt", ".rtf"})
+
+
+def _limit_memory(memory_bytes: int) -> None:
+    """Worker initializer: cap the address space (allocations past it raise MemoryError)."""
+    resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
+
+
+def _parse_limited(data: bytes, name: str, cpu_seconds: int, max_file_bytes: int) -> ParsedDocument:
+    """In the worker: allow `cpu_seconds` more CPU time (RLIMIT_CPU counts the whole life), then parse."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    used = int(usage.ru_utime + usage.ru_stime) + 1
+    resource.setrlimit(resource.RLIMIT_CPU, (used + cpu_seconds, resource.RLIM_INFINITY))
+    return parse_bytes(data, Path(name), max_file_bytes)
+
+
+class ParserPool:
+    """A small, lazily started pool of limited parser workers, replaced whenever it breaks."""
+
+    def __init__(self, workers: int, memory_mb: int, cpu_seconds: int) -> None:
+        self.workers = max(1, workers)
+        self.memory_mb = memory_mb
+        self.cpu_seconds = cpu_seconds
+        self._executor: ProcessPoolExecutor | None = None
+        self._lock = threading.Lock()
+
+    def _pool(self) -> ProcessPoolExecutor:
+        with self._lock:
+            if self._executor is None:
+                context = multiprocessing.get_context("forkserver")
+                context.set_forkserver_preload(["services.parsers.isolation"])
+                self._executor = ProcessPoolExecutor(
+                    self.workers, context, initializer=_limit_memory, initargs=(self.memory_mb * 1024 * 1024,)
+                )
+            return self._executor
+
+    def _discard(self, broken: ProcessPoolExecutor) -> None:
+        """Drop a broken (or suspect) pool; the next call starts a fresh one."""
+        with self._lock:
+            if self._executor is broken:
+                self._executor = None
+        broken.shutdown(wait=False, cancel_futures=True)
+
+    async def parse(self, data: bytes, path: PurePath, max_file_bytes: int) -> ParsedDocument:
+        """Parse in a worker; limits hit become ServiceErrors, and never take the server down."""
+        executor, name = self._pool(), path.name
+        loop = asyncio.get_running_loop()
+        try:
+            return await loop.run_in_executor(
+                executor, _parse_limited, data, str(path), self.cpu_seconds, max_file_bytes
+            )
+        except ServiceError:
+            raise
+        except MemoryError:
+            self._discard(executor)
+            raise InvalidArgument(
+                f"{name} needs more than {self.memory_mb} MB of memory to parse.",
+                "Split the file or convert it to text; or raise ARCHIVIST_PARSE_MEMORY_MB on the server.",
+            ) from None
+        except BrokenProcessPool:
+            self._discard(executor)
+            logger.warning("parser worker died on %s; starting a fresh pool", name)
+            raise Unavailable(
+                f"The parser worker stopped while parsing {name}: over the {self.cpu_seconds} s CPU "
+                f"or {self.memory_mb} MB memory limit, or it crashed.",
+                "Retry once (a fresh worker is started); if the same file fails again, convert it to "
+                "text or PDF, or raise ARCHIVIST_PARSE_CPU_SECONDS / ARCHIVIST_PARSE_MEMORY_MB.",
+            ) from None
+
+    def close(self) -> None:
+        with self._lock:
+            executor, self._executor = self._executor, None
+        if executor is not None:
+            executor.shutdown(wait=False, cancel_futures=True)
+
+
+_pools: dict[tuple[int, int, int], ParserPool] = {}
+_pools_lock = threading.Lock()
+
+
+def parser_pool(settings: Any) -> ParserPool:
+    """The shared pool for these limits (settings: services.settings.Settings)."""
+    key = (settings.parse_workers, settings.parse_memory_mb, settings.parse_cpu_seconds)
+    with _pools_lock:
+        if key not in _pools:
+            _pools[key] = ParserPool(*key)
+        return _pools[key]
+
+
+async def parse_file(data: bytes, path: PurePath, settings: Any) -> ParsedDocument:
+    """Parse a file's bytes off the event loop: heavy formats in a limited worker, others in a thread."""
+    check_archive(data, path, settings.max_file_bytes)  # here too: a bomb never reaches a worker
+    if path.suffix.lower() in ISOLATED_EXTENSIONS:
+        return await parser_pool(settings).parse(data, path, settings.max_file_bytes)
+    return await asyncio.to_thread(parse_bytes, data, Path(path), settings.max_file_bytes)
