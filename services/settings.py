@@ -7,7 +7,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import AliasChoices, Field, field_validator
+from pydantic import AliasChoices, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 
@@ -157,6 +157,9 @@ class Settings(BaseSettings):
     max_running_jobs_per_token: int = 3  # queued/running crawl+sync jobs per token (override: token --max-jobs)
     audit_write_timeout_seconds: float = 2.0  # an audit batch waiting longer (e.g. a locked table) is retried later
     stateless_http: bool = False  # `serve --http --stateless`: no sessions, for servers behind a load balancer
+    #: seals the 2026-07-28 requestState of answer=true (>= 32 characters; comma-separated, newest first,
+    #: to rotate). Servers behind one load balancer share it; unset, each process seals with its own key.
+    request_state_key: SecretStr = SecretStr("")
 
     @field_validator("allowed_paths", mode="before")
     @classmethod
