@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import shutil
 import socket
@@ -208,9 +209,12 @@ def test_cli_ingest_search_sources(database_url: str, files_dir: Path) -> None:
     assert found.returncode == 0, found.stderr
     assert "Owls" in found.stdout.splitlines()[0]
     listed = run_cli(["sources"], env)
-    assert "CLI notes" in listed.stdout and "2 documents" in listed.stdout
-    refused = run_cli(["ingest", "/etc/hostname", "--source", "CLI notes"], env)
-    assert refused.returncode != 0 and "not allowed" in refused.stderr
+    assert "CLI notes" in listed.stdout
+    counts = {s["title"]: s["documents_count"] for s in json.loads(run_cli(["sources", "--json"], env).stdout)}
+    assert counts["CLI notes"] == 2
+    (notes / ".env").write_text("SECRET=1")
+    refused = run_cli(["ingest", str(notes / ".env"), "--source", "CLI notes"], env)
+    assert refused.returncode != 0 and ".env" in refused.stderr  # hidden files stay refused, even locally
 
 
 def test_cli_crawl_and_jobs(database_url: str, files_dir: Path) -> None:
@@ -220,6 +224,6 @@ def test_cli_crawl_and_jobs(database_url: str, files_dir: Path) -> None:
     with FixtureSite() as site:
         crawled = run_cli(["crawl", site.url + "/", "--max-pages", "3", "--title", "CLI crawl"], env)
         assert crawled.returncode == 0, crawled.stderr
-        assert "completed" in crawled.stdout and '"pages_crawled": 3' in crawled.stdout
+        assert "completed" in crawled.stdout and "3 pages" in crawled.stdout
     jobs = run_cli(["jobs"], env)
     assert "completed" in jobs.stdout and site.url in jobs.stdout
