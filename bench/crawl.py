@@ -41,7 +41,17 @@ from tests.fixture_site import FixtureSite  # noqa: E402
 
 logger = logging.getLogger("bench.crawl")
 
-MAX_DEPTH = 5  # a 5-ary tree of 500 pages is 5 levels deep below the index
+FANOUT = 5  # tests/fixture_site.py generates a 5-ary tree
+
+
+def tree_depth(pages: int, fanout: int = FANOUT) -> int:
+    """Links from the index to the deepest generated page (the index links to page 0)."""
+    depth, level, covered = 1, 1, 1
+    while covered < pages:
+        level *= fanout
+        covered += level
+        depth += 1
+    return depth
 
 
 def bench_settings(args: argparse.Namespace) -> Settings:
@@ -56,6 +66,7 @@ def bench_settings(args: argparse.Namespace) -> Settings:
         crawl_concurrency=args.concurrency,
         crawl_per_host_concurrency=args.concurrency,
         crawl_max_pages=args.pages + 1,
+        crawl_max_depth=max(5, tree_depth(args.pages)),
         job_poll_seconds=0.1,
         run_worker=False,
     )
@@ -76,7 +87,7 @@ async def crawl_site(app: Archivist, site: FixtureSite, pages: int) -> tuple[Cra
         site.url_for("/gen/"),
         title=f"bench-crawl-{site.port}",
         recursive=True,
-        max_depth=MAX_DEPTH,
+        max_depth=tree_depth(pages),
         max_pages=pages + 1,
     )
     try:
