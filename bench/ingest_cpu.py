@@ -14,8 +14,9 @@ crawl or sync job completes once its chunks are embedded; a directory ingest emb
 
 For each it prints wall seconds, CPU seconds of this process (the server: event loop, page pipeline,
 model threads) and its children (the parser pool), CPU seconds of PostgreSQL's processes, utilisation
-of all cores, and peak server RSS. On a shared machine the utilisation is bounded by what the scheduler
-gives this process, so compare paths within one run, not with an idle machine.
+of all cores, and the server's peak RSS during the path. On a shared machine the utilisation is
+bounded by what the scheduler gives this process, so compare paths within one run, not with an idle
+machine.
 """
 
 from __future__ import annotations
@@ -104,6 +105,7 @@ async def beir_ingest(app: Archivist, corpus_path: Path, docs: int) -> str:
 
 
 async def measure(probe: Probe, name: str, work: Awaitable[str]) -> dict[str, Any]:
+    overall_peak, probe.peak_server_rss = probe.peak_server_rss, 0
     first = probe.sample()
     began = time.perf_counter()
     what = await work
@@ -117,7 +119,9 @@ async def measure(probe: Probe, name: str, work: Awaitable[str]) -> dict[str, An
         "server_cpu_s": round(last.server_cpu - first.server_cpu, 1),
         "postgres_cpu_s": round(max(last.postgres_cpu - first.postgres_cpu, 0.0), 1),
         **{f"utilisation_{k}": v for k, v in cpu.items()},
+        "peak_server_rss_mb": round(probe.peak_server_rss / 2**20),
     }
+    probe.peak_server_rss = max(overall_peak, probe.peak_server_rss)
     logger.warning("%s", row)
     return row
 
@@ -177,13 +181,14 @@ def report(results: dict[str, Any]) -> str:
         f"{m['cores']} cores; load average before {m['load_average']}, after {m['load_average_after']}; "
         f"peak server RSS {results['peak_server_rss_mb']} MB",
         "",
-        "| path | work | wall s | server CPU s | PostgreSQL CPU s | utilisation server + PG = total |",
-        "|---|---|---|---|---|---|",
+        "| path | work | wall s | server CPU s | PostgreSQL CPU s | utilisation server + PG = total | peak RSS |",
+        "|---|---|---|---|---|---|---|",
     ]
     for r in results["rows"]:
         lines.append(
             f"| {r['path']} | {r['what']} | {r['wall_s']} | {r['server_cpu_s']} | {r['postgres_cpu_s']} | "
-            f"{r['utilisation_server']:.0%} + {r['utilisation_postgres']:.0%} = {r['utilisation_total']:.0%} |"
+            f"{r['utilisation_server']:.0%} + {r['utilisation_postgres']:.0%} = {r['utilisation_total']:.0%} | "
+            f"{r['peak_server_rss_mb']} MB |"
         )
     return "\n".join(lines)
 
