@@ -58,13 +58,19 @@ async def test_a_fetcher_extracts_at_most_one_page_per_core(tmp_path: Path, monk
     assert running["peak"] <= min(cores, crawl4ai_http.extraction_slots())
 
 
-def test_trimmer_trims_every_n_ticks(monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_trimmer_trims_every_n_ticks_off_the_event_loop(monkeypatch: pytest.MonkeyPatch) -> None:
+    loop_thread = threading.get_ident()
     calls: list[int] = []
-    monkeypatch.setattr(memory, "trim", lambda: calls.append(1) or True)
+
+    def fake_trim() -> bool:
+        calls.append(threading.get_ident())
+        return True
+
+    monkeypatch.setattr(memory, "trim", fake_trim)
     trimmer = memory.Trimmer(every=3)
     for _ in range(7):
-        trimmer.tick()
-    assert len(calls) == 2
+        await trimmer.tick()
+    assert len(calls) == 2 and loop_thread not in calls
 
 
 def test_malloc_helpers_are_safe_to_call(monkeypatch: pytest.MonkeyPatch) -> None:

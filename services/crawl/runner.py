@@ -37,7 +37,7 @@ from services.crawl.page_crawl import PageCrawler
 from services.crawl.robots_cache import MAX_DISCOVERY_BYTES, RobotsCache, site_root
 from services.errors import ServiceError, unavailable_from
 from services.fetchers import create_fetcher
-from services.memory import Trimmer, trim
+from services.memory import Trimmer, trim_async
 from services.net.robots import parse_llms_txt, parse_sitemap
 from services.net.text_fetch import fetch_text
 from services.net.urls import in_scope, matches_patterns, normalize_url
@@ -104,7 +104,7 @@ class CrawlRunner:
             self.app.jobs.forget_cancel_event(self.job.id)
             if self.pages.fetcher is not None:
                 await self.pages.fetcher.close()
-            trim()
+            await trim_async()
 
     async def _unless_interrupted(self, work: Coroutine[Any, Any, None]) -> bool:
         """Run `work` unless a cancel / stop / loss of ownership comes first (then cancel it: False)."""
@@ -238,7 +238,7 @@ class CrawlRunner:
                     if task is not interrupted:
                         in_flight.pop(task)
                         self._log_task_failure(task)
-                        self.trimmer.tick()
+                        await self.trimmer.tick()
         finally:
             interrupted.cancel()
             for task in in_flight:
