@@ -7,7 +7,8 @@ and sibling links, three paragraphs of ~60 words per page) is served on 127.0.0.
 crawl job covering every page is run by an in-process worker (`services.worker.run_worker`), as the
 server runs it: discovery (robots.txt, sitemap.xml, llms.txt), frontier in Postgres, HTTP fetch and
 HTML->markdown with crawl4ai, chunking, embedding and storage. The clock runs from queueing the job
-to its completion; the embedder and crawl4ai are loaded before it starts.
+to its completion; the embedder and crawl4ai are loaded before it starts. The peak resident memory of
+this process (the server: event loop, page pipeline, model) is sampled every half second.
 
 The database is DATABASE_URL when set, else an embedded PostgreSQL under bench/.cache/crawl-db. The
 crawled source is deleted afterwards, so re-runs measure the same work (every page new).
@@ -21,6 +22,7 @@ import json
 import logging
 import os
 import sys
+import threading
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -41,7 +43,41 @@ from tests.fixture_site import FixtureSite  # noqa: E402
 
 logger = logging.getLogger("bench.crawl")
 
-MAX_DEPTH = 5  # a 5-ary tree of 500 pages is 5 levels deep below the index
+FANOUT = 5  # tests/fixture_site.py generates a 5-ary tree
+
+
+def tree_depth(pages: int, fanout: int = FANOUT) -> int:
+    """Links from the index to the deepest generated page (the index links to page 0)."""
+    depth, level, covered = 1, 1, 1
+    while covered < pages:
+        level *= fanout
+        covered += level
+        depth += 1
+    return depth
+
+
+class PeakRss:
+    """Samples this process's resident memory in a thread; `peak_mb` is the largest seen."""
+
+    def __init__(self, interval: float = 0.5) -> None:
+        import psutil
+
+        self._process = psutil.Process()
+        self._interval = interval
+        self._stop = threading.Event()
+        self.peak = 0
+        self._thread = threading.Thread(target=self._run, name="peak-rss", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._interval):
+            self.peak = max(self.peak, self._process.memory_info().rss)
+
+    def stop(self) -> int:
+        self._stop.set()
+        self._thread.join()
+        self.peak = max(self.peak, self._process.memory_info().rss)
+        return round(self.peak / 2**20)
 
 
 def bench_settings(args: argparse.Namespace) -> Settings:
@@ -56,6 +92,7 @@ def bench_settings(args: argparse.Namespace) -> Settings:
         crawl_concurrency=args.concurrency,
         crawl_per_host_concurrency=args.concurrency,
         crawl_max_pages=args.pages + 1,
+        crawl_max_depth=max(5, tree_depth(args.pages)),
         job_poll_seconds=0.1,
         run_worker=False,
     )
@@ -76,7 +113,7 @@ async def crawl_site(app: Archivist, site: FixtureSite, pages: int) -> tuple[Cra
         site.url_for("/gen/"),
         title=f"bench-crawl-{site.port}",
         recursive=True,
-        max_depth=MAX_DEPTH,
+        max_depth=tree_depth(pages),
         max_pages=pages + 1,
     )
     try:
@@ -88,7 +125,7 @@ async def crawl_site(app: Archivist, site: FixtureSite, pages: int) -> tuple[Cra
     return job, elapsed
 
 
-def summarize(job: CrawlJob, elapsed: float, settings: Settings, pages: int) -> dict[str, Any]:
+def summarize(job: CrawlJob, elapsed: float, settings: Settings, pages: int, peak_rss_mb: int) -> dict[str, Any]:
     return {
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
         "machine": machine_info(),
@@ -100,6 +137,7 @@ def summarize(job: CrawlJob, elapsed: float, settings: Settings, pages: int) -> 
         "seconds": round(elapsed, 2),
         "pages_per_second": round(job.pages_crawled / elapsed, 2),
         "chunks_per_second": round(job.chunks_embedded / elapsed, 2),
+        "peak_rss_mb": peak_rss_mb,
         "settings": {
             "crawl_concurrency": settings.crawl_concurrency,
             "crawl_per_host_concurrency": settings.crawl_per_host_concurrency,
@@ -112,6 +150,7 @@ def summarize(job: CrawlJob, elapsed: float, settings: Settings, pages: int) -> 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
     settings = bench_settings(args)
+    rss = PeakRss()
     app = await Archivist.open(settings)
     site = FixtureSite(with_defaults=False).start()
     try:
@@ -122,7 +161,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     finally:
         site.stop()
         await app.close()
-    return summarize(job, elapsed, settings, args.pages)
+    return summarize(job, elapsed, settings, args.pages, rss.stop())
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -146,7 +185,8 @@ def main(argv: list[str] | None = None) -> None:
     print(text)
     print(
         f"\n{result['pages_crawled']} pages, {result['chunks_embedded']} chunks in {result['seconds']} s: "
-        f"{result['pages_per_second']} pages/s, {result['chunks_per_second']} chunks/s ({result['status']})"
+        f"{result['pages_per_second']} pages/s, {result['chunks_per_second']} chunks/s ({result['status']}); "
+        f"peak RSS {result['peak_rss_mb']} MB"
     )
 
 

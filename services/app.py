@@ -18,6 +18,7 @@ from services.documents import DocumentService
 from services.embeddings import create_embedder, gate
 from services.embeddings.base import Embedder
 from services.errors import ServiceError, Unavailable
+from services.memory import limit_malloc_arenas
 from services.reranking import create_reranker
 from services.reranking.base import Reranker
 from services.search import SearchService
@@ -52,6 +53,7 @@ class Archivist:
     async def open(cls, settings: Settings, embedder: Embedder | None = None) -> Archivist:
         """Load the embedder (in a thread) and connect + migrate the database concurrently."""
         gate.background_nice = settings.embedding_background_nice
+        limit_malloc_arenas()  # before the model's and the crawl's worker threads first allocate
         if embedder is None:
             embedder = await asyncio.to_thread(create_embedder, settings)
         db = Database(settings)

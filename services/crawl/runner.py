@@ -34,6 +34,7 @@ from services.crawl.page_crawl import PageCrawler
 from services.crawl.robots_cache import MAX_DISCOVERY_BYTES, RobotsCache, site_root
 from services.errors import InvalidArgument, ServiceError, unavailable_from
 from services.fetchers import create_fetcher
+from services.memory import Trimmer, trim_async
 from services.net import credentials
 from services.net.credentials import SiteCredentials
 from services.net.robots import parse_llms_txt, parse_sitemap
@@ -80,6 +81,7 @@ class CrawlRunner:
         self.interrupt_reason: str | None = None
         self.unfetched: int | None = None  # discovered pages beyond max_pages, once the frontier is settled
         self.pages = PageCrawler(app, job, self.frontier, self.robots, self.throttle, app.documents, self.refusal)
+        self.trimmer = Trimmer()  # hands freed page memory back to the system every few pages
 
     # ---------- the job ----------
 
@@ -106,6 +108,7 @@ class CrawlRunner:
             self.app.jobs.forget_cancel_event(self.job.id)
             if self.pages.fetcher is not None:
                 await self.pages.fetcher.close()
+            await trim_async()
 
     async def _unless_interrupted(self, work: Coroutine[Any, Any, None]) -> bool:
         """Run `work` unless a cancel / stop / loss of ownership comes first (then cancel it: False)."""
@@ -234,6 +237,7 @@ class CrawlRunner:
                     if task is not interrupted:
                         in_flight.pop(task)
                         self._log_task_failure(task)
+                        await self.trimmer.tick()
         finally:
             interrupted.cancel()
             for task in in_flight:

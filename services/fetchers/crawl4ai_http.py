@@ -8,8 +8,10 @@ to a downloads folder on disk. Those break the SSRF, size, conditional-request a
 here. So httpx does the raw exchange over a pinned client (`services.net.pinned_http`: every
 connection, so every redirect hop, resolves once, is checked and goes to the checked address; bodies
 are streamed and capped) and the page pipeline (`services.pages.extract_page`: main content, chrome
-removed, markdown, outlinks) runs in a worker thread so the event loop never blocks on parsing. The
-HTTP status is trusted as is.
+removed, markdown, outlinks) runs in a worker thread so the event loop never blocks on parsing, at most
+`extraction_slots()` pages at a time per fetcher (one per core): a parsed page's tree is several times
+its HTML, so memory stays bounded however many pages a crawl has in flight (and CPU-bound extraction
+gains nothing beyond one thread per core). The HTTP status is trusted as is.
 
 crawl4ai (used by the browser fetcher) reads CRAWL4_AI_BASE_DIRECTORY when it is imported, so
 `prepare_crawl4ai_home` sets it (to `<data_dir>/crawl4ai`) before its first, lazy, import.
@@ -29,6 +31,7 @@ from typing import TYPE_CHECKING
 
 import httpx
 
+from services.embeddings.models import cpu_threads
 from services.errors import ServiceError
 from services.fetchers.base import Fetcher, FetchResult
 from services.net.credentials import SiteCredentials
@@ -127,6 +130,11 @@ def sniff_media_type(body: bytes) -> str | None:
     return None
 
 
+def extraction_slots() -> int:
+    """Pages one fetcher extracts at once: one per core."""
+    return cpu_threads()
+
+
 class BodyTooLarge(Exception):
     """The body is larger than crawl_max_page_bytes."""
 
@@ -152,6 +160,7 @@ class Crawl4aiHttpFetcher(Fetcher):
         self._login = login  # asked per hop: its headers never follow a redirect to another host
         self.paths = prepare_crawl4ai_home(settings)
         self._client: httpx.AsyncClient | None = None
+        self._extracting = asyncio.Semaphore(extraction_slots())  # page trees alive at once
 
     def _http(self) -> httpx.AsyncClient:
         if self._client is None:
@@ -295,8 +304,10 @@ class Crawl4aiHttpFetcher(Fetcher):
             return result
         is_html = download.content_type in HTML_TYPES
         text = decode_body(download.body, download.charset, sniff_meta=is_html)
+        download.body = b""  # the text replaces it: one copy of the page waits for a slot, not two
         try:
-            page = await asyncio.to_thread(extract_page, text, download.final_url, download.content_type)
+            async with self._extracting:
+                page = await asyncio.to_thread(extract_page, text, download.final_url, download.content_type)
         except Exception as exc:  # a parser failure must not escape a fetch
             logger.warning("could not convert %s: %s", download.final_url, exc)
             result.error = f"conversion failed: {exc}"
