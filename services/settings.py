@@ -58,8 +58,8 @@ class Settings(BaseSettings):
     fts_config: str = "english"
     #: Keyword terms found in more than this share of chunks are left out of the keyword leg.
     keyword_max_term_frequency: float = 0.05
-    #: The same limit while chunks in the searched scope wait for their vector (two-phase indexing):
-    #: the keyword leg then ranks them alone, and on docs a question's common words are its evidence.
+    #: The same limit for chunks waiting for their vector (two-phase indexing), in the keyword leg that
+    #: ranks them (services/search/pending.py): with no vector, a question's common words are evidence.
     keyword_pending_max_term_frequency: float = Field(default=1.0, gt=0, le=1)
 
     # --- reranking ---

@@ -6,12 +6,8 @@ keyword leg alone; in their fusion the vector leg's share is stood in for by the
 well and a source with no vectors yet ranks by BM25. With no pending chunk in the searched scope the
 SQL and its parameters are exactly the fully-embedded ones.
 
-While chunks are pending, the keyword leg keeps common query terms too (up to
-`keyword_pending_max_term_frequency`, all by default, instead of `keyword_max_term_frequency`): a
-pending chunk has no vector to carry the meaning of "regular expression", "column" or "list", so its
-keyword evidence is all it has, and BM25's idf already weighs those terms down. On the docs benchmark
-with nothing embedded this took hit@5 from 0.83 to 0.97 (PostgreSQL) and 0.82 to 0.95 (Django); see
-docs/performance.md.
+With BM25 ranking, pending chunks get a keyword leg of their own that keeps the question's common
+terms (services/search/pending.py): they have nothing else to rank by.
 
 The keyword leg ORs the query's terms (an AND of every term matches almost nothing for natural
 questions) and ranks them either with BM25 (`keyword_ranking = "bm25"`, services/search/bm25.py)
@@ -30,6 +26,7 @@ from models import SearchHit
 from services.database import Database
 from services.search.base import HIT_COLUMNS, SearchRequest, SearchStrategy, to_hit
 from services.search.bm25 import BM25_LEG, BM25_TOPK_LEG, query_terms
+from services.search.pending import CONVEX_FUSION_PENDING_LEG, RRF_FUSION_PENDING_LEG, pending_leg
 from services.settings import Settings
 
 # $1 query vector, $2 source filter, $3 depth per leg, $4 keyword terms (see the leg), $5 vector weight,
@@ -171,36 +168,38 @@ class HybridSearch(SearchStrategy):
             leg = TS_RANK_LEG
         else:
             leg = BM25_TOPK_LEG if s.bm25_postings_per_term else BM25_LEG
-        if s.hybrid_fusion == "convex":
+        if pending and s.keyword_ranking == "bm25":  # pending chunks rank by a keyword leg of their own
+            topk = bool(s.bm25_postings_per_term)
+            leg += "," + pending_leg(topk, 15 if topk else 13)
+            fusion = CONVEX_FUSION_PENDING_LEG if s.hybrid_fusion == "convex" else RRF_FUSION_PENDING_LEG
+        elif s.hybrid_fusion == "convex":
             fusion = CONVEX_FUSION
         else:
             fusion = RRF_FUSION_PENDING if pending else RRF_FUSION
         vec_filter = "embedding IS NOT NULL AND " if pending else ""
         return HYBRID_SQL.format(keyword_leg=leg, fusion=fusion, hit_columns=HIT_COLUMNS, vec_filter=vec_filter)
 
-    def max_term_frequency(self, pending: bool = False) -> float:
-        """Share of chunks over which a query term is left out of the keyword leg (see the module doc)."""
-        s = self.settings
-        return s.keyword_pending_max_term_frequency if pending else s.keyword_max_term_frequency
-
     async def keyword_args(self, text: str, depth: int = 0, pending: bool = False) -> list:
         """Query parameters of the keyword leg ($4, and $9-$12 for BM25, $13-$14 over impact order);
-        `pending`: some chunks in scope have no vector yet."""
+        `pending` (BM25): the pending leg's terms and idfs follow."""
         s = self.settings
         if s.keyword_ranking != "bm25":
-            return [await self.keyword_query(text, pending)]
+            return [await self.keyword_query(text)]
         frequencies = await self.term_stats.frequencies()
-        terms = await query_terms(self.db, text, self.max_term_frequency(pending), frequencies)
+        terms = await query_terms(self.db, text, s.keyword_max_term_frequency, frequencies)
         args = [terms.terms, terms.idfs, float(s.bm25_k1), float(s.bm25_b), terms.avgdl]
         if s.bm25_postings_per_term:
             args += [s.bm25_postings_per_term, max(s.bm25_candidates, s.hybrid_candidates, depth)]
+        if pending:
+            every = await query_terms(self.db, text, s.keyword_pending_max_term_frequency, frequencies)
+            args += [every.terms, every.idfs]
         return args
 
-    async def keyword_query(self, text: str, pending: bool = False) -> str | None:
+    async def keyword_query(self, text: str) -> str | None:
         """The query's informative lexemes ORed, as tsquery text (None when there are none)."""
         lexemes = await self.db.pool.fetchval(QUERY_LEXEMES_SQL.format(fts_config=self.db.fts_config), text)
         frequencies = await self.term_stats.frequencies()
-        return or_query(informative_terms(lexemes or [], frequencies, self.max_term_frequency(pending)))
+        return or_query(informative_terms(lexemes or [], frequencies, self.settings.keyword_max_term_frequency))
 
     async def fused_rows(self, request: SearchRequest, limit: int) -> list:
         s = self.settings
