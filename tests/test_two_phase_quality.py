@@ -11,10 +11,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 import pytest_asyncio
 
 from services.app import Archivist
 from services.documents import NewDocument
+from services.search import pending
 from services.search.base import HIT_COLUMNS
 from services.search.bm25 import BM25_TOPK_LEG
 from services.search.hybrid import CONVEX_FUSION, HYBRID_SQL, HybridSearch
@@ -81,12 +83,18 @@ async def sources(app: Archivist) -> dict[str, Any]:
     return {"embedded": embedded.id, "pending": pending.id}
 
 
-async def test_pending_chunks_rank_by_the_questions_common_words(app: Archivist, sources: dict[str, Any]) -> None:
+@pytest.mark.parametrize("fusion", ["convex", "rrf"])
+@pytest.mark.parametrize("scan_max", [pending.PENDING_SCAN_MAX, 0])  # from the pending chunks / the postings
+async def test_pending_chunks_rank_by_the_questions_common_words(
+    app: Archivist, sources: dict[str, Any], monkeypatch: pytest.MonkeyPatch, fusion: str, scan_max: int
+) -> None:
+    monkeypatch.setattr(pending, "PENDING_SCAN_MAX", scan_max)
+    monkeypatch.setattr(app.settings, "hybrid_fusion", fusion)
     outcome = await app.search.search(QUESTION, source_id=sources["pending"], match_count=5)
     assert outcome.pending_embeddings == 2 + FILLERS  # one chunk a document, none embedded
     titles = [h.document_title for h in outcome.hits]
     assert titles[0] == TARGET, titles  # before: only "extract" was searched, the target was not found
-    assert "Date Fields" in titles
+    assert "Date Fields" in titles and outcome.hits[0].match_type == "keyword"
 
 
 async def test_fully_embedded_search_keeps_todays_sql_and_terms(app: Archivist, sources: dict[str, Any]) -> None:

@@ -161,8 +161,8 @@ class HybridSearch(SearchStrategy):
         self.settings = settings
         self.term_stats = TermStatistics(db)
 
-    def _sql(self, pending: bool = False) -> str:
-        """The hybrid query; `pending`: some chunks in scope have no vector yet."""
+    def _sql(self, pending: int = 0) -> str:
+        """The hybrid query; `pending`: chunks in scope with no vector yet."""
         s = self.settings
         if s.keyword_ranking != "bm25":
             leg = TS_RANK_LEG
@@ -170,7 +170,7 @@ class HybridSearch(SearchStrategy):
             leg = BM25_TOPK_LEG if s.bm25_postings_per_term else BM25_LEG
         if pending and s.keyword_ranking == "bm25":  # pending chunks rank by a keyword leg of their own
             topk = bool(s.bm25_postings_per_term)
-            leg += "," + pending_leg(topk, 15 if topk else 13)
+            leg += "," + pending_leg(pending, topk, 15 if topk else 13)
             fusion = CONVEX_FUSION_PENDING_LEG if s.hybrid_fusion == "convex" else RRF_FUSION_PENDING_LEG
         elif s.hybrid_fusion == "convex":
             fusion = CONVEX_FUSION
@@ -204,8 +204,8 @@ class HybridSearch(SearchStrategy):
     async def fused_rows(self, request: SearchRequest, limit: int) -> list:
         s = self.settings
         depth = max(s.hybrid_candidates, limit)
-        pending = request.pending_embeddings > 0
-        keyword, *bm25 = await self.keyword_args(request.query, depth, pending)
+        pending = request.pending_embeddings
+        keyword, *bm25 = await self.keyword_args(request.query, depth, pending > 0)
         vector_weight, keyword_weight = self.weights(request)
         return await self.db.pool.fetch(
             self._sql(pending),

@@ -9,10 +9,14 @@ against 0.97 and 0.95 with every term (docs/performance.md).
 
 So when the searched scope has pending chunks (BM25 ranking), the hybrid query gets a second keyword
 leg, `kwp`: BM25 over pending chunks only, with the query's terms up to
-`keyword_pending_max_term_frequency` (all by default). Embedded chunks rank exactly as before (vector
-leg + the usual keyword leg); a pending chunk's score comes from `kwp` alone, for both shares of the
-fusion (convex: its min-max normalised `kwp` score; RRF: its `kwp` rank counted for both legs). With
-no pending chunk in scope none of this is in the SQL.
+`keyword_pending_max_term_frequency` (all by default). A small backlog (up to `PENDING_SCAN_MAX`
+chunks in scope) is scored exactly, starting from its chunks; a larger one from each term's postings
+(the first `bm25_postings_per_term` pending ones by impact), checking each posting's chunk is pending:
+in a large corpus with a large backlog that walk can grow long for very common terms.
+
+Embedded chunks rank exactly as before (vector leg + the usual keyword leg); a pending chunk's score
+comes from `kwp` alone, for both shares of the fusion (convex: its min-max normalised `kwp` score;
+RRF: its `kwp` rank counted for both legs). With no pending chunk in scope none of this is in the SQL.
 """
 
 from __future__ import annotations
@@ -36,6 +40,27 @@ kwp AS (
         GROUP BY t.chunk_id ORDER BY rank DESC LIMIT $3
     ) k
 )"""
+
+# The same driven from the pending chunks (the partial index chunks_pending_idx), exact: one
+# primary-key lookup in chunk_terms per pending chunk and term. For a small backlog (at most
+# PENDING_SCAN_MAX chunks in scope), whatever the size of the rest of the corpus.
+PENDING_SCAN_LEG = """
+kwp AS (
+    SELECT id, rank AS kscore, row_number() OVER (ORDER BY rank DESC, id) AS rnk FROM (
+        SELECT t.chunk_id AS id,
+               sum(q.idf * t.tf * ($10::float8 + 1)
+                   / (t.tf + $10::float8 * (1 - $11::float8 + $11::float8 * t.dl / $12::float8))) AS rank
+        FROM (
+            SELECT pc.id FROM chunks pc
+            WHERE pc.embedding IS NULL AND ($2::uuid[] IS NULL OR pc.source_id = ANY($2::uuid[])) OFFSET 0
+        ) p
+        CROSS JOIN unnest({terms}::text[], {idfs}::float8[]) AS q(term, idf)
+        JOIN chunk_terms t ON t.term = q.term AND t.chunk_id = p.id
+        GROUP BY t.chunk_id ORDER BY rank DESC LIMIT $3
+    ) k
+)"""
+#: Pending chunks in scope up to which the pending leg starts from them rather than from the postings.
+PENDING_SCAN_MAX = 5000
 
 # The same over impact-ordered postings ($13 per term, $14 candidates), as BM25_TOPK_LEG.
 PENDING_BM25_TOPK_LEG = """
@@ -103,7 +128,11 @@ fused AS (
 )
 
 
-def pending_leg(topk: bool, first_param: int) -> str:
-    """The pending leg with its terms and idfs at `$first_param` and the one after."""
-    template = PENDING_BM25_TOPK_LEG if topk else PENDING_BM25_LEG
+def pending_leg(pending: int, topk: bool, first_param: int) -> str:
+    """The pending leg for `pending` chunks in scope, its terms and idfs at `$first_param` and the next:
+    from the pending chunks when they are few, else from the postings (impact-ordered when `topk`)."""
+    if pending <= PENDING_SCAN_MAX:
+        template = PENDING_SCAN_LEG
+    else:
+        template = PENDING_BM25_TOPK_LEG if topk else PENDING_BM25_LEG
     return template.format(terms=f"${first_param}", idfs=f"${first_param + 1}", pending=PENDING_FILTER)
