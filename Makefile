@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install run test docs lint chromium bench-beir bench-scale bench-crawl bench-cluster bench-docs bench-arrival bench-extraction
+.PHONY: install run test docs lint chromium bench-beir bench-scale bench-crawl bench-cluster bench-docs bench-arrival bench-keyword-only bench-extraction
 
 $(STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "need $(PYTHON) (set PYTHON=...)"; exit 1; }
@@ -57,6 +57,9 @@ bench-docs: install
 
 bench-arrival: install
 	nice -n 10 $(BIN)/python bench/arrival.py --sets postgresql,django
+
+bench-keyword-only: install
+	nice -n 10 $(BIN)/python bench/keyword_only.py --sets postgresql,django,mkdocs --max-pages 100
 
 bench-extraction: install
 	nice -n 10 $(BIN)/python bench/extraction.py --pages 30
