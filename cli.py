@@ -4,138 +4,177 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import logging
+import os
 import sys
+from pathlib import Path
+from typing import Any
 
-from services.settings import Settings, get_settings
+from rich_argparse import RawDescriptionRichHelpFormatter
+
+from services.access.scope import Scope, use_scope
+from services.settings import get_settings
 
 logger = logging.getLogger("archivist")
 
+#: libraries whose INFO lines (pg_ctl command lines, model loading, per-request logs) only -vv shows
+CHATTY_LOGGERS = (
+    "pgserver",
+    "uvicorn",
+    "uvicorn.access",
+    "mcp",
+    "httpx",
+    "httpcore",
+    "sentence_transformers",
+    "transformers",
+    "huggingface_hub",
+    "onnxruntime",
+    "crawl4ai",
+    "watchfiles",
+)
+BACKUP_COMMANDS = ("backup", "restore", "export")
+LEVELS = {"DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"}
 
-def configure_logging(level: str) -> None:
-    logging.basicConfig(
-        level=level.upper(), stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+
+class ArchivistParser(argparse.ArgumentParser):
+    """Every (sub)command's parser: rich help that keeps the examples' line breaks."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", RawDescriptionRichHelpFormatter)
+        super().__init__(*args, **kwargs)
+
+
+def log_level(verbose: int) -> int:
+    """-v: INFO, -vv: DEBUG; otherwise ARCHIVIST_LOG_LEVEL, else WARNING (warnings and errors only)."""
+    if verbose >= 2:
+        return logging.DEBUG
+    if verbose == 1:
+        return logging.INFO
+    named = os.environ.get("ARCHIVIST_LOG_LEVEL", "WARNING").upper()
+    return getattr(logging, named) if named in LEVELS else logging.WARNING
+
+
+def configure_logging(level: int) -> None:
+    """Logging goes to stderr only (stdout carries results, and the stdio transport)."""
+    logging.basicConfig(level=level, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if level > logging.DEBUG:
+        for name in CHATTY_LOGGERS:
+            logging.getLogger(name).setLevel(max(level, logging.WARNING))
+    logging.captureWarnings(True)
+    if level > logging.DEBUG:
+        logging.getLogger("py.warnings").setLevel(logging.ERROR)
+
+
+def package_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("archivist")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def add_global_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--version", action="version", version=f"archivist {package_version()}")
+    parser.add_argument(
+        "-v", "--verbose", action="count", default=0, help="more log output on stderr (-v info, -vv debug)"
+    )
+    parser.add_argument(
+        "--data-dir",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="knowledge base directory of the embedded PostgreSQL (default: ARCHIVIST_DATA_DIR)",
     )
     from services.access.disclosure import install_log_redaction
 
     install_log_redaction()
 
 
-def print_client_config(
-    client: str, settings: Settings, http_url: str | None = None, profiles: list[str] | None = None
-) -> None:
-    """Print a client entry; secrets appear only as environment-variable references."""
-    from commands.access import http_entry, redact_dsn
-    from services.access.clients import client_env, server_command
-
-    if http_url:
-        print(json.dumps(http_entry(client, http_url), indent=2))
-        return
-    command, *args = server_command()
-    env = client_env(settings)
-    if "DATABASE_URL" in env:
-        env["DATABASE_URL"] = redact_dsn(env["DATABASE_URL"])
-    if profiles:
-        env["ARCHIVIST_PROFILES"] = ",".join(profiles)
-    entry = {"command": command, "args": args, "env": env}
-    if client == "claude-code":
-        entry = {"type": "stdio", **entry}
-    if client == "vscode":
-        print(json.dumps({"servers": {"archivist": {"type": "stdio", **entry}}}, indent=2))
-        return
-    print(json.dumps({"mcpServers": {"archivist": entry}}, indent=2))
+def add_completion_command(sub: Any) -> None:
+    completion = sub.add_parser(
+        "completion",
+        help="print a shell completion script",
+        description="Print a tab-completion script for your shell.",
+        epilog="examples:\n  archivist completion bash > ~/.local/share/bash-completion/completions/archivist\n"
+        "  archivist completion zsh > ~/.zfunc/_archivist",
+    )
+    completion.add_argument("shell", choices=["bash", "zsh", "tcsh"], help="the shell to complete in")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="archivist", description="Archivist knowledge base for AI agents")
-    sub = parser.add_subparsers(dest="command", required=True)
-    serve = sub.add_parser("serve", help="run the MCP server (stdio by default)")
-    serve.add_argument("--http", action="store_true", help="serve streamable HTTP at /mcp instead of stdio")
-    serve.add_argument("--host", default=None)
-    serve.add_argument("--port", type=int, default=None)
-    serve.add_argument("--no-worker", action="store_true", help="leave crawl jobs to `archivist worker`")
-    serve.add_argument("--watch", action="store_true", help="keep folder sources in sync as their files change")
-    serve.add_argument("--profile", action="append", default=None, help="confine to this profile (repeatable)")
-    serve.add_argument("--stateless", action="store_true", help="HTTP without sessions (behind a load balancer)")
-    serve.add_argument("--tls-cert", default=None, metavar="FILE", help="serve HTTPS: certificate (PEM)")
-    serve.add_argument("--tls-key", default=None, metavar="FILE", help="serve HTTPS: private key (PEM)")
-    config = sub.add_parser("config", help="print an MCP client configuration entry")
-    config.add_argument("client", choices=["claude-code", "claude-desktop", "cursor", "vscode"])
-    config.add_argument("--http", default=None, metavar="URL", help="entry for a running HTTP server (bearer token)")
-    config.add_argument("--profile", action="append", default=None, help="confine the stdio server (repeatable)")
     from commands.access import add_access_commands
-    from commands.kb import add_human_commands
+    from commands.backup import add_backup_commands
+    from commands.config import add_config_command
+    from commands.doctor import add_doctor_command
+    from commands.jobs import add_job_commands
+    from commands.kb import add_kb_commands
+    from commands.serve import add_serve_command
+    from commands.sources import add_source_commands
+    from commands.sync import add_sync_command
 
-    add_human_commands(sub)
-    sub.add_parser("doctor", help="report database, models, worker and queue health")
+    parser = ArchivistParser(
+        prog="archivist",
+        description="Archivist: a knowledge base for AI agents, served over MCP.",
+        epilog='examples:\n  archivist ingest ~/notes --source Notes\n  archivist search "how do I ..."\n'
+        "  archivist serve\n\nRun `archivist COMMAND --help` for a command's options.",
+    )
+    add_global_options(parser)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", title="commands")
+    add_serve_command(sub)
+    add_config_command(sub)
+    add_kb_commands(sub)
+    add_source_commands(sub)
+    add_job_commands(sub)
+    add_sync_command(sub)
+    add_doctor_command(sub)
     add_access_commands(sub)
+    add_backup_commands(sub)
+    add_completion_command(sub)
     return parser
 
 
-def serve(args: argparse.Namespace, settings: Settings) -> None:
-    """`archivist serve`: stdio, or streamable HTTP with the console beside /mcp."""
-    from server import build_server, env_profiles
-    from services.access.profiles import read_profile_notes
-    from services.app import Runtime
+def dispatch(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
+    if args.command == "completion":
+        import shtab
 
-    profiles = args.profile or env_profiles()
-    host, port = args.host or settings.http_host, args.port or settings.http_port
-    if args.http:
-        settings = settings.for_http()  # file ingestion over HTTP only where ARCHIVIST_ALLOWED_PATHS says
-    runtime = Runtime(settings)
-    auth, gate = None, None
-    if bool(args.tls_cert) != bool(args.tls_key):
-        raise SystemExit("error: --tls-cert and --tls-key go together")
-    if args.http:
-        from access.http_auth import http_auth, is_loopback, tokens_exist
+        print(shtab.complete(parser, args.shell))
+        return
+    settings = get_settings()
+    if args.command == "serve":
+        from commands.serve import serve
 
-        if not is_loopback(host) and not asyncio.run(tokens_exist(settings)):
-            print(
-                f"error: refusing to serve on {host} without access tokens.\n"
-                "Create one first: archivist token create --name NAME [--profile P]",
-                file=sys.stderr,
-            )
-            raise SystemExit(2)
-        auth, gate = http_auth(settings, host, port, "https" if args.tls_cert else "http")
-    server = build_server(
-        settings,
-        run_worker=False if args.no_worker else None,
-        runtime=runtime,
-        watch=True if args.watch else None,
-        profiles=profiles,
-        auth=auth,
-        auth_gate=gate,
-        profile_notes=asyncio.run(read_profile_notes(settings, profiles)),
-    )
-    if args.http:
-        from access.http_app import serve_http
-        from web import mount_console
+        serve(args, settings)
+    elif args.command == "config":
+        from commands.config import print_client_config
 
-        tls = bool(args.tls_cert and args.tls_key)
-        mount_console(server, runtime, settings, host, tls=tls)
-        base = f"{'https' if tls else 'http'}://{host}:{port}"
-        print(f"Archivist console: {base}/  (MCP: {base}/mcp)", file=sys.stderr)
-        stateless = bool(args.stateless or settings.stateless_http)
-        serve_http(server, settings, host, port, stateless=stateless, tls_cert=args.tls_cert, tls_key=args.tls_key)
+        print_client_config(args, settings)
+    elif args.command in BACKUP_COMMANDS:
+        from commands.backup import run_backup_command
+
+        with use_scope(Scope.owner()):  # the command line is the local owner, said out loud
+            run_backup_command(args, settings)
     else:
-        server.run("stdio")
+        from commands.kb import GRACEFUL, run_human_command
+        from commands.lifecycle import run_stoppable
+
+        async def body(stop: asyncio.Event) -> None:
+            await run_human_command(args, settings, stop)
+
+        with use_scope(Scope.owner()):  # the command line is the local owner, said out loud
+            asyncio.run(run_stoppable(body, graceful=args.command in GRACEFUL))
 
 
 def main(argv: list[str] | None = None) -> None:
-    args = build_parser().parse_args(argv)
-    settings = get_settings()
-    configure_logging(settings.log_level)
-    if args.command == "serve":
-        serve(args, settings)
-    elif args.command == "config":
-        print_client_config(args.client, settings, http_url=args.http, profiles=args.profile)
-    else:
-        from commands.kb import run_human_command
-        from services.access.scope import Scope, use_scope
-
-        with use_scope(Scope.owner()):  # the command line is the local owner, said out loud
-            asyncio.run(run_human_command(args, settings))
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.data_dir is not None:
+        os.environ["ARCHIVIST_DATA_DIR"] = str(args.data_dir.expanduser().resolve())
+    configure_logging(log_level(args.verbose))
+    try:
+        dispatch(args, parser)
+    except KeyboardInterrupt:  # a Ctrl-C before the stop handlers are in place
+        print("stopped", file=sys.stderr)
 
 
 if __name__ == "__main__":

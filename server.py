@@ -19,9 +19,11 @@ from access.healthz import healthz_endpoint
 from services.app import Runtime
 from services.settings import Settings, get_settings
 from tools import crawl_website, manage_document, manage_source, resources, search_knowledge_base
+from tools.arguments import unknown_arguments
 from tools.common import failure
 
 logger = logging.getLogger("archivist")
+STOP_GRACE_SECONDS = 8.5  # the worker's own hand-back grace is 8 s; shutdown as a whole stays under 10 s
 
 INSTRUCTIONS = (
     "Archivist is a knowledge base. Find knowledge with search_knowledge_base; add and read documents "
@@ -75,6 +77,9 @@ class ArchivistServer(MCPServer):
             if self._tool_manager.get_tool(name) is None:
                 names = ", ".join(t.name for t in self._tool_manager.list_tools())
                 return failure("NOT_FOUND", f"Unknown tool: {name}", f"Use one of: {names}.")
+            refused = unknown_arguments(name, arguments, self._tool_manager.get_tool(name).parameters)
+            if refused is not None:
+                return refused
             try:
                 return await super(ArchivistServer, self).call_tool(name, arguments, context)
             except ToolError as exc:
@@ -126,6 +131,16 @@ async def run_folder_watcher(runtime: Runtime, stop: asyncio.Event) -> None:
     await run_watcher(app, stop)
 
 
+async def stop_background(tasks: list[asyncio.Task[None]], grace: float = STOP_GRACE_SECONDS) -> None:
+    """Wait for stopped background tasks (the worker hands its jobs back meanwhile); cancel stragglers."""
+    if not tasks:
+        return
+    _, late = await asyncio.wait(tasks, timeout=grace)
+    for task in late:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+
+
 def build_server(
     settings: Settings | None = None,
     *,
@@ -152,11 +167,10 @@ def build_server(
         try:
             yield runtime
         finally:
+            # Stop taking work; running jobs go back to the queue. Then close: the audit log is flushed and
+            # the embedded PostgreSQL stops unless another live process uses it. All within ~10 s.
             stop.set()
-            if watcher is not None:
-                await asyncio.wait_for(asyncio.gather(watcher, return_exceptions=True), 10)
-            if worker is not None:
-                await asyncio.wait_for(asyncio.gather(worker, return_exceptions=True), 10)
+            await stop_background([t for t in (watcher, worker) if t is not None])
             await runtime.close()
 
     level = settings.log_level.upper()  # also uvicorn's: WARNING silences its per-request access log

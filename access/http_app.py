@@ -1,5 +1,5 @@
 """The HTTP server around MCP and the console: one Host allow-list on the whole app, bounded bodies,
-and uvicorn's own TLS.
+and uvicorn's own TLS (commands/serve.py runs it, with clean stops).
 
 Starlette's TrustedHostMiddleware refuses (400) any Host not on the list of services/access/hosts.py,
 on every path; the SDK's transport security on /mcp gets the same list, so both agree. Starlette's
@@ -15,7 +15,6 @@ from mcp.server.transport_security import DEFAULT_MAX_REQUEST_BODY_SIZE, Transpo
 from starlette.middleware.body_limit import RequestBodyLimitMiddleware
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 
-from services.access.disclosure import set_remote_errors
 from services.access.hosts import HostPolicy
 from services.settings import Settings
 
@@ -55,28 +54,3 @@ def http_app(server: Any, settings: Settings, host: str, *, stateless: bool = Fa
     app.add_middleware(RequestBodyLimitMiddleware, max_body_size=body_limit(settings))
     app.add_middleware(TrustedHostMiddleware, allowed_hosts=policy.names, www_redirect=False)
     return app
-
-
-def serve_http(
-    server: Any,
-    settings: Settings,
-    host: str,
-    port: int,
-    *,
-    stateless: bool = False,
-    tls_cert: str | None = None,
-    tls_key: str | None = None,
-) -> None:
-    """Run the app with uvicorn (its own TLS when a certificate and key are given)."""
-    import uvicorn
-
-    set_remote_errors(True)  # error messages leave this process over HTTP: no server paths in them
-    config = uvicorn.Config(
-        http_app(server, settings, host, stateless=stateless),
-        host=host,
-        port=port,
-        log_level=str(server.settings.log_level).lower(),
-        ssl_certfile=tls_cert,
-        ssl_keyfile=tls_key,
-    )
-    uvicorn.Server(config).run()

@@ -1,4 +1,4 @@
-"""`archivist profile|token|audit ...` and secret-free client configs."""
+"""`archivist profile|token|audit ...`: profiles, HTTP access tokens and the audit log."""
 
 from __future__ import annotations
 
@@ -6,6 +6,8 @@ import argparse
 import re
 from datetime import timedelta
 from typing import Any
+
+from commands.output import print_json, print_table, say, when
 
 UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
 
@@ -25,44 +27,84 @@ def parse_rate(text: str) -> int:
 
 
 def add_access_commands(sub: Any) -> None:
-    profile = sub.add_parser("profile", help="manage search profiles").add_subparsers(dest="op", required=True)
-    for op in ("create", "update"):
-        p = profile.add_parser(op)
-        p.add_argument("name")
-        p.add_argument("--description", default=None)
-        p.add_argument("--source", action="append", default=None, help="source id (repeatable, in order)")
-        p.add_argument("--search-type", choices=["vector", "hybrid", "rerank"], default=None)
-        p.add_argument("--match-count", type=int, default=None)
-        p.add_argument("--threshold", type=float, default=None)
-        p.add_argument("--keyword-weight", type=float, default=None)
-        p.add_argument("--read-only", action=argparse.BooleanOptionalAction, default=None)
-        p.add_argument("--enabled", action=argparse.BooleanOptionalAction, default=None)
-    profile.add_parser("list")
-    profile.add_parser("show").add_argument("name")
-    profile.add_parser("delete").add_argument("name")
-    token = sub.add_parser("token", help="manage HTTP access tokens").add_subparsers(dest="op", required=True)
-    create = token.add_parser("create")
-    create.add_argument("--name", required=True)
-    create.add_argument("--profile", action="append", default=[])
-    create.add_argument("--read-only", action="store_true")
-    create.add_argument("--expires", default=None, help="e.g. 30d")
-    create.add_argument("--rate", default=None, help="e.g. 120/min")
-    create.add_argument("--max-jobs", type=int, default=None, help="crawl/sync jobs running at once")
-    token.add_parser("list")
-    token.add_parser("revoke").add_argument("token", help="name or id")
-    audit = sub.add_parser("audit", help="show the audit log of tool calls")
-    audit.add_argument("--since", default="1h")
-    audit.add_argument("--tool", default=None)
-    audit.add_argument("--token", default=None)
-    audit.add_argument("--errors", action="store_true")
-    audit.add_argument("--page", type=int, default=1)
+    add_profile_commands(sub)
+    add_token_commands(sub)
+    audit = sub.add_parser(
+        "audit",
+        help="show the audit log of tool calls",
+        description="Show the audit log of MCP tool calls, newest first (20 a page).",
+        epilog="examples:\n  archivist audit --since 24h --errors\n  archivist audit --tool search_knowledge_base",
+    )
+    audit.add_argument(
+        "--since", default="1h", metavar="DURATION", help="how far back, e.g. 15m, 12h, 7d (default: 1h)"
+    )
+    audit.add_argument("--tool", default=None, help="only calls of this tool")
+    audit.add_argument("--token", default=None, metavar="NAME", help="only calls made with this token")
+    audit.add_argument("--errors", action="store_true", help="only calls that failed")
+    audit.add_argument("--page", type=int, default=1, metavar="N", help="page number (default: 1)")
     audit.add_argument("--prune", action="store_true", help="delete entries past the retention setting")
+    audit.add_argument("--json", action="store_true", help="print JSON for scripts")
 
 
-def _profile_fields(args: argparse.Namespace) -> dict[str, Any]:
+def add_profile_commands(sub: Any) -> None:
+    profile = sub.add_parser(
+        "profile",
+        help="manage search profiles",
+        description="Profiles confine searches to an ordered list of sources, with their own defaults.",
+        epilog="examples:\n  archivist profile create docs --source Python --source Django --read-only\n"
+        "  archivist profile list --json",
+    ).add_subparsers(dest="op", required=True, metavar="{create,update,list,show,delete}")
+    for op, text in (("create", "create a profile"), ("update", "change a profile")):
+        p = profile.add_parser(op, help=text, description=text.capitalize() + ".")
+        p.add_argument("name", help="profile name")
+        p.add_argument("--description", default=None, help="what the profile is for (shown to agents)")
+        p.add_argument(
+            "--source", action="append", default=None, help="source title or id (repeatable, in search order)"
+        )
+        p.add_argument("--search-type", choices=["vector", "hybrid", "rerank"], default=None, help="default method")
+        p.add_argument("--match-count", type=int, default=None, metavar="K", help="default number of results")
+        p.add_argument("--threshold", type=float, default=None, help="default similarity threshold (0-1)")
+        p.add_argument("--keyword-weight", type=float, default=None, help="default keyword weight of hybrid (0-1)")
+        p.add_argument(
+            "--read-only", action=argparse.BooleanOptionalAction, default=None, help="forbid writes through it"
+        )
+        p.add_argument("--enabled", action=argparse.BooleanOptionalAction, default=None, help="switch it on or off")
+    listing = profile.add_parser("list", help="list profiles", description="List profiles.")
+    listing.add_argument("--json", action="store_true", help="print JSON for scripts")
+    show = profile.add_parser("show", help="show one profile", description="Show one profile.")
+    show.add_argument("name", help="profile name")
+    show.add_argument("--json", action="store_true", help="print JSON for scripts")
+    profile.add_parser("delete", help="delete a profile", description="Delete a profile.").add_argument(
+        "name", help="profile name"
+    )
+
+
+def add_token_commands(sub: Any) -> None:
+    token = sub.add_parser(
+        "token",
+        help="manage HTTP access tokens",
+        description="Bearer tokens for `archivist serve --http`; once one exists, every HTTP client needs one.",
+        epilog="examples:\n  archivist token create --name laptop --profile docs --expires 30d\n  archivist token list",
+    ).add_subparsers(dest="op", required=True, metavar="{create,list,revoke}")
+    create = token.add_parser("create", help="create a token (its secret is shown once)", description="Create a token.")
+    create.add_argument("--name", required=True, help="a name to recognise the token by")
+    create.add_argument("--profile", action="append", default=[], metavar="NAME", help="confine it to a profile")
+    create.add_argument("--read-only", action="store_true", help="searches and reads only")
+    create.add_argument("--expires", default=None, metavar="DURATION", help="lifetime, e.g. 30d (default: never)")
+    create.add_argument("--rate", default=None, help="call rate limit, e.g. 120/min")
+    create.add_argument("--max-jobs", type=int, default=None, metavar="N", help="crawl/sync jobs running at once")
+    listing = token.add_parser("list", help="list tokens", description="List tokens (never their secrets).")
+    listing.add_argument("--json", action="store_true", help="print JSON for scripts")
+    token.add_parser("revoke", help="revoke a token", description="Revoke a token.").add_argument(
+        "token", help="name or id"
+    )
+
+
+async def profile_fields(app: Any, args: argparse.Namespace) -> dict[str, Any]:
+    sources = [(await app.sources.resolve(s)).id for s in args.source] if args.source is not None else None
     fields = {
         "description": args.description,
-        "source_ids": args.source,
+        "source_ids": sources,
         "search_type": args.search_type,
         "match_count": args.match_count,
         "similarity_threshold": args.threshold,
@@ -73,25 +115,39 @@ def _profile_fields(args: argparse.Namespace) -> dict[str, Any]:
     return {k: v for k, v in fields.items() if v is not None}
 
 
-def _show_profile(p: Any) -> None:
-    flags = ("read-only " if p.read_only else "") + ("" if p.enabled else "disabled")
-    print(f"{p.name}  {flags}\n  {p.description}\n  sources: {', '.join(map(str, p.source_ids)) or '-'}")
-    print(f"  defaults: type={p.search_type} k={p.match_count} threshold={p.similarity_threshold}")
+def show_profiles(profiles: list[Any]) -> None:
+    if not profiles:
+        say("No profiles yet. Create one with: archivist profile create NAME --source SOURCE")
+        return
+    rows = [
+        [p.name, ", ".join(map(str, p.source_ids)) or "-", p.search_type, p.match_count,
+         "yes" if p.read_only else "no", "yes" if p.enabled else "no", p.description]
+        for p in profiles
+    ]  # fmt: skip
+    print_table(["name", "sources", "type", "k", "read-only", "enabled", "description"], rows, right=["k"])
 
 
 async def cli_profile(app: Any, args: argparse.Namespace) -> None:
-    if args.op == "create":
-        _show_profile(await app.profiles.create(args.name, **_profile_fields(args)))
-    elif args.op == "update":
-        _show_profile(await app.profiles.update(args.name, **_profile_fields(args)))
-    elif args.op == "show":
-        _show_profile(await app.profiles.get(args.name))
-    elif args.op == "delete":
+    if args.op == "delete":
         await app.profiles.delete(args.name)
-        print(f"deleted profile {args.name}")
+        say(f"deleted profile {args.name}")
+        return
+    if args.op == "create":
+        profiles = [await app.profiles.create(args.name, **await profile_fields(app, args))]
+    elif args.op == "update":
+        profiles = [await app.profiles.update(args.name, **await profile_fields(app, args))]
+    elif args.op == "show":
+        profiles = [await app.profiles.get(args.name)]
     else:
-        for p in await app.profiles.list():
-            _show_profile(p)
+        profiles = await app.profiles.list()
+    if getattr(args, "json", False):
+        print_json(profiles[0] if args.op == "show" else profiles)
+    else:
+        show_profiles(profiles)
+
+
+def token_state(token: Any) -> str:
+    return "revoked" if token.revoked_at else ("active" if token.active else "expired")
 
 
 async def cli_token(app: Any, args: argparse.Namespace) -> None:
@@ -104,65 +160,41 @@ async def cli_token(app: Any, args: argparse.Namespace) -> None:
             rate_per_minute=parse_rate(args.rate) if args.rate else None,
             max_running_jobs=args.max_jobs,
         )
-        print(f"token {token.name} ({token.id}) created; the secret is shown once:\n{secret}")
-        print("Give it to the client as an environment variable, e.g. export ARCHIVIST_TOKEN=<secret>")
+        say(f"token {token.name} ({token.id}) created; the secret is shown once:\n{secret}")
+        say("Give it to the client as an environment variable, e.g. export ARCHIVIST_TOKEN=<secret>")
     elif args.op == "revoke":
         token = await app.tokens.revoke(args.token)
-        print(f"revoked {token.name} at {token.revoked_at}")
+        say(f"revoked {token.name} at {token.revoked_at}")
     else:
-        for t in await app.tokens.list():
-            state = "revoked" if t.revoked_at else ("active" if t.active else "expired")
-            limits = f" rate={t.rate_per_minute or '-'} jobs={t.max_running_jobs or '-'}"
-            print(f"{t.name:20} {t.prefix}…  {state:8} profiles={','.join(t.profiles) or '*'} ro={t.read_only}{limits}")
+        tokens = await app.tokens.list()
+        if args.json:
+            print_json([{**t.model_dump(mode="json"), "state": token_state(t)} for t in tokens])
+        elif not tokens:
+            say("No tokens yet: HTTP on loopback is open. Create one with: archivist token create --name NAME")
+        else:
+            rows = [
+                [t.name, f"{t.prefix}…", token_state(t), ",".join(t.profiles) or "*", "yes" if t.read_only else "no",
+                 t.rate_per_minute, t.max_running_jobs, when(t.expires_at), when(t.last_used_at)]
+                for t in tokens
+            ]  # fmt: skip
+            columns = ["name", "prefix", "state", "profiles", "read-only", "rate/min", "jobs", "expires", "last used"]
+            print_table(columns, rows, right=["rate/min", "jobs"])
 
 
 async def cli_audit(app: Any, args: argparse.Namespace) -> None:
     if args.prune:
         n = await app.audit.prune(timedelta(days=app.settings.audit_retention_days))
-        print(f"pruned {n} entries")
+        say(f"pruned {n} entries")
         return
     page = await app.audit.query(parse_duration(args.since), args.tool, args.token, args.errors, args.page, 20)
-    print(f"{'time':19}  {'who':12} {'tool':22} {'action':8} {'outcome':18} {'ms':>8} {'bytes':>7}")
-    for e in page.items:
-        outcome = e.error_code or "ok"
-        print(
-            f"{e.at:%Y-%m-%d %H:%M:%S}  {e.who[:12]:12} {e.tool[:22]:22} {(e.action or '-')[:8]:8} "
-            f"{outcome[:18]:18} {e.latency_ms:8.1f} {e.response_bytes:7}"
-        )
-    print(f"({page.total_count} entries; page {page.page})")
-
-
-def redact_dsn(url: str) -> str:
-    """DATABASE_URL with its password replaced by an environment reference (the one redaction)."""
-    from services.access.clients import dsn_for_entry
-
-    return dsn_for_entry(url)
-
-
-def http_entry(client: str, url: str) -> dict[str, Any]:
-    """An HTTP entry whose bearer token is an environment-variable reference, never the secret."""
-    if client == "vscode":
-        return {
-            "servers": {
-                "archivist": {
-                    "type": "http",
-                    "url": url,
-                    "headers": {"Authorization": "Bearer ${input:archivist-token}"},
-                }
-            },
-            "inputs": [
-                {"type": "promptString", "id": "archivist-token", "description": "Archivist token", "password": True}
-            ],
-        }
-    auth = {"Authorization": "Bearer ${ARCHIVIST_TOKEN}"}
-    if client == "claude-desktop":  # Claude Desktop speaks stdio only: bridge with mcp-remote
-        entry = {
-            "command": "npx",
-            "args": ["mcp-remote", url, "--header", "Authorization:${AUTH_HEADER}"],
-            "env": {"AUTH_HEADER": "Bearer ${ARCHIVIST_TOKEN}"},
-        }
-        return {"mcpServers": {"archivist": entry}}
-    entry = {"type": "http", "url": url, "headers": auth}
-    if client == "cursor":
-        entry = {"url": url, "headers": auth}
-    return {"mcpServers": {"archivist": entry}}
+    if args.json:
+        print_json(page)
+        return
+    rows = [
+        [f"{e.at:%Y-%m-%d %H:%M:%S}", e.who, e.tool, e.action, e.error_code or "ok", f"{e.latency_ms:.1f}",
+         e.response_bytes]
+        for e in page.items
+    ]  # fmt: skip
+    if rows:
+        print_table(["time", "who", "tool", "action", "outcome", "ms", "bytes"], rows, right=["ms", "bytes"])
+    say(f"({page.total_count} entries; page {page.page})")

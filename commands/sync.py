@@ -1,88 +1,89 @@
-"""`archivist sync SOURCE` and `archivist sync --git URL`: queue a sync, run it in-process, show progress."""
+"""`archivist sync SOURCE` and `archivist sync --git URL`: queue a sync, run it in-process, show progress.
+
+A stop signal hands the running sync back to the queue (the next worker finishes it)."""
 
 from __future__ import annotations
 
+import argparse
 import asyncio
-import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from tqdm import tqdm
-
+from commands.jobs import follow, with_worker
+from commands.output import fail, note, progress_bar, say
 from services.errors import NotFound
-from services.worker import run_worker
-
-if TYPE_CHECKING:
-    from services.app import Archivist
 
 
-async def sync_command(
-    app: Archivist,
-    source: str,
-    title: str | None = None,
-    include: list[str] | None = None,
-    exclude: list[str] | None = None,
-    recursive: bool | None = None,
-) -> None:
-    """SOURCE is a directory (bound to a folder source on first use), or a folder or git source's id or title."""
-    if Path(source).expanduser().is_dir():
-        config, _ = await app.sync.bind(source, None, title, include, exclude, recursive)
-    else:
-        try:
-            config = await app.sync.find(source)
-        except NotFound as missing:
-            try:
-                git = await app.git.find(source)
-            except NotFound:
-                raise missing from None
-            started = await app.git.queue(git.source_id)
-            await follow(app, started.job.id, f"{git.url} ({git.ref})")
-            return
-    started = await app.sync.queue(config.source_id)
-    await follow(app, started.job.id, config.path)
+def add_sync_command(sub: Any) -> None:
+    sync = sub.add_parser(
+        "sync",
+        help="sync a folder or git source, with a progress bar",
+        description="Bring a folder source up to date with its directory, or a git source with its repository: "
+        "new and changed files are ingested, deleted files removed. A directory or repository seen for the "
+        "first time becomes a new source.",
+        epilog="examples:\n  archivist sync ~/notes --title Notes\n  archivist sync Notes\n"
+        "  archivist sync --git https://github.com/encode/starlette --ref master --include 'docs/**'",
+    )
+    sync.add_argument(
+        "source", nargs="?", default=None, help="folder or git source (id or title), or a directory to bind"
+    )
+    sync.add_argument("--git", default=None, metavar="URL", help="sync this git repository (bound on first use)")
+    sync.add_argument("--ref", default=None, help="with --git: branch, tag or commit (default: the remote's HEAD)")
+    sync.add_argument(
+        "--auth-env", default=None, metavar="VAR", help="with --git: environment variable holding an access token"
+    )
+    sync.add_argument("--browse-url", default=None, metavar="URL", help="with --git: web address to link documents to")
+    sync.add_argument("--title", default=None, help="title of a new source")
+    sync.add_argument("--include", action="append", default=None, metavar="GLOB", help="files to keep (repeatable)")
+    sync.add_argument("--exclude", action="append", default=None, metavar="GLOB", help="files to skip (repeatable)")
+    sync.add_argument("--no-recursive", action="store_true", help="only the directory's top level")
 
 
-async def git_sync_command(
-    app: Archivist,
-    url: str,
-    ref: str | None = None,
-    title: str | None = None,
-    include: list[str] | None = None,
-    exclude: list[str] | None = None,
-    auth_env: str | None = None,
-    browse_url: str | None = None,
-) -> None:
-    """`archivist sync --git URL`: bind the repository (a new source on first use, the same one after) and sync it."""
-    started = await app.git.sync(url, None, title, ref, include, exclude, auth_env, browse_url)
-    await follow(app, started.job.id, f"{url} ({ref or 'HEAD'})")
-
-
-async def follow(app: Archivist, job_id: Any, label: str) -> None:
-    """Run a queued sync with an in-process worker, showing a progress bar, then print the outcome."""
-    stop = asyncio.Event()
-    worker = asyncio.create_task(run_worker(app, stop))
-    bar = tqdm(desc="syncing", unit="file", file=sys.stderr)
-
-    async def show(job: Any) -> None:
-        bar.total = job.pages_crawled + job.pages_failed + job.pages_skipped + job.pages_pending
-        bar.n = job.pages_crawled + job.pages_failed + job.pages_skipped
-        bar.set_postfix(new=job.documents_created, updated=job.documents_updated, refresh=False)
-        bar.refresh()
-
+async def queue_sync(app: Any, args: argparse.Namespace) -> tuple[Any, str]:
+    """Queue the sync the arguments name; returns the started job and a label for the outcome line."""
+    if args.git:
+        started = await app.git.sync(
+            args.git, None, args.title, args.ref, args.include, args.exclude, args.auth_env, args.browse_url
+        )
+        return started, f"{args.git} ({args.ref or 'HEAD'})"
+    if not args.source:
+        fail("name a folder source, a directory, or --git URL", "See: archivist sync --help")
+    if Path(args.source).expanduser().is_dir():
+        recursive = False if args.no_recursive else None
+        config, _ = await app.sync.bind(args.source, None, args.title, args.include, args.exclude, recursive)
+        return await app.sync.queue(config.source_id), config.path
     try:
-        job = await app.jobs.wait(job_id, float("inf"), on_progress=show, interval=0.2)
-        await show(job)
-    except (KeyboardInterrupt, asyncio.CancelledError):
-        job, _ = await app.jobs.cancel(job_id)
-    finally:
-        bar.close()
-        stop.set()
-        await asyncio.gather(worker, return_exceptions=True)
-    print(f"sync {job.id} of {label}: {job.status}")
-    print(
+        config = await app.sync.find(args.source)
+    except NotFound as missing:
+        try:
+            git = await app.git.find(args.source)
+        except NotFound:
+            raise missing from None
+        return await app.git.queue(git.source_id), f"{git.url} ({git.ref})"
+    return await app.sync.queue(config.source_id), config.path
+
+
+async def cli_sync(app: Any, args: argparse.Namespace, stop: asyncio.Event) -> None:
+    started, label = await queue_sync(app, args)
+    with progress_bar("files") as bar:
+        task = bar.add_task("syncing", total=None, extra="")
+
+        async def show(job: Any) -> None:
+            total = job.pages_crawled + job.pages_failed + job.pages_skipped + job.pages_pending
+            done = job.pages_crawled + job.pages_failed + job.pages_skipped
+            extra = f"{job.documents_created} new, {job.documents_updated} updated"
+            bar.update(task, total=total or None, completed=done, extra=extra)
+
+        job, stopped = await with_worker(app, True, lambda: follow(app, started.job.id, stop, show, interval=0.2))
+    if stopped:
+        job = await app.jobs.get(started.job.id)
+        note(f"stopped: sync {job.id} is {job.status}; `archivist worker` or `archivist serve` finishes it")
+        return
+    say(f"sync {job.id} of {label}: {job.status}")
+    say(
         f"{job.documents_created} created, {job.documents_updated} updated, {job.documents_unchanged} unchanged, "
         f"{job.documents_deleted} deleted, {job.pages_failed} failed, {job.chunks_embedded} chunks embedded"
     )
     for message in [job.error, *job.warnings]:
         if message:
-            print(message, file=sys.stderr)
+            note(message)

@@ -27,6 +27,11 @@ class CrawlParams(BaseModel):
     include_patterns: list[str] = Field(default_factory=list)
     exclude_patterns: list[str] = Field(default_factory=list)
     scope: CrawlScope = "same-host"
+    # Documentation behind a login: {name: "env:VARIABLE"} references only, never values
+    # (services/net/credentials.py reads the variables when a worker starts the job).
+    headers: dict[str, str] = Field(default_factory=dict)
+    cookies: dict[str, str] = Field(default_factory=dict)
+    auth_hosts: list[str] = Field(default_factory=list)  # more hosts that get them (the start URL's host does)
 
     @property
     def depth_limit(self) -> int:

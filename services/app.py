@@ -154,18 +154,24 @@ class Runtime:
             await self._task.result().close()
 
 
-async def run_standalone_worker(settings: Settings, worker_id: str | None = None, concurrent_jobs: int = 2) -> None:
-    """`archivist worker`: open the knowledge base and run a worker until SIGINT/SIGTERM."""
+async def run_standalone_worker(
+    settings: Settings, worker_id: str | None = None, concurrent_jobs: int = 2, stop: asyncio.Event | None = None
+) -> None:
+    """`archivist worker`: open the knowledge base and run a worker until `stop` is set (by default: until
+    SIGINT/SIGTERM); running jobs go back to the queue, then the knowledge base closes."""
     from services.worker import run_worker
 
-    app = await Archivist.open(settings)
-    stop = asyncio.Event()
+    own_signals = stop is None
+    stop = stop or asyncio.Event()
     loop = asyncio.get_running_loop()
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(signum, stop.set)
+    if own_signals:
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(signum, stop.set)
+    app = await Archivist.open(settings)
     try:
         await run_worker(app, stop, worker_id, concurrent_jobs=concurrent_jobs)
     finally:
-        for signum in (signal.SIGINT, signal.SIGTERM):
-            loop.remove_signal_handler(signum)
+        if own_signals:
+            for signum in (signal.SIGINT, signal.SIGTERM):
+                loop.remove_signal_handler(signum)
         await app.close()

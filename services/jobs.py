@@ -22,9 +22,10 @@ from models.jobs import ACTIVE_STATUSES, JOB_STATUSES, CrawlJob, CrawlParams, Pa
 from services.access.job_limits import insert_job, scoped_ids
 from services.access.scope import current_scope
 from services.crawl.job_sql import COUNTERS_JOIN, JOB_COLUMNS
-from services.crawl.params import SCOPES, _check_patterns, check_start_url, default_source_title
+from services.crawl.params import SCOPES, build_params, check_start_url, default_source_title
 from services.crawl.politeness import HostThrottle, SharedHostGate
 from services.errors import Conflict, InvalidArgument, NotFound
+from services.net.credentials import same_host
 from services.net.safety import check_url_allowed
 from services.validation import check_page, parse_uuid
 
@@ -32,6 +33,8 @@ if TYPE_CHECKING:
     from services.ports import AppServices as Archivist
 
 logger = logging.getLogger(__name__)
+
+__all__ = ["JOB_STATUSES", "MAX_ATTEMPTS", "SCOPES", "JobService"]  # SCOPES and JOB_STATUSES: for the console
 
 JOB_HINT = "Use crawl_website(action='list') to find job ids."
 RECENT_ERRORS = 10
@@ -71,43 +74,9 @@ class JobService:
 
     # ---------- queueing ----------
 
-    def build_params(
-        self,
-        url: str | None,
-        recursive: bool = False,
-        max_depth: int = 2,
-        max_pages: int = 20,
-        include_patterns: list[str] | None = None,
-        exclude_patterns: list[str] | None = None,
-        scope: str = "same-host",
-    ) -> tuple[CrawlParams, list[str]]:
-        """Validate crawl arguments; returns the parameters and notes about limits that were applied."""
-        start_url = check_start_url(url)
-        notes: list[str] = []
-        if max_pages < 1:
-            raise InvalidArgument(f"max_pages must be 1 or more (got {max_pages}).", "Use max_pages=20, for example.")
-        if max_pages > self.settings.crawl_max_pages:
-            notes.append(
-                f"max_pages {max_pages} was capped at {self.settings.crawl_max_pages} (ARCHIVIST_CRAWL_MAX_PAGES)."
-            )
-            max_pages = self.settings.crawl_max_pages
-        if max_depth < 0:
-            raise InvalidArgument(f"max_depth must be 0 or more (got {max_depth}).", "Use max_depth=2, for example.")
-        if max_depth > self.settings.crawl_max_depth:
-            notes.append(f"max_depth {max_depth} was capped at {self.settings.crawl_max_depth}.")
-            max_depth = self.settings.crawl_max_depth
-        if scope not in SCOPES:
-            raise InvalidArgument(f"Invalid scope '{scope}'.", f"Use one of: {', '.join(SCOPES)}.")
-        params = CrawlParams(
-            url=start_url,
-            recursive=bool(recursive),
-            max_depth=max_depth,
-            max_pages=max_pages,
-            include_patterns=_check_patterns(include_patterns, "include_patterns"),
-            exclude_patterns=_check_patterns(exclude_patterns, "exclude_patterns"),
-            scope=scope,  # type: ignore[arg-type]
-        )
-        return params, notes
+    def build_params(self, url: str | None, *args: Any, **kwargs: Any) -> tuple[CrawlParams, list[str]]:
+        """Validate crawl arguments (see `services.crawl.params.build_params`): parameters and notes."""
+        return build_params(self.settings, url, *args, **kwargs)
 
     async def start(
         self,
@@ -120,10 +89,23 @@ class JobService:
         include_patterns: list[str] | None = None,
         exclude_patterns: list[str] | None = None,
         scope: str = "same-host",
+        headers: dict[str, str] | None = None,
+        cookies: dict[str, str] | None = None,
+        auth_hosts: list[str] | None = None,
     ) -> StartedJob:
-        """Validate and queue a crawl; the source is found or created by title (default: the host)."""
+        """Validate and queue a crawl; the source is found or created by title (default: the host).
+        `headers` / `cookies` are `env:NAME` references (documentation behind a login)."""
         params, notes = self.build_params(
-            url, recursive, max_depth, max_pages, include_patterns, exclude_patterns, scope
+            url,
+            recursive,
+            max_depth,
+            max_pages,
+            include_patterns,
+            exclude_patterns,
+            scope,
+            headers,
+            cookies,
+            auth_hosts,
         )
         await check_url_allowed(params.url, self.settings.crawl_allow_private)
         if source_id:
@@ -143,8 +125,9 @@ class JobService:
         **overrides: Any,
     ) -> StartedJob:
         """Queue a new crawl of a source with the settings of its last crawl (or of the given job);
-        `url` and `overrides` (recursive, max_depth, max_pages, include/exclude_patterns, scope) replace
-        them. With only `url`, the source is the one last crawled from that URL."""
+        `url` and `overrides` (recursive, max_depth, max_pages, include/exclude_patterns, scope, headers,
+        cookies, auth_hosts) replace them; header and cookie references are reused. With only `url`, the
+        source is the one last crawled from that URL."""
         if job_id:
             previous = await self.get(job_id)
             sid, raw_params = previous.source_id, previous.params.model_dump()
@@ -177,6 +160,12 @@ class JobService:
         original = CrawlParams(**raw_params)
         given = {k: v for k, v in overrides.items() if v is not None}
         merged = {**original.model_dump(), **given, "url": url or original.url}
+        moved = not same_host(merged["url"], original.url) and (original.headers or original.cookies)
+        if moved and "headers" not in given and "cookies" not in given:  # a login never follows to another host
+            merged.update(headers={}, cookies={}, auth_hosts=[])
+            login_note = ["The crawl moved to another host: its login headers and cookies were not carried over."]
+        else:
+            login_note = []
         params, notes = self.build_params(
             merged["url"],
             merged["recursive"],
@@ -185,10 +174,13 @@ class JobService:
             merged["include_patterns"],
             merged["exclude_patterns"],
             merged["scope"],
+            merged["headers"],
+            merged["cookies"],
+            merged["auth_hosts"],
         )
         await check_url_allowed(params.url, self.settings.crawl_allow_private)
         job = await self._insert(sid, "recrawl", params)
-        return StartedJob(job=job, notes=notes)
+        return StartedJob(job=job, notes=notes + login_note)
 
     async def _refuse_if_active(self, source_id: UUID) -> None:
         active = await self.db.pool.fetchrow(

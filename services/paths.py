@@ -128,11 +128,24 @@ def check_size(name: str, size: int, max_bytes: int) -> None:
 def walk_files(directory: Path, extensions: set[str], recursive: bool = True) -> Iterator[Path]:
     """Files under `directory` (only its top level unless `recursive`) with one of `extensions`, skipping
     hidden and tool folders. Paths are not resolved: the caller checks each with `resolve_allowed_path`."""
+    return (path for path, reason in scan_files(directory, extensions, recursive) if reason is None)
+
+
+def scan_files(
+    directory: Path, extensions: set[str], recursive: bool = True, supported: set[str] | None = None
+) -> Iterator[tuple[Path, str | None]]:
+    """Every file `walk_files` looks at, with the reason it is passed over (None: it is wanted):
+    "hidden", "extension not selected" (one of `supported`, left out by `extensions`), "unsupported type"."""
     for dirpath, dirnames, filenames in os.walk(directory, followlinks=False):
         dirnames[:] = (
             sorted(d for d in dirnames if d not in SKIPPED_DIRS and not d.startswith(".")) if recursive else []
         )
         for name in sorted(filenames):
             path = Path(dirpath) / name
-            if not name.startswith(".") and path.suffix.lower() in extensions:
-                yield path
+            suffix = path.suffix.lower()
+            if name.startswith("."):
+                yield path, "hidden"
+            elif suffix in extensions:
+                yield path, None
+            else:
+                yield path, "extension not selected" if supported and suffix in supported else "unsupported type"

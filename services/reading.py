@@ -160,6 +160,39 @@ class ReadingService:
             raise NotFound(f"Chunk not found: {cid}", "Chunk ids change when a document is updated; search again.")
         return dict(row)
 
+    async def chunk_ids(self, document_id: UUID, limit: int = MAX_PER_PAGE) -> tuple[list[UUID], int]:
+        """A document's first `limit` chunk ids in order, and how many chunks it has."""
+        rows = await self.db.pool.fetch(
+            "SELECT id, count(*) OVER () AS n FROM chunks WHERE document_id = $1 ORDER BY chunk_index LIMIT $2",
+            document_id,
+            limit,
+        )
+        return [r["id"] for r in rows], (rows[0]["n"] if rows else 0)
+
+    async def passage_window(self, chunk: dict[str, Any], reach: int = 2, text_limit: int = 1000) -> dict[str, Any]:
+        """The text around a chunk that holds any search passage it can be part of: from the first of
+        the `reach` chunks before it in its section (a passage merges at most reach + 1 chunks of one
+        section) to `text_limit` characters past its start (a result's text is cut there) or its end."""
+        start = await self.db.pool.fetchval(
+            "SELECT min(char_start) FROM chunks WHERE document_id = $1 AND chunk_index BETWEEN $2 AND $3 "
+            "AND heading_path = $4",
+            chunk["document_id"],
+            chunk["chunk_index"] - reach,
+            chunk["chunk_index"],
+            chunk["heading_path"],
+        )
+        content = await self.content(chunk["document_id"])
+        start = min(start if start is not None else chunk["char_start"], chunk["char_start"])
+        end = min(len(content), max(chunk["char_end"], chunk["char_start"] + text_limit))
+        headings = parse_outline(content)
+        return {
+            "offset": start,
+            "text": content[start:end],
+            "next_offset": end if end < len(content) else None,
+            "total_length": len(content),
+            "heading_path": path_at(headings, start),
+        }
+
     async def document_by_url(self, url: str, source_id: UUID | None) -> Document:
         """The document at `url` among the caller's sources (others are not looked at, so neither the
         answer nor the 'several sources' refusal tells anything about them)."""

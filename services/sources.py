@@ -11,6 +11,7 @@ from models import Page, Source, SourceStats
 from services.access.scope import admit, current_scope
 from services.database import Database
 from services.errors import Conflict, InvalidArgument, NotFound
+from services.source_origin import describe
 from services.validation import check_page, clean_text, parse_uuid, require_text
 
 SOURCE_TYPES = ("upload", "crawl", "api", "folder", "git")
@@ -132,6 +133,24 @@ class SourceService:
         )
         return _to_source(row) if row else None
 
+    async def resolve(self, reference: str | UUID) -> Source:
+        """A source named by its id or its title (exact title first, then any case; the oldest wins),
+        within the caller's scope: what `--source` accepts on the command line."""
+        text = str(reference).strip()
+        try:
+            return await self.get(UUID(text))
+        except ValueError:
+            pass
+        row = await self.db.pool.fetchrow(
+            f"SELECT {SOURCE_COLUMNS} FROM sources WHERE lower(title) = lower($1) "
+            "AND ($2::uuid[] IS NULL OR id = ANY($2::uuid[])) ORDER BY (title = $1) DESC, created_at LIMIT 1",
+            text,
+            None if current_scope().source_ids is None else list(current_scope().source_ids or ()),
+        )
+        if row is None:
+            raise NotFound(f"No source is named or numbered '{text[:200]}'.", LIST_HINT)
+        return _to_source(row)
+
     async def get_or_create(
         self, title: str, source_type: str = "upload", url: str | None = None
     ) -> tuple[Source, bool]:
@@ -156,6 +175,10 @@ class SourceService:
             row = await _insert(conn, title, None, url, _check_source_type(source_type), None, None)
             await join_first_profile(conn, row["id"])
         return _to_source(row), True
+
+    async def origin(self, source: Source) -> dict[str, Any]:
+        """Its kind, origin and last sync (a git commit, a spec version); a login's variable names only."""
+        return await describe(self.db.pool, source)
 
     async def stats(self, source_id: UUID) -> SourceStats:
         row = await self.db.pool.fetchrow(

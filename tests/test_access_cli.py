@@ -14,7 +14,7 @@ def test_configs_parse_and_hold_no_secret(database_url: str, files_dir: Path) ->
     env = server_env(database_url, files_dir)
     env["DATABASE_URL"] = "postgresql://archuser:s3cretpw@127.0.0.1:5432/kb"
     for client in CLIENTS:
-        for extra in ([], ["--http", "http://127.0.0.1:8000/mcp"], ["--profile", "docs"]):
+        for extra in ([], ["--http", "http://127.0.0.1:8000/mcp", "--token-header"], ["--profile", "docs"]):
             done = run_cli(["config", client, *extra], env)
             assert done.returncode == 0, done.stderr
             parsed = json.loads(done.stdout)

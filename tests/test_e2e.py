@@ -174,7 +174,10 @@ async def answer_from_first_passage(context: Any, params: CreateMessageRequestPa
 
 
 def run_cli(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([ARCHIVIST, *args], env=env, capture_output=True, text=True, timeout=120)
+    """`archivist ARGS` from this checkout (the installed script may point at another one)."""
+    command = [sys.executable, "-c", "import cli; cli.main()", *args]
+    root = Path(__file__).resolve().parent.parent
+    return subprocess.run(command, cwd=root, env=env, capture_output=True, text=True, timeout=120)
 
 
 def test_config_prints_working_client_entries(database_url: str, files_dir: Path) -> None:

@@ -4,13 +4,14 @@ renames keep their document, deletes remove it, document URLs, patterns, refs, h
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 from typing import Any
 from uuid import UUID
 
 import pytest
 
-from commands.sync import git_sync_command, sync_command
+from commands.sync import cli_sync
 from services.app import Archivist
 from services.errors import NotFound
 from services.sync.git.tree import plan
@@ -210,12 +211,19 @@ async def test_deleted_source_clone_is_removed(git_app: Archivist, git_server: G
     assert await git_app.git.prune_clones() >= 1 and not clone.exists()
 
 
+def sync_args(*args: str) -> tuple[argparse.Namespace, asyncio.Event]:
+    """`archivist sync ARGS` as the command line parses it."""
+    from cli import build_parser
+
+    return build_parser().parse_args(["sync", *args]), asyncio.Event()
+
+
 async def test_sync_commands(git_app: Archivist, git_server: GitServer, capsys: pytest.CaptureFixture[str]) -> None:
     repo = git_server.add("shell")
     repo.commit({"one.md": "# One\n\nSynced from the shell.\n", "two.md": "# Two\n\nAlso synced.\n"})
-    await git_sync_command(git_app, git_server.url("shell"), title="Shell repo", include=["*.md"])
+    await cli_sync(git_app, *sync_args("--git", git_server.url("shell"), "--title", "Shell repo", "--include", "*.md"))
     assert "2 created, 0 updated, 0 unchanged, 0 deleted, 0 failed" in capsys.readouterr().out
     repo.commit({"two.md": None})
-    await sync_command(git_app, "Shell repo")  # `archivist sync TITLE` finds git sources too
+    await cli_sync(git_app, *sync_args("Shell repo"))  # `archivist sync TITLE` finds git sources too
     out = capsys.readouterr().out
     assert "(HEAD): completed" in out and "0 created, 0 updated, 0 unchanged, 1 deleted" in out, out

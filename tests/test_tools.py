@@ -40,7 +40,7 @@ async def test_tools_listed_with_annotations_and_short_descriptions(client: Clie
     names = {t.name for t in listed.tools}
     assert {"search_knowledge_base", "manage_document", "manage_source", "crawl_website"} <= names
     total = len(json.dumps([t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in listed.tools]))
-    assert total < 7_250, total  # 7,000 until git sources added 4 crawl_website parameters (issue 19)
+    assert total < 7_000, total
     for tool in listed.tools:
         assert tool.output_schema is not None and "    " not in tool.description
     for tool in listed.tools:

@@ -45,6 +45,8 @@ def job_view(job: CrawlJob, with_errors: bool = True) -> dict[str, Any]:
         "kind": job.kind,
         "status": job.status,
         "url": url,
+        "max_pages": job.params.max_pages,  # as the tools-spec's crawl_job shows them (also in params)
+        "recursive": job.params.recursive,
         "params": job.params.model_dump(exclude={"url"}),
         **job.counters(),
         "created_at": job.created_at,
@@ -165,6 +167,9 @@ async def start_crawl(app: Archivist, args: dict[str, Any]) -> dict[str, Any]:
         args["include_patterns"],
         args["exclude_patterns"],
         args["scope"] or "same-host",
+        headers=args["headers"],
+        cookies=args["cookies"],
+        auth_hosts=args["auth_hosts"],
     )
     return await started_payload(app, started, args)
 
@@ -206,6 +211,9 @@ async def recrawl(app: Archivist, args: dict[str, Any]) -> dict[str, Any]:
         include_patterns=args["include_patterns"],
         exclude_patterns=args["exclude_patterns"],
         scope=args["scope"],
+        headers=args["headers"],
+        cookies=args["cookies"],
+        auth_hosts=args["auth_hosts"],
     )
     return await started_payload(app, started, args)
 
@@ -274,6 +282,9 @@ def register(mcp: MCPServer, runtime: Runtime) -> None:
         include_patterns: list[str] | None = None,
         exclude_patterns: list[str] | None = None,
         scope: Literal["same-host", "same-domain", "under-path"] | None = None,
+        headers: dict[str, Any] | None = None,
+        cookies: dict[str, Any] | None = None,
+        auth_hosts: list[str] | None = None,
         folder_path: str | None = None,
         git_url: str | None = None,
         ref: str | None = None,
@@ -288,7 +299,7 @@ def register(mcp: MCPServer, runtime: Runtime) -> None:
 
         start: url; into source_id or a source by title (default: host). recursive: follow links to
           max_depth (max 5), sitemaps, llms.txt; max_pages (max 100); include/exclude_patterns: path
-          globs. Obeys robots.txt.
+          globs. Obeys robots.txt. Login: headers/cookies {name: 'env:VAR'} (start host, auth_hosts).
         status: job_id; wait_seconds (max 30) waits. list: status, source_id, page, per_page. cancel: job_id.
         recrawl: source_id, job_id or url; new settings optional; only changed pages re-embedded.
         sync: folder_path, git_url (ref, auth_env: NAME of a token env var, browse_url with {commit}, {path})

@@ -8,14 +8,15 @@ from typing import Any, Literal
 from mcp.server.mcpserver import MCPServer
 from mcp.types import CallToolResult, ToolAnnotations
 
-from models import IngestResult
+from models import Document, IngestResult
 from services.app import Archivist, Runtime
 from services.documents.specs import SpecIngestResult
 from services.errors import InvalidArgument
 from services.paths import resolve_allowed_path
 from services.reading import MAX_WINDOW, ReadingService
+from services.search.passages import MAX_PASSAGE_CHUNKS
 from services.validation import MAX_PER_PAGE, parse_uuid
-from tools.common import cut, dispatch, document_view, page_fields, page_number_field
+from tools.common import TEXT_LIMIT, cut, dispatch, document_view, page_fields, page_number_field
 from tools.schemas import publish
 
 DOC_HINT = "Use manage_document(action='list', source_id=...) to find document ids."
@@ -26,33 +27,52 @@ STATUS_MESSAGES = {
 }
 
 
-def ingest_view(result: IngestResult) -> dict[str, Any]:
+async def ingest_view(app: Archivist, result: IngestResult) -> dict[str, Any]:
+    """A written document with its chunk ids (the first 20; `chunk_ids_cut` when it has more)."""
+    chunk_ids, total = await ReadingService(app.db).chunk_ids(result.document.id)
     return {
         "document": {**document_view(result.document), "chunks_created": result.chunks_created},
+        "chunk_ids": chunk_ids,
+        **({"chunk_ids_cut": True} if total > len(chunk_ids) else {}),
         "status": result.status,
         "message": STATUS_MESSAGES[result.status].format(n=result.chunks_created),
     }
 
 
 async def create_from_directory(app: Archivist, source_id: Any, directory: Path, args: dict) -> dict[str, Any]:
+    passed_over: list[tuple[Path, str]] = []
     results, failures, skipped = await app.documents.create_from_directory(
-        source_id, directory, args["extensions"], args["metadata"], recursive=args["recursive"] is not False
+        source_id,
+        directory,
+        args["extensions"],
+        args["metadata"],
+        recursive=args["recursive"] is not False,
+        passed_over=passed_over,
     )
     counts = {status: sum(1 for _, r in results if r.status == status) for status in STATUS_MESSAGES}
     files = len({path for path, _ in results})  # a spec file yields one result per operation
+    reasons: dict[str, int] = {}
+    for _, reason in passed_over:
+        reasons[reason] = reasons.get(reason, 0) + 1
+    lists = (results, failures, passed_over)
     return {
         "directory": str(directory),
+        "files_found": files + len(failures) + len(passed_over),
         "files_ingested": files,
         "files_failed": len(failures),
+        "files_skipped": len(passed_over),
+        "skipped_by_reason": reasons,
         "files_skipped_over_limit": skipped,
         **{f"documents_{k}": v for k, v in counts.items()},
         "chunks_created": sum(r.chunks_created for _, r in results),
+        "document_ids": [r.document.id for _, r in results[:MAX_PER_PAGE]],
         "documents": [
             {"path": str(p), "id": r.document.id, "status": r.status, "chunks_created": r.chunks_created}
             for p, r in results[:MAX_PER_PAGE]
         ],
         "failures": [f.model_dump() for f in failures[:MAX_PER_PAGE]],
-        "lists_cut": len(results) > MAX_PER_PAGE or len(failures) > MAX_PER_PAGE,
+        "skipped": [{"path": str(p), "reason": reason} for p, reason in passed_over[:MAX_PER_PAGE]],
+        "lists_cut": any(len(items) > MAX_PER_PAGE for items in lists),
         "message": f"Ingested {files} files ({len(failures)} failed). "
         "Use manage_document(action='list', source_id=...) to page through all documents.",
     }
@@ -81,7 +101,7 @@ async def create_document(app: Archivist, args: dict[str, Any]) -> dict[str, Any
         result = await docs.create_from_url(source_id, args["url"], args["title"], args["metadata"])
     if isinstance(result, SpecIngestResult):  # an OpenAPI spec: one document per operation
         return {**result.summary(), **extra}
-    return {**ingest_view(result), **extra}
+    return {**await ingest_view(app, result), **extra}
 
 
 async def get_document(app: Archivist, args: dict[str, Any]) -> dict[str, Any]:
@@ -118,8 +138,10 @@ async def get_chunk_by_id(app: Archivist, reader: ReadingService, chunk_id: str)
     chunk = await reader.chunk_by_id(chunk_id)
     document = await app.documents.get(chunk["document_id"])
     text, text_cut = cut(chunk["text"], MAX_WINDOW)
+    window = await reader.passage_window(chunk, MAX_PASSAGE_CHUNKS - 1, TEXT_LIMIT)
     pages = page_number_field(chunk.pop("page_start"), chunk.pop("page_end"))
-    return {"document": document_view(document), "chunk": {**chunk, "text": text, "truncated": text_cut, **pages}}
+    view = {**chunk, "text": text, "truncated": text_cut, **pages}
+    return {"document": document_view(document), "chunk": view, "content": window}
 
 
 async def list_documents(app: Archivist, args: dict[str, Any]) -> dict[str, Any]:
@@ -132,16 +154,24 @@ async def update_document(app: Archivist, args: dict[str, Any]) -> dict[str, Any
         raise InvalidArgument(
             "update takes content, not file_path.", "Read the file and pass content=..., or create it anew."
         )
+    before = await app.documents.get(args["document_id"])
     result = await app.documents.update(
         args["document_id"], args["title"], args["url"], args["metadata"], args["content"]
     )
-    view = ingest_view(result)
+    view = await ingest_view(app, result)
+    view["updated_fields"] = updated_fields(before, result.document)
     view["message"] = (
         f"Document updated; re-chunked and re-embedded into {result.chunks_created} chunks."
         if result.chunks_created
         else "Document metadata updated."
     )
     return view
+
+
+def updated_fields(before: Document, after: Document) -> list[str]:
+    """The fields an update changed (a value given but equal to the stored one is not listed)."""
+    changed = [f for f in ("title", "url", "metadata") if getattr(before, f) != getattr(after, f)]
+    return changed + (["content"] if before.content_hash != after.content_hash else [])
 
 
 async def delete_document(app: Archivist, args: dict[str, Any]) -> dict[str, Any]:

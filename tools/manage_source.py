@@ -28,7 +28,7 @@ async def create_source(app: Archivist, args: dict[str, Any]) -> dict[str, Any]:
 async def get_source(app: Archivist, args: dict[str, Any]) -> dict[str, Any]:
     source = await app.sources.get(args["source_id"])
     stats = await app.sources.stats(source.id)
-    return {"source": {**source_view(source), **stats.model_dump()}}
+    return {"source": {**source_view(source), **stats.model_dump(), **await app.sources.origin(source)}}
 
 
 async def list_sources(app: Archivist, args: dict[str, Any]) -> dict[str, Any]:

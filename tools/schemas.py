@@ -1,7 +1,9 @@
 """Published tool definitions: compact input schemas, dedented descriptions and output schemas.
 
 Every reply is `{"success": true, ...}` or the error contract, so each output schema is one object
-with `success` required, the error fields, and the tool's own top-level keys (others allowed).
+with `success` required and the tool's own top-level keys (others allowed). The error fields (error,
+error_code, retryable, suggestion) are the same for every tool: the server's instructions name them
+once, rather than four output schemas repeating them in `tools/list`.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ A = {"type": "array"}
 ANY: dict[str, Any] = {}
 NS = {"type": ["string", "null"]}
 NI = {"type": ["integer", "null"]}
-COMMON = {"success": B, "error": S, "error_code": S, "retryable": B, "suggestion": S}
+COMMON = {"success": B}
 
 
 def output(**properties: Any) -> dict[str, Any]:

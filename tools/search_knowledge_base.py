@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Literal
 
 from mcp.server.mcpserver import Context, MCPServer
@@ -10,9 +11,11 @@ from mcp.types import CallToolResult, InputRequiredResult, ToolAnnotations
 from models import SearchHit
 from services.access.scope import use_scope
 from services.app import Archivist, Runtime
+from services.errors import InvalidArgument
 from services.search import SearchOutcome
 from services.search.context import check_max_tokens, pack_context, token_counter
-from services.validation import clean_text
+from services.search.web import web_search
+from services.validation import MAX_PER_PAGE, clean_text
 from services.versions import ResolvedVersion, resolve
 from tools import sampling
 from tools.common import TITLE_LIMIT, call_time_limit, cut, document_uri, page_number_field, run_tool
@@ -28,6 +31,7 @@ def hit_view(hit: SearchHit) -> dict[str, Any]:
     title, title_cut = cut(hit.document_title, TITLE_LIMIT)
     return {
         "chunk_id": hit.chunk_id,
+        "chunk_ids": hit.chunk_ids or [hit.chunk_id],
         "document_id": hit.document_id,
         "uri": document_uri(hit.document_id),
         "document_title": title,
@@ -42,6 +46,7 @@ def hit_view(hit: SearchHit) -> dict[str, Any]:
         "char_start": hit.char_start,
         "char_end": hit.char_end,
         "heading_path": hit.heading_path,
+        "metadata": {"source_id": hit.source_id, "chunk_index": hit.chunk_index, "url": hit.url},
         **page_number_field(hit.page_start, hit.page_end),
         **({"chunk_index_end": hit.chunk_index_end} if hit.chunk_index_end is not None else {}),
     }
@@ -103,6 +108,33 @@ async def context_payload(
     return outcome_notes(payload, outcome, requested)
 
 
+WEB_HINT = "Web results are not stored: crawl_website(action='start', url=...) adds a page to the knowledge base."
+
+
+async def web_payload(
+    runtime: Runtime, query: str, search_type: str | None, match_count: int | None, language: str | None, others: dict
+) -> dict[str, Any]:
+    """search_type="web": results from the configured SearXNG instance, as {title, url, snippet, engine}."""
+    if search_type != "web":
+        raise InvalidArgument("language applies to search_type='web' only.", "Leave language out, or search the web.")
+    given = [name for name, value in others.items() if value not in (None, False, [])]
+    if given:
+        raise InvalidArgument(
+            f"search_type='web' does not take {', '.join(given)}.",
+            "Leave them out, or search the knowledge base with another search_type.",
+        )
+    requested = 10 if match_count is None else match_count
+    if requested < 1:
+        raise InvalidArgument(f"match_count must be at least 1 (got {requested}).", "Use match_count=10.")
+    found = await web_search(runtime.settings, query, requested, language)
+    results = [{**dataclasses.asdict(r), "match_type": "web"} for r in found]
+    payload: dict[str, Any] = {"results": results, "count": len(results), "search_type": "web", "query": query}
+    if requested > MAX_PER_PAGE:
+        payload.update(match_count_capped=True, note=f"match_count {requested} was capped at {MAX_PER_PAGE}.")
+    payload["hint"] = WEB_HINT
+    return payload
+
+
 async def resolve_version(
     app: Archivist, source_id: str | None, library: str | None, version: str | None
 ) -> ResolvedVersion:
@@ -124,38 +156,50 @@ def register(mcp: MCPServer, runtime: Runtime) -> None:
         ctx: Context,
         source_id: str | None = None,
         match_count: int | None = None,
-        search_type: Literal["hybrid", "vector", "rerank"] | None = None,
+        search_type: Literal["hybrid", "vector", "rerank", "keyword", "web"] | None = None,
         similarity_threshold: float | None = None,
         max_tokens: int | None = None,
         answer: bool = False,
         library: str | None = None,
         version: str | None = None,
         profile: str | None = None,
+        keyword_weight: float | None = None,
+        source_ids: list[str] | None = None,
+        language: str | None = None,
     ) -> CallToolResult | InputRequiredResult:
         """Search the knowledge base; distinct passages, best first.
 
-        match_count: 1-20. search_type: hybrid (default, best), vector (fastest), rerank (cross-encoder;
-        no better than hybrid in our tests, ~10x slower). similarity_threshold: 0-1 cosine floor.
-        Text cut at 1000. Adjacent chunks merge (chunk_index..chunk_index_end), max 2 per document; read on
-        with manage_document get, offset=char_end. max_tokens (50-8000): numbered, cited passages in
-        that budget. answer=true: the client's model answers citing [n] (needs sampling, else null).
-        library + version ("3.11", "3.x", ">=2.1"): that library version; lists versions if absent.
-        profile: search as that profile (its sources, defaults).
+        match_count: 1-20. search_type: hybrid (default), vector, keyword (BM25 only), rerank (~10x slower),
+        web (SearXNG if configured; language). keyword_weight: 0-1 (hybrid). source_ids: several sources.
+        similarity_threshold: 0-1 cosine floor. Text cut at 1000: manage_document get by chunk_id reads on.
+        max_tokens (50-8000): cited passages in that budget. answer=true: the client's model answers
+        citing [n] (needs sampling). library + version ("3.11", "3.x", ">=2.1"). profile: search as it.
         """
         pending: list[InputRequiredResult] = []
         query, source_id, library, version = clean_text((query, source_id, library, version))
 
         async def body() -> dict[str, Any]:
+            if search_type == "web" or language is not None:
+                others = dict(
+                    source_id=source_id, source_ids=source_ids, similarity_threshold=similarity_threshold,
+                    max_tokens=max_tokens, answer=answer, library=library, version=version, profile=profile,
+                    keyword_weight=keyword_weight,
+                )  # fmt: skip
+                return await web_payload(runtime, query, search_type, match_count, clean_text(language), others)
             restored = sampling.restored_payload(ctx) if answer else None
             if restored is not None:
                 payload = restored
             else:
+                if source_ids and (library or version):
+                    raise InvalidArgument(
+                        "source_ids cannot be combined with library/version.", "Pass one or the other."
+                    )
                 budget = max_tokens or (DEFAULT_ANSWER_TOKENS if answer else None)
                 if budget is not None:
                     check_max_tokens(budget)
                 app = await runtime.get()
                 chosen, scope = await choose_profile(app, clean_text(profile))
-                given = dict(match_count=match_count, search_type=search_type, keyword_weight=None)
+                given = dict(match_count=match_count, search_type=search_type, keyword_weight=keyword_weight)
                 opts = with_defaults(chosen, {**given, "similarity_threshold": similarity_threshold})
                 kind, count = opts["search_type"], opts["match_count"]
                 with use_scope(scope):
@@ -164,7 +208,14 @@ def register(mcp: MCPServer, runtime: Runtime) -> None:
                         sid = served.source_id if served else source_id
                         async with app.db.reading():
                             outcome = await app.search.search(
-                                query, sid, count, kind, opts["similarity_threshold"], opts["keyword_weight"]
+                                query,
+                                sid,
+                                count,
+                                kind,
+                                opts["similarity_threshold"],
+                                opts["keyword_weight"],
+                                source_ids=None if served else clean_text(source_ids),
+                                source_order=chosen.source_ids if chosen else None,
                             )
                         if budget is None:
                             payload = search_payload(outcome, query, kind, count)

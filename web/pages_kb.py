@@ -52,6 +52,7 @@ def routes(console: Console) -> list[Route]:
             request,
             "source.html",
             source=src,
+            origin=await app.sources.origin(src),
             docs=docs,
             stats=stats,
             jobs=jobs.items,

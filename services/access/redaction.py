@@ -22,7 +22,7 @@ REDACTED = "[redacted]"
 #: key names whose values are secrets, wherever they appear (case-insensitive, any separator)
 SECRET_KEY = re.compile(
     r"pass(?:word|wd|phrase)?|pwd|token|secret|authori[sz]ation|api[-_]?key|apikey|cookie|credential"
-    r"|private[-_]?key|session[-_]?id|dsn|database[-_]?url",
+    r"|private[-_]?key|session[-_]?id|dsn|database[-_]?url|headers",
     re.IGNORECASE,
 )
 #: scheme://user:password@  (the password part)

@@ -21,7 +21,10 @@ COUNTERS_JOIN = """
     CROSS JOIN LATERAL (
         SELECT count(*) FILTER (WHERE f.state = 'done') AS pages_crawled,
                count(*) FILTER (WHERE f.state = 'failed') AS pages_failed,
-               count(*) FILTER (WHERE f.state IN ('pending', 'fetching') AND f.linked) AS pages_pending,
+               count(*) FILTER (WHERE f.state IN ('pending', 'fetching') AND f.linked)
+                 -- a crawl queued (or just claimed) before its frontier is seeded: the start URL is pending
+                 + CASE WHEN count(*) = 0 AND j.kind <> 'sync' AND j.status IN ('queued', 'running')
+                        THEN 1 ELSE 0 END AS pages_pending,
                count(*) FILTER (WHERE f.state = 'skipped') AS pages_skipped,
                count(*) FILTER (WHERE f.outcome = 'created') AS documents_created,
                count(*) FILTER (WHERE f.outcome = 'updated') AS documents_updated,

@@ -1,11 +1,18 @@
-"""Crawl parameters checked before a job is queued: the start URL, path patterns, the default title."""
+"""Crawl parameters checked before a job is queued: the start URL, limits, path patterns, login
+references (services/net/credentials.py), the default title."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+from models.jobs import CrawlParams
 from services.errors import InvalidArgument
+from services.net import credentials
 from services.net.urls import normalize_url
+
+if TYPE_CHECKING:
+    from services.settings import Settings
 
 SCOPES = ("same-host", "same-domain", "under-path")
 MAX_PATTERNS = 20
@@ -44,3 +51,51 @@ def check_start_url(url: str | None) -> str:
             f"Invalid crawl URL: {url[:200]}", "Only absolute http:// and https:// URLs can be crawled."
         )
     return normalized
+
+
+def build_params(
+    settings: Settings,
+    url: str | None,
+    recursive: bool = False,
+    max_depth: int = 2,
+    max_pages: int = 20,
+    include_patterns: list[str] | None = None,
+    exclude_patterns: list[str] | None = None,
+    scope: str = "same-host",
+    headers: Any = None,
+    cookies: Any = None,
+    auth_hosts: Any = None,
+) -> tuple[CrawlParams, list[str]]:
+    """Validate crawl arguments; returns the parameters and notes about limits that were applied.
+
+    Headers and cookies must be `env:NAME` references, and every referenced variable must be set now.
+    """
+    start_url = check_start_url(url)
+    notes: list[str] = []
+    if max_pages < 1:
+        raise InvalidArgument(f"max_pages must be 1 or more (got {max_pages}).", "Use max_pages=20, for example.")
+    if max_pages > settings.crawl_max_pages:
+        notes.append(f"max_pages {max_pages} was capped at {settings.crawl_max_pages} (ARCHIVIST_CRAWL_MAX_PAGES).")
+        max_pages = settings.crawl_max_pages
+    if max_depth < 0:
+        raise InvalidArgument(f"max_depth must be 0 or more (got {max_depth}).", "Use max_depth=2, for example.")
+    if max_depth > settings.crawl_max_depth:
+        notes.append(f"max_depth {max_depth} was capped at {settings.crawl_max_depth}.")
+        max_depth = settings.crawl_max_depth
+    if scope not in SCOPES:
+        raise InvalidArgument(f"Invalid scope '{scope}'.", f"Use one of: {', '.join(SCOPES)}.")
+    header_refs, cookie_refs, hosts = credentials.check_references(headers, cookies, auth_hosts)
+    credentials.resolve(start_url, header_refs, cookie_refs, hosts)  # a missing variable: say so now
+    params = CrawlParams(
+        url=start_url,
+        recursive=bool(recursive),
+        max_depth=max_depth,
+        max_pages=max_pages,
+        include_patterns=_check_patterns(include_patterns, "include_patterns"),
+        exclude_patterns=_check_patterns(exclude_patterns, "exclude_patterns"),
+        scope=scope,  # type: ignore[arg-type]
+        headers=header_refs,
+        cookies=cookie_refs,
+        auth_hosts=hosts,
+    )
+    return params, notes

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from services.crawl.politeness import HostThrottle
+from services.net.credentials import SiteCredentials
 from services.net.robots import RobotsPolicy
 from services.net.text_fetch import fetch_text
 from services.net.urls import host_key
@@ -25,8 +26,11 @@ def site_root(url: str) -> str:
 class RobotsCache:
     """robots.txt per host, fetched once per job; applies Crawl-delay to the throttle."""
 
-    def __init__(self, settings: Settings, throttle: HostThrottle, warnings: list[str]) -> None:
+    def __init__(
+        self, settings: Settings, throttle: HostThrottle, warnings: list[str], login: SiteCredentials | None = None
+    ) -> None:
         self.settings = settings
+        self.login = login  # sent only to the hosts it names (see SiteCredentials.for_url)
         self.throttle = throttle
         self.warnings = warnings
         self._policies: dict[str, RobotsPolicy] = {}
@@ -47,6 +51,7 @@ class RobotsCache:
             timeout=self.settings.crawl_page_timeout,
             max_bytes=MAX_DISCOVERY_BYTES,
             allow_private=self.settings.crawl_allow_private,
+            login=self.login,
         )
         if status == 0:
             # No answer at all: the page fetches will fail with the real network error, so let them.

@@ -35,8 +35,10 @@ from models.jobs import CrawlJob, CrawlParams
 from services.crawl.frontier import Frontier, FrontierRow, RowResult, short_error
 from services.crawl.page_crawl import PageCrawler
 from services.crawl.robots_cache import MAX_DISCOVERY_BYTES, RobotsCache, site_root
-from services.errors import ServiceError, unavailable_from
+from services.errors import InvalidArgument, ServiceError, unavailable_from
 from services.fetchers import create_fetcher
+from services.net import credentials
+from services.net.credentials import SiteCredentials
 from services.net.robots import parse_llms_txt, parse_sitemap
 from services.net.text_fetch import fetch_text
 from services.net.urls import in_scope, matches_patterns, normalize_url
@@ -56,8 +58,12 @@ PREVIOUS_GONE_ERROR = "no longer linked from the site"
 class CrawlRunner:
     """Runs one claimed job to completion, cancellation, hand-back (stop) or loss of ownership."""
 
+    login: SiteCredentials | None = None  # headers for the start host (a crawl behind a login); never logged
+
     def __init__(self, app: Archivist, job: CrawlJob, worker_id: str, stop: asyncio.Event) -> None:
+        """Reads the login's variables (InvalidArgument naming one that is not set)."""
         self.app = app
+        self.login = credentials.resolve(job.params.url, job.params.headers, job.params.cookies, job.params.auth_hosts)
         self.settings = app.settings
         self.job = job
         self.params: CrawlParams = job.params
@@ -70,7 +76,7 @@ class CrawlRunner:
                 f"Resumed by worker {worker_id} after the previous worker stopped (attempt {job.attempts})."
             )
         self.throttle = app.jobs.throttle
-        self.robots = RobotsCache(app.settings, self.throttle, self.warnings)
+        self.robots = RobotsCache(app.settings, self.throttle, self.warnings, self.login)
         self.cancel_event = app.jobs.cancel_event(job.id)
         self.interrupt = asyncio.Event()
         self.interrupt_reason: str | None = None
@@ -89,7 +95,7 @@ class CrawlRunner:
                     "job %s: %d pages left mid-fetch by a previous worker go back to pending", self.job.id, recovered
                 )
             self.pages.ingested = await self.frontier.done_count()
-            self.pages.fetcher = await asyncio.to_thread(create_fetcher, self.settings)
+            self.pages.fetcher = await asyncio.to_thread(create_fetcher, self.settings, self.login)
             if await self._unless_interrupted(self._seed_once()):
                 await self._crawl()
                 if not self.interrupt.is_set():
@@ -200,6 +206,7 @@ class CrawlRunner:
             timeout=self.settings.crawl_page_timeout,
             max_bytes=MAX_DISCOVERY_BYTES,
             allow_private=self.settings.crawl_allow_private,
+            login=self.login,
         )
 
     async def _previous_urls(self) -> list[str]:
@@ -359,6 +366,9 @@ async def run_job(app: Archivist, job: CrawlJob, worker_id: str, stop: asyncio.E
         await CrawlRunner(app, job, worker_id, stop).run()
     except asyncio.CancelledError:
         raise
+    except InvalidArgument as exc:  # e.g. a login variable unset since the job was queued: say which
+        logger.warning("job %s: %s", job.id, exc.message)
+        await app.jobs.finish(job.id, worker_id, "failed", exc.message)
     except Exception as exc:
         if unavailable_from(exc) is not None:  # the database blinked: hand the job back, never fail it
             await hand_back_when_possible(app, job, worker_id, exc)

@@ -26,7 +26,7 @@ from services.embeddings.base import Embedder
 from services.errors import InvalidArgument, ServiceError
 from services.parsers import supported_extensions
 from services.parsers.isolation import parse_file as parse_isolated
-from services.paths import read_allowed_file, resolve_allowed_path, walk_files
+from services.paths import read_allowed_file, resolve_allowed_path, scan_files
 from services.settings import Settings
 from services.sources import SourceService
 
@@ -113,10 +113,12 @@ class FilesMixin:
         metadata: dict[str, Any] | None = None,
         progress: ProgressFn | None = None,
         recursive: bool = True,
+        passed_over: list[tuple[Path, str]] | None = None,
     ) -> tuple[list[tuple[Path, IngestResult]], list[FileFailure], int]:
         """Ingest every matching file under a directory, in batches; one file's failure never stops
         the rest. Every file is stored (keyword-searchable) before any is embedded. Returns (results,
-        failures, files_skipped_over_limit)."""
+        failures, files_skipped_over_limit); `passed_over`, when given, receives each file not ingested
+        on purpose with its reason (scan_files' reasons, or the limit)."""
         wanted = self._extension_filter(extensions)
         results: list[tuple[Path, IngestResult]] = []
         failures: list[FileFailure] = []
@@ -129,9 +131,13 @@ class FilesMixin:
             if progress:
                 progress(path, None, message)
 
-        for path in walk_files(directory, wanted, recursive):
-            if len(results) - expanded + len(failures) + len(batch) >= MAX_DIRECTORY_FILES:
+        for path, reason in scan_files(directory, wanted, recursive, set(supported_extensions())):
+            if reason is None and len(results) - expanded + len(failures) + len(batch) >= MAX_DIRECTORY_FILES:
                 skipped += 1
+                reason = f"over the {MAX_DIRECTORY_FILES}-file limit"
+            if reason is not None:
+                if passed_over is not None:
+                    passed_over.append((path, reason))
                 continue
             try:
                 item = await self.read_file(path, metadata=metadata)

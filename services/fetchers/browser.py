@@ -36,6 +36,7 @@ from services.fetchers.crawl4ai_http import HTML_TYPES, Crawl4aiHttpFetcher, fil
 from services.pages import extract_html
 
 if TYPE_CHECKING:
+    from services.net.credentials import SiteCredentials
     from services.settings import Settings
 
 logger = logging.getLogger(__name__)
@@ -84,11 +85,11 @@ def _free_port() -> int:
 class BrowserFetcher(Fetcher):
     """HTTP fetch first, then a headless Chromium render of HTML pages."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, login: SiteCredentials | None = None) -> None:
         self._settings = settings
-        self._http = Crawl4aiHttpFetcher(settings)
+        self._http = Crawl4aiHttpFetcher(settings, login)
         load_crawl4ai()
-        self._guard = RequestGuard(settings)
+        self._guard = RequestGuard(settings, login)
         self._guarded: weakref.WeakSet[Any] = weakref.WeakSet()
         self._crawler: Any = None
         self._start_lock = asyncio.Lock()

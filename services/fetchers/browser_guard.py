@@ -6,7 +6,8 @@ route again (so a subresource could redirect to 169.254.169.254). So Chromium ne
 anywhere here. `RequestGuard.handle` is a Playwright route for the whole browser context: it aborts
 anything that is not http(s), fetches http(s) requests itself through `pinned_client` (each
 connection resolved once, checked, connected to the checked address; redirects followed here, each
-hop checked; bodies capped) and answers the browser with `route.fulfill`.
+hop checked; bodies capped) and answers the browser with `route.fulfill`. A crawl behind a login adds
+its headers here, per hop, only for the hosts they belong to; the page never sees them.
 
 Requests a route cannot see (WebSockets, WebRTC, a service worker's own fetches) must not reach the
 network either: `ISOLATION_FLAGS` point Chromium at a proxy that does not exist, make its own DNS
@@ -27,6 +28,7 @@ from services.net.pinned_http import pinned_client
 from services.net.safety import ALLOWED_SCHEMES
 
 if TYPE_CHECKING:
+    from services.net.credentials import SiteCredentials
     from services.settings import Settings
 
 logger = logging.getLogger(__name__)
@@ -45,6 +47,12 @@ _DROP_REQUEST = frozenset({"host", "connection", "content-length", "accept-encod
 _DROP_RESPONSE = frozenset({"content-encoding", "content-length", "transfer-encoding", "connection", "keep-alive"})
 
 
+def with_login(headers: dict[str, str], login: dict[str, str]) -> dict[str, str]:
+    """The page's headers with the login's added (replacing any of the same name, in any case)."""
+    names = {name.lower() for name in login}
+    return {**{k: v for k, v in headers.items() if k.lower() not in names}, **login}
+
+
 class BlockedRequest(Exception):
     """The request may not be made (scheme, address, size); the message says why."""
 
@@ -52,8 +60,9 @@ class BlockedRequest(Exception):
 class RequestGuard:
     """A Playwright route handler that answers every page request from a pinned, checked client."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, login: SiteCredentials | None = None) -> None:
         self._settings = settings
+        self._login = login
         self._client: httpx.AsyncClient | None = None
 
     def _http(self) -> httpx.AsyncClient:
@@ -97,7 +106,8 @@ class RequestGuard:
             if urlsplit(current).scheme.lower() not in ALLOWED_SCHEMES:
                 raise BlockedRequest(f"not an http(s) URL: {current[:200]}")
             try:
-                async with self._http().stream(method, current, headers=sent, content=body) as response:
+                hop = with_login(sent, self._login.for_url(current)) if self._login else sent
+                async with self._http().stream(method, current, headers=hop, content=body) as response:
                     location = response.headers.get("location")
                     if response.status_code in REDIRECT_STATUSES and location:
                         current = urljoin(current, location)

@@ -31,6 +31,7 @@ import httpx
 
 from services.errors import ServiceError
 from services.fetchers.base import Fetcher, FetchResult
+from services.net.credentials import SiteCredentials
 from services.net.pinned_http import pinned_client
 from services.net.urls import normalize_url
 from services.openapi.load import SPEC_MEDIA_TYPES
@@ -146,8 +147,9 @@ class _Download:
 class Crawl4aiHttpFetcher(Fetcher):
     """Fetches pages over HTTP(S) with SSRF checks per hop; converts HTML with crawl4ai."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, login: SiteCredentials | None = None) -> None:
         self._settings = settings
+        self._login = login  # asked per hop: its headers never follow a redirect to another host
         self.paths = prepare_crawl4ai_home(settings)
         self._client: httpx.AsyncClient | None = None
 
@@ -206,8 +208,9 @@ class Crawl4aiHttpFetcher(Fetcher):
         """
         current = url
         for _ in range(MAX_REDIRECTS + 1):
+            hop = {**headers, **self._login.for_url(current)} if self._login else headers
             try:
-                async with self._http().stream("GET", current, headers=headers) as response:
+                async with self._http().stream("GET", current, headers=hop) as response:
                     location = response.headers.get("location")
                     if response.status_code in REDIRECT_STATUSES and location:
                         next_url = normalize_url(location, base=current)

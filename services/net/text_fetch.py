@@ -14,6 +14,7 @@ import logging
 import httpx
 
 from services.errors import ServiceError
+from services.net.credentials import SiteCredentials
 from services.net.pinned_http import pinned_client
 from services.net.safety import Resolver
 from services.net.urls import normalize_url
@@ -44,11 +45,13 @@ async def fetch_text(
     max_bytes: int,
     allow_private: bool,
     resolver: Resolver | None = None,
+    login: SiteCredentials | None = None,
 ) -> tuple[int, str]:
     """GET a small text resource: (status, text), or (0, "") when refused, unreachable or looping.
 
     Redirects are followed (up to MAX_REDIRECTS), each hop checked when it connects; bodies longer
-    than `max_bytes` are truncated. `resolver` replaces the DNS lookup (tests).
+    than `max_bytes` are truncated. `resolver` replaces the DNS lookup (tests). `login`'s headers go
+    only to the hosts it names, asked again on every hop.
     """
     headers = {"User-Agent": user_agent, "Accept": ACCEPT}
     current: str | None = url
@@ -60,7 +63,8 @@ async def fetch_text(
                 if current is None:
                     logger.info("bad redirect fetching %s", url)
                     return 0, ""
-                async with client.stream("GET", current) as response:
+                hop = login.for_url(current) if login else None
+                async with client.stream("GET", current, headers=hop) as response:
                     location = response.headers.get("location")
                     if response.status_code in REDIRECT_STATUSES and location:
                         current = normalize_url(location, base=current)

@@ -17,14 +17,26 @@ from services.parsers.markup import heading, join_blocks, list_item, markdown_ta
 from services.parsers.markup import paragraph as escape_markup
 
 _HEADING_STYLE_RE = re.compile(r"^heading\s*(\d)$", re.IGNORECASE)
+#: Built-in style ids, read when the styles part is missing or does not define the paragraph's style.
+_HEADING_ID_RE = re.compile(r"^(?:heading([1-9])|(title))$", re.IGNORECASE)
 _LIST_ITEM_RE = re.compile(r"^ *(?:-|1\.) ")
 
 
 def _style_name(paragraph: Paragraph) -> str:
+    """The style's name; for a style id the styles part does not define (or no styles part at all,
+    as some tools write), the built-in name its id stands for ("Heading1" -> "Heading 1")."""
+    ppr = paragraph._p.pPr
+    style_id = ppr.pStyle.val if ppr is not None and ppr.pStyle is not None else None
     try:
-        return (paragraph.style.name or "") if paragraph.style is not None else ""
+        style = paragraph.style
+        if style is not None and (style_id is None or style.style_id == style_id):
+            return style.name or ""
     except (KeyError, ValueError):  # a style id the styles part does not define
+        pass
+    match = _HEADING_ID_RE.match(style_id or "")
+    if match is None:
         return ""
+    return f"Heading {match.group(1)}" if match.group(1) else "Title"
 
 
 def _outline_level(paragraph: Paragraph) -> int | None:

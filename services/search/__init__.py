@@ -20,7 +20,11 @@ from services.settings import Settings
 from services.sources import SourceService
 from services.validation import MAX_PER_PAGE
 
-SEARCH_TYPES = ("vector", "hybrid", "rerank")
+SEARCH_TYPES = ("vector", "hybrid", "rerank", "keyword")
+#: Searching as a profile, a result from its first source gains this much score for ordering, its last
+#: source none (linearly between): results closer than this are ordered by the profile's source order,
+#: results further apart never swap. The `score` shown is the strategy's own, unboosted.
+SOURCE_ORDER_BOOST = 0.01
 MAX_QUERY_CHARS = 2000
 #: Chunks fetched per result wanted, so merging and the per-document cap still leave a full list.
 POOL_FACTOR = 3
@@ -39,7 +43,9 @@ class SearchOutcome:
     pending_embeddings: int = 0  # chunks in scope not embedded yet: keyword-searchable, unseen by `vector`
 
 
-def check_search_args(query: str, match_count: int, search_type: str, threshold: float | None) -> None:
+def check_search_args(
+    query: str, match_count: int, search_type: str, threshold: float | None, keyword_weight: float | None = None
+) -> None:
     if not query or not query.strip():
         raise InvalidArgument("query must not be empty.", "Pass a natural-language question or keywords.")
     if len(query) > MAX_QUERY_CHARS:
@@ -47,7 +53,7 @@ def check_search_args(query: str, match_count: int, search_type: str, threshold:
             f"query is {len(query)} characters, over the {MAX_QUERY_CHARS} limit.", "Shorten the query."
         )
     if search_type not in SEARCH_TYPES:
-        raise InvalidArgument(f"Invalid search_type '{search_type}'.", "Use 'vector', 'hybrid' or 'rerank'.")
+        raise InvalidArgument(f"Invalid search_type '{search_type}'.", f"Use one of: {', '.join(SEARCH_TYPES)}.")
     if match_count < 1:
         raise InvalidArgument(f"match_count must be at least 1 (got {match_count}).", "Use match_count=10.")
     if threshold is not None and not 0.0 <= threshold <= 1.0:
@@ -55,6 +61,27 @@ def check_search_args(query: str, match_count: int, search_type: str, threshold:
             f"similarity_threshold must be between 0 and 1 (got {threshold}).",
             "Use e.g. 0.3; higher is stricter, omit it for no floor.",
         )
+    if keyword_weight is not None and not 0.0 <= keyword_weight <= 1.0:
+        raise InvalidArgument(
+            f"keyword_weight must be between 0 and 1 (got {keyword_weight}).",
+            "Use e.g. 0.3 (the vector leg gets 1 - keyword_weight); omit it for the server's weights.",
+        )
+
+
+def by_source_order(hits: list[SearchHit], order: list[UUID], boost: float = SOURCE_ORDER_BOOST) -> list[SearchHit]:
+    """Hits reordered by score plus a boost for their source's place in `order` (first: `boost`, last:
+    0); equal boosted scores go by source order, then by the strategy's own order."""
+    if len(order) < 2:
+        return hits
+    place = {sid: i for i, sid in enumerate(order)}
+    last = len(order) - 1
+
+    def key(item: tuple[int, SearchHit]) -> tuple[float, int, int]:
+        rank, hit = item
+        position = place.get(hit.source_id, last)
+        return (-(hit.score + boost * (last - position) / last), position, rank)
+
+    return [hit for _, hit in sorted(enumerate(hits), key=key)]
 
 
 class SearchService:
@@ -90,6 +117,13 @@ class SearchService:
 
             return HybridSearch(self.db, self.settings)
         from services.search.hybrid import HybridSearch
+
+        if search_type == "keyword":
+            from services.search.keyword import KeywordSearch
+
+            hybrid = self.strategy("hybrid")  # shares its term-statistics cache
+            assert isinstance(hybrid, HybridSearch)
+            return KeywordSearch(hybrid)
         from services.search.rerank import RerankSearch
 
         hybrid = self.strategy("hybrid")  # one first stage (and one term-statistics cache) for both
@@ -104,20 +138,26 @@ class SearchService:
         search_type: str = "hybrid",
         similarity_threshold: float | None = None,
         keyword_weight: float | None = None,
+        *,
+        source_ids: list[str] | None = None,
+        source_order: list[UUID] | None = None,
     ) -> SearchOutcome:
-        check_search_args(query, match_count, search_type, similarity_threshold)
-        source_ids = await self.searched_sources(source_id)
+        """`source_ids` adds sources to `source_id` (each checked like it); `source_order` (a profile's
+        sources, first first) breaks near-ties, see `by_source_order`."""
+        check_search_args(query, match_count, search_type, similarity_threshold, keyword_weight)
+        searched = await self.searched_sources(source_id, source_ids)
         limit = min(match_count, MAX_PER_PAGE)
-        if source_ids == []:  # a scope without sources: nothing to find
+        if searched == []:  # a scope without sources: nothing to find
             return SearchOutcome([], limit, match_count > limit, 0)
         vector, pending = await asyncio.gather(
-            embed_query_async(self.embedder, query.strip()), self.pending_embeddings(source_ids)
+            embed_query_async(self.embedder, query.strip()), self.pending_embeddings(searched)
         )
         strategy = self.strategy(search_type)
         pool = min(max(limit * POOL_FACTOR, limit + 10), POOL_MAX)
-        request = SearchRequest(query.strip(), vector, pool, source_ids, keyword_weight, pending)
+        request = SearchRequest(query.strip(), vector, pool, searched, keyword_weight, pending)
         hits = await strategy.search(request)
         kept = [h for h in hits if similarity_threshold is None or h.similarity >= similarity_threshold]
+        kept = by_source_order(kept, source_order or [])
         passages = distinct_passages(kept, limit, self.settings.results_per_document)
         return SearchOutcome(passages, limit, match_count > limit, len(hits) - len(kept), pending)
 
@@ -125,10 +165,15 @@ class SearchService:
         """Chunks in the searched scope still waiting for their vector (two-phase indexing)."""
         return int(await self.db.pool.fetchval(PENDING_SQL, source_ids))
 
-    async def searched_sources(self, source_id: str | UUID | None) -> list[UUID] | None:
+    async def searched_sources(
+        self, source_id: str | UUID | None, source_ids: list[str] | None = None
+    ) -> list[UUID] | None:
         """The sources a search reads, filtered inside the SQL so a small scope still gets a full list:
-        the given source (NotFound outside the caller's scope), else the scope's sources, else all (None)."""
-        if source_id:
-            return [(await self.sources.get(source_id)).id]
+        the given sources (each NotFound outside the caller's scope), else the scope's, else all (None)."""
+        given = ([source_id] if source_id else []) + list(source_ids or [])
+        if len(given) > MAX_PER_PAGE:
+            raise InvalidArgument(f"{len(given)} sources given; at most {MAX_PER_PAGE}.", "Search fewer sources.")
+        if given:
+            return list(dict.fromkeys([(await self.sources.get(sid)).id for sid in given]))
         scope = current_scope()
         return sorted(scope.source_ids) if scope.source_ids is not None else None

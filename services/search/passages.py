@@ -6,8 +6,8 @@ Both functions are pure (no database): they take hits best first and return hits
   chunk indexes are consecutive, become one passage: its text spans all of them (the overlap
   between chunks is kept once), its char range is the union, its heading path the part the
   chunks share, its score and similarity the best of its parts, and it takes the rank of its
-  best part. `chunk_ids` lists every merged chunk in document order; `chunk_index` ..
-  `chunk_index_end` is the range.
+  best part. `chunk_id` is its best part's; `chunk_ids` lists every merged chunk in document order;
+  `chunk_index` .. `chunk_index_end` is the range.
 * `distinct_passages` - both at once over a candidate pool, as `SearchService` shows results.
 * `cap_per_document` - at most `per_doc` results per document, unless fewer documents match:
   then the best of the held-back results fill the list back up to `k`, in rank order.
@@ -71,7 +71,7 @@ def _merge_run(run: list[SearchHit], best_heading: bool = False) -> SearchHit:
     last = run[-1].chunk_index_end if run[-1].chunk_index_end is not None else run[-1].chunk_index
     return best.model_copy(
         update={
-            "chunk_id": run[0].chunk_id,
+            "chunk_id": best.chunk_id,  # the chunk that matched best: `get` by it shows the matched text
             "text": text,
             "chunk_index": run[0].chunk_index,
             "chunk_index_end": last,

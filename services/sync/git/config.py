@@ -17,6 +17,7 @@ from uuid import UUID
 
 from dulwich.refs import check_ref_format
 
+from services.access.secret_env import check_secret_variable
 from services.errors import InvalidArgument
 from services.paths import SKIPPED_DIRS
 from services.sync.scan import FolderConfig
@@ -129,6 +130,7 @@ def check_auth_env(name: str | None) -> str | None:
             "auth_env must be the NAME of an environment variable (upper-case letters, digits, underscore).",
             "Pass e.g. auth_env='GITLAB_TOKEN', never the token itself.",
         )
+    check_secret_variable(name, "auth_env")
     read_credentials(name)
     return name
 

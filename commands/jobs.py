@@ -1,0 +1,174 @@
+"""`archivist crawl`, `jobs` and `worker`: queue and follow crawl jobs, and run workers.
+
+A stop signal never loses work: the in-process worker hands its running job back to the queue, and the
+next worker (`archivist worker`, or `archivist serve`) resumes it from its frontier.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import math
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from commands.output import note, print_json, print_table, progress_bar, say, when
+
+JOB_STATUSES = ["queued", "running", "completed", "failed", "cancelled"]
+
+
+def add_job_commands(sub: Any) -> None:
+    crawl = sub.add_parser(
+        "crawl",
+        help="crawl a website into a source, with a live progress bar",
+        description="Crawl a website into a source. The job runs in this process (unless --no-worker or "
+        "--detach); Ctrl-C hands it back to the queue, where any worker resumes it.",
+        epilog="examples:\n  archivist crawl https://docs.python.org/3/ --max-pages 50\n"
+        "  archivist crawl https://example.com/docs --scope under-path --detach",
+    )
+    crawl.add_argument("url", help="the page to start from (http or https)")
+    crawl.add_argument(
+        "--source", default=None, help="source title or id to crawl into (default: a source named after the site)"
+    )
+    crawl.add_argument("--title", default=None, help="title of a new source")
+    crawl.add_argument("--max-pages", type=int, default=20, metavar="N", help="stop after N pages (default: 20)")
+    crawl.add_argument("--max-depth", type=int, default=2, metavar="N", help="follow links N levels deep (default: 2)")
+    crawl.add_argument("--single", action="store_true", help="only the given page (not recursive)")
+    crawl.add_argument("--include", action="append", default=None, metavar="PATTERN", help="URL pattern to keep")
+    crawl.add_argument("--exclude", action="append", default=None, metavar="PATTERN", help="URL pattern to skip")
+    crawl.add_argument(
+        "--scope",
+        default="same-host",
+        choices=["same-host", "same-domain", "under-path"],
+        help="which links to follow (default: same-host)",
+    )
+    crawl.add_argument("--no-worker", action="store_true", help="queue the job and follow it; a worker runs it")
+    crawl.add_argument("--detach", action="store_true", help="queue the job and return at once")
+    jobs = sub.add_parser(
+        "jobs",
+        help="list crawl and sync jobs, newest first",
+        description="List crawl and sync jobs, newest first.",
+        epilog="examples:\n  archivist jobs\n  archivist jobs --status running --json",
+    )
+    jobs.add_argument("--status", default=None, choices=JOB_STATUSES, help="only jobs in this state")
+    jobs.add_argument("--json", action="store_true", help="print JSON for scripts")
+    worker = sub.add_parser(
+        "worker",
+        help="run a standalone crawl worker against the configured database",
+        description="Run crawl and sync jobs from the shared queue until SIGINT/SIGTERM; running jobs are "
+        "handed back to the queue on stop.",
+        epilog="example:\n  DATABASE_URL=postgresql://... archivist worker --jobs 4",
+    )
+    worker.add_argument("--id", default=None, help="worker id (default: host:pid:random)")
+    worker.add_argument("--jobs", type=int, default=2, metavar="N", help="jobs run at once (default: 2)")
+
+
+async def follow(
+    app: Any, job_id: Any, stop: asyncio.Event, show: Callable[[Any], Awaitable[None]], interval: float = 0.5
+) -> tuple[Any, bool]:
+    """Follow a job until it finishes or `stop` is set; returns the job and whether it was stopped."""
+    waiting = asyncio.create_task(app.jobs.wait(job_id, math.inf, on_progress=show, interval=interval))
+    stopping = asyncio.create_task(stop.wait())
+    try:
+        await asyncio.wait({waiting, stopping}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in (waiting, stopping):
+            task.cancel()
+        await asyncio.gather(waiting, stopping, return_exceptions=True)
+    if waiting.done() and not waiting.cancelled() and waiting.exception() is None:
+        job = waiting.result()
+        await show(job)
+        return job, False
+    return await app.jobs.get(job_id), True
+
+
+async def with_worker(app: Any, run: bool, body: Callable[[], Awaitable[Any]]) -> Any:
+    """Run `body` beside an in-process worker (when `run`); the worker stops, handing jobs back, after it."""
+    from services.worker import run_worker
+
+    worker_stop = asyncio.Event()
+    worker = asyncio.create_task(run_worker(app, worker_stop)) if run else None
+    try:
+        return await body()
+    finally:
+        worker_stop.set()
+        if worker is not None:
+            await asyncio.gather(worker, return_exceptions=True)
+
+
+async def resolve_source_id(app: Any, source: str | None) -> str | None:
+    if source is None:
+        return None
+    return str((await app.sources.resolve(source)).id)
+
+
+async def cli_crawl(app: Any, args: argparse.Namespace, stop: asyncio.Event) -> None:
+    started = await app.jobs.start(
+        args.url,
+        source_id=await resolve_source_id(app, args.source),
+        title=args.title,
+        recursive=not args.single,
+        max_depth=args.max_depth,
+        max_pages=args.max_pages,
+        include_patterns=args.include,
+        exclude_patterns=args.exclude,
+        scope=args.scope,
+    )
+    for message in started.notes:
+        note(message)
+    if args.detach:
+        say(f"queued crawl job {started.job.id}; follow it with: archivist jobs")
+        return
+    with progress_bar("pages") as bar:
+        task = bar.add_task("crawling", total=started.job.params.max_pages, extra="")
+
+        async def show(job: Any) -> None:
+            extra = f"{job.pages_failed} failed, {job.pages_pending} pending"
+            total = job.pages_crawled if job.finished else job.params.max_pages  # a site may have fewer pages
+            bar.update(task, completed=job.pages_crawled, total=total, extra=extra)
+
+        job, stopped = await with_worker(app, not args.no_worker, lambda: follow(app, started.job.id, stop, show))
+    if stopped:
+        job = await app.jobs.get(started.job.id)
+        note(f"stopped: crawl job {job.id} is {job.status}; `archivist worker` or `archivist serve` resumes it")
+        return
+    report_job(job)
+
+
+def report_job(job: Any) -> None:
+    say(
+        f"crawl {job.id}: {job.status} — {job.pages_crawled} pages ({job.documents_created} new, "
+        f"{job.documents_updated} updated, {job.documents_unchanged} unchanged), {job.pages_failed} failed, "
+        f"{job.pages_skipped} skipped"
+    )
+    for message in [job.error, *job.warnings]:
+        if message:
+            note(message)
+
+
+async def all_jobs(app: Any, status: str | None) -> list[Any]:
+    items, page_no = [], 1
+    while True:
+        page = await app.jobs.list(status, None, page_no, 20)
+        items.extend(page.items)
+        if not page.has_more:
+            return items
+        page_no += 1
+
+
+async def cli_jobs(app: Any, args: argparse.Namespace) -> None:
+    jobs = await all_jobs(app, args.status)
+    if args.json:
+        print_json(jobs)
+        return
+    if not jobs:
+        say("No jobs yet. Start one with: archivist crawl URL")
+        return
+    rows = [[j.id, j.kind, j.status, j.pages_crawled, when(j.created_at), j.params.url] for j in jobs]
+    print_table(["id", "kind", "status", "pages", "created", "url"], rows, right=["pages"])
+
+
+async def cli_worker(settings: Any, args: argparse.Namespace, stop: asyncio.Event) -> None:
+    from services.app import run_standalone_worker
+
+    await run_standalone_worker(settings, args.id, args.jobs, stop=stop)

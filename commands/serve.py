@@ -1,0 +1,97 @@
+"""`archivist serve`: the MCP server over stdio, or streamable HTTP with the console beside /mcp."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from typing import Any
+
+from commands.lifecycle import serve_http, serve_stdio
+from services.settings import Settings
+
+
+def add_serve_command(sub: Any) -> None:
+    serve = sub.add_parser(
+        "serve",
+        help="run the MCP server (stdio by default)",
+        description="Run the MCP server: over stdio for one client, or over streamable HTTP (with the web "
+        "console at /) for many. SIGINT, SIGTERM or the end of stdin stop it cleanly.",
+        epilog="examples:\n  archivist serve\n  archivist serve --http --port 8765\n"
+        "  archivist serve --http --host 0.0.0.0 --tls-cert cert.pem --tls-key key.pem",
+    )
+    serve.add_argument("--http", action="store_true", help="serve streamable HTTP at /mcp instead of stdio")
+    serve.add_argument("--host", default=None, help="HTTP address to bind (default: ARCHIVIST_HTTP_HOST, 127.0.0.1)")
+    serve.add_argument("--port", type=int, default=None, help="HTTP port (default: ARCHIVIST_HTTP_PORT, 8765)")
+    serve.add_argument("--no-worker", action="store_true", help="leave crawl jobs to `archivist worker`")
+    serve.add_argument("--watch", action="store_true", help="keep folder sources in sync as their files change")
+    serve.add_argument(
+        "--profile", action="append", default=None, metavar="NAME", help="confine to this profile (repeatable)"
+    )
+    serve.add_argument("--stateless", action="store_true", help="HTTP without sessions (behind a load balancer)")
+    serve.add_argument("--tls-cert", default=None, metavar="FILE", help="serve HTTPS: certificate (PEM)")
+    serve.add_argument("--tls-key", default=None, metavar="FILE", help="serve HTTPS: private key (PEM)")
+
+
+def refuse_open_public_bind(settings: Settings, host: str) -> None:
+    from access.http_auth import is_loopback, tokens_exist
+
+    if not is_loopback(host) and not asyncio.run(tokens_exist(settings)):
+        print(
+            f"error: refusing to serve on {host} without access tokens.\n"
+            "Create one first: archivist token create --name NAME [--profile P]",
+            file=sys.stderr,
+        )
+        raise SystemExit(2)
+
+
+def serve(args: argparse.Namespace, settings: Settings) -> None:
+    """Build the server and run it until the client leaves or a stop signal arrives (exit 0)."""
+    from server import build_server, env_profiles
+    from services.access.profiles import read_profile_notes
+    from services.app import Runtime
+
+    profiles = args.profile or env_profiles()
+    host, port = args.host or settings.http_host, args.port or settings.http_port
+    if args.http:
+        settings = settings.for_http()  # file ingestion over HTTP only where ARCHIVIST_ALLOWED_PATHS says
+    runtime = Runtime(settings)
+    auth, gate = None, None
+    if bool(args.tls_cert) != bool(args.tls_key):
+        raise SystemExit("error: --tls-cert and --tls-key go together")
+    if args.http:
+        from access.http_auth import http_auth
+
+        refuse_open_public_bind(settings, host)
+        auth, gate = http_auth(settings, host, port, "https" if args.tls_cert else "http")
+    server = build_server(
+        settings,
+        run_worker=False if args.no_worker else None,
+        runtime=runtime,
+        watch=True if args.watch else None,
+        profiles=profiles,
+        auth=auth,
+        auth_gate=gate,
+        profile_notes=asyncio.run(read_profile_notes(settings, profiles)),
+    )
+    if not args.http:
+        asyncio.run(serve_stdio(server))
+        return
+    serve_console(args, server, runtime, settings, host, port)
+
+
+def serve_console(
+    args: argparse.Namespace, server: Any, runtime: Any, settings: Settings, host: str, port: int
+) -> None:
+    """Streamable HTTP at /mcp with the console at /, hardened (access/http_app.py), under uvicorn."""
+    from access.http_app import http_app
+    from services.access.disclosure import set_remote_errors
+    from web import mount_console
+
+    tls = bool(args.tls_cert and args.tls_key)
+    mount_console(server, runtime, settings, host, tls=tls)
+    set_remote_errors(True)  # error messages leave this process over HTTP: no server paths in them
+    app = http_app(server, settings, host, stateless=bool(args.stateless or settings.stateless_http))
+    base = f"{'https' if tls else 'http'}://{host}:{port}"
+    print(f"Archivist console: {base}/  (MCP: {base}/mcp)", file=sys.stderr)
+    asyncio.run(serve_http(app, host, port, ssl_certfile=args.tls_cert, ssl_keyfile=args.tls_key))
