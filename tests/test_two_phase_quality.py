@@ -80,7 +80,14 @@ async def sources(app: Archivist) -> dict[str, Any]:
     pending, _ = await app.sources.get_or_create("quality pending")
     await app.documents.ingest_many(embedded.id, corpus(), embed=True)
     await app.documents.ingest_many(pending.id, corpus(), embed=False)
-    return {"embedded": embedded.id, "pending": pending.id}
+    mostly, _ = await app.sources.get_or_create("quality mostly embedded")
+    await app.documents.ingest_many(mostly.id, corpus(), embed=True)
+    await app.db.pool.execute(  # one weak match ("text" once) still waits for its vector
+        "UPDATE chunks c SET embedding = NULL FROM documents d "
+        "WHERE d.id = c.document_id AND c.source_id = $1 AND d.title = 'Harbour notes 18'",
+        mostly.id,
+    )
+    return {"embedded": embedded.id, "pending": pending.id, "mostly": mostly.id}
 
 
 @pytest.mark.parametrize("fusion", ["convex", "rrf"])
@@ -111,3 +118,19 @@ async def test_fully_embedded_search_keeps_todays_sql_and_terms(app: Archivist, 
     assert sql == today
     assert args[3] == ["extract"]  # the common words stay out of a fully-embedded keyword leg
     assert outcome.hits[0].document_title == TARGET  # the vector leg carries the meaning
+
+
+@pytest.mark.parametrize("fusion", ["convex", "rrf"])
+async def test_a_few_pending_chunks_are_set_against_the_embedded_ones(
+    app: Archivist, sources: dict[str, Any], monkeypatch: pytest.MonkeyPatch, fusion: str
+) -> None:
+    """A weak pending match is scored on the scale of every candidate, not of the pending ones alone
+    (where it would be the best, score 1.0, above a page both legs rank first)."""
+    monkeypatch.setattr(app.settings, "hybrid_fusion", fusion)
+    outcome = await app.search.search(QUESTION, source_id=sources["mostly"], match_count=5)
+    assert outcome.pending_embeddings == 1
+    embedded = await app.search.search(QUESTION, source_id=sources["embedded"], match_count=5)
+    titles = [h.document_title for h in outcome.hits]
+    assert titles[0] == embedded.hits[0].document_title != "Harbour notes 18", titles
+    weak = [h for h in outcome.hits if h.document_title == "Harbour notes 18"]
+    assert all(h.score < outcome.hits[0].score for h in weak)

@@ -26,7 +26,7 @@ from models import SearchHit
 from services.database import Database
 from services.search.base import HIT_COLUMNS, SearchRequest, SearchStrategy, to_hit
 from services.search.bm25 import BM25_LEG, BM25_TOPK_LEG, query_terms
-from services.search.pending import CONVEX_FUSION_PENDING_LEG, RRF_FUSION_PENDING_LEG, pending_leg
+from services.search.pending import pending_fusion, pending_leg
 from services.settings import Settings
 
 # $1 query vector, $2 source filter, $3 depth per leg, $4 keyword terms (see the leg), $5 vector weight,
@@ -171,7 +171,7 @@ class HybridSearch(SearchStrategy):
         if pending and s.keyword_ranking == "bm25":  # pending chunks rank by a keyword leg of their own
             topk = bool(s.bm25_postings_per_term)
             leg += "," + pending_leg(pending, topk, 15 if topk else 13)
-            fusion = CONVEX_FUSION_PENDING_LEG if s.hybrid_fusion == "convex" else RRF_FUSION_PENDING_LEG
+            fusion = pending_fusion(s.hybrid_fusion == "convex", 15 if topk else 13)
         elif s.hybrid_fusion == "convex":
             fusion = CONVEX_FUSION
         else:
