@@ -92,11 +92,18 @@ async def sources(app: Archivist) -> dict[str, Any]:
 
 @pytest.mark.parametrize("fusion", ["convex", "rrf"])
 @pytest.mark.parametrize("scan_max", [pending.PENDING_SCAN_MAX, 0])  # from the pending chunks / the postings
+@pytest.mark.parametrize("postings", [1000, 0])  # impact-ordered / every posting
 async def test_pending_chunks_rank_by_the_questions_common_words(
-    app: Archivist, sources: dict[str, Any], monkeypatch: pytest.MonkeyPatch, fusion: str, scan_max: int
+    app: Archivist,
+    sources: dict[str, Any],
+    monkeypatch: pytest.MonkeyPatch,
+    fusion: str,
+    scan_max: int,
+    postings: int,
 ) -> None:
     monkeypatch.setattr(pending, "PENDING_SCAN_MAX", scan_max)
     monkeypatch.setattr(app.settings, "hybrid_fusion", fusion)
+    monkeypatch.setattr(app.settings, "bm25_postings_per_term", postings)
     outcome = await app.search.search(QUESTION, source_id=sources["pending"], match_count=5)
     assert outcome.pending_embeddings == 2 + FILLERS  # one chunk a document, none embedded
     titles = [h.document_title for h in outcome.hits]
