@@ -10,15 +10,17 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
+from mcp.server.caching import CacheHint
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.request_state import RequestStateSecurity
 from mcp.types import CallToolResult, InputRequiredResult
 from pydantic import ValidationError
 
 from access.healthz import healthz_endpoint
 from services.app import Runtime
 from services.settings import Settings, get_settings
-from tools import crawl_website, manage_document, manage_source, resources, search_knowledge_base
+from tools import crawl_website, manage_document, manage_source, resources, search_knowledge_base, subscriptions
 from tools.arguments import unknown_arguments
 from tools.common import failure
 
@@ -45,10 +47,22 @@ def validation_failure(tool: str, exc: ValidationError) -> CallToolResult:
     )
 
 
+#: Cache hints on cacheable results (2026-07-28): what depends on the caller is private, and lists of
+#: stored data are stale at once (they change with every write); the rest holds for a while.
+CACHE_HINTS: dict[Any, CacheHint] = {
+    "server/discover": CacheHint(ttl_ms=3_600_000, scope="public"),
+    "tools/list": CacheHint(ttl_ms=60_000, scope="private"),  # names the caller's profiles
+    "resources/templates/list": CacheHint(ttl_ms=3_600_000, scope="public"),
+    "resources/list": CacheHint(ttl_ms=0, scope="private"),
+    "resources/read": CacheHint(ttl_ms=0, scope="private"),
+}
+
+
 class ArchivistServer(MCPServer):
     """MCPServer whose every data request passes access/guard.py (scope, rate limit, timeout, audit)
     and whose tool errors are always the JSON error contract, never SDK prose."""
 
+    change_watch: Any = None  # tools.subscriptions.ChangeWatch: polls what subscribers watch
     resource_pager: Any = None  # set by tools.resources.register: resources/list, 20 per page
     auth_gate: Any = None  # access_http.AuthGate on HTTP: bearer required once any token exists
     profiles: list[str] = []  # noqa: RUF012  (`serve --profile`; replaced per instance)
@@ -56,8 +70,12 @@ class ArchivistServer(MCPServer):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         from access.guard import AccessMiddleware
+        from tools.tasks import JobTasks
 
-        kwargs.setdefault("subscriptions", False)  # Archivist publishes no resource events: no listen stream
+        self.bus = subscriptions.ScopedBus()  # each subscriber hears only resources in its scope
+        kwargs.setdefault("subscriptions", self.bus)
+        kwargs.setdefault("cache_hints", CACHE_HINTS)
+        kwargs.setdefault("extensions", [JobTasks(self)])
         super().__init__(*args, **kwargs)
         self.middleware.append(AccessMiddleware(self))  # every request but tools/call (gated below)
 
@@ -141,6 +159,12 @@ async def stop_background(tasks: list[asyncio.Task[None]], grace: float = STOP_G
     await asyncio.gather(*tasks, return_exceptions=True)
 
 
+def request_state_security(settings: Settings) -> RequestStateSecurity | None:
+    """ARCHIVIST_REQUEST_STATE_KEY as the sealing key ring (shared by replicas); None = a per-process key."""
+    keys = [k.strip() for k in settings.request_state_key.get_secret_value().split(",") if k.strip()]
+    return RequestStateSecurity(keys=keys) if keys else None
+
+
 def build_server(
     settings: Settings | None = None,
     *,
@@ -164,13 +188,14 @@ def build_server(
         stop = asyncio.Event()
         worker = asyncio.create_task(run_in_process_worker(runtime, stop)) if worker_enabled else None
         watcher = asyncio.create_task(run_folder_watcher(runtime, stop)) if watch_enabled else None
+        changes = asyncio.create_task(mcp.change_watch.run(stop))  # resource updates for subscribers
         try:
             yield runtime
         finally:
             # Stop taking work; running jobs go back to the queue. Then close: the audit log is flushed and
             # the embedded PostgreSQL stops unless another live process uses it. All within ~10 s.
             stop.set()
-            await stop_background([t for t in (watcher, worker) if t is not None])
+            await stop_background([t for t in (watcher, worker, changes) if t is not None])
             await runtime.close()
 
     level = settings.log_level.upper()  # also uvicorn's: WARNING silences its per-request access log
@@ -180,6 +205,7 @@ def build_server(
         lifespan=lifespan,
         version="0.1.0",
         log_level=level if level in ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL") else "INFO",
+        request_state_security=request_state_security(settings),
         **(auth or {}),
     )
     mcp.runtime = runtime
@@ -188,6 +214,7 @@ def build_server(
     mcp.auth_gate = auth_gate
     for module in (search_knowledge_base, manage_document, manage_source, crawl_website, resources):
         module.register(mcp, runtime)
+    mcp.change_watch = subscriptions.install(mcp, runtime, mcp.bus)
     verifier = (auth or {}).get("token_verifier")
     mcp.custom_route("/healthz", ["GET"], include_in_schema=False)(healthz_endpoint(runtime, auth_gate, verifier))
     return mcp

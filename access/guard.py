@@ -29,6 +29,7 @@ from mcp.shared.exceptions import MCPError
 from mcp.types import INTERNAL_ERROR, INVALID_PARAMS
 
 from services.access.identity import Caller, admit, record
+from services.access.oauth import Identity
 from services.access.scope import Scope, use_scope
 from services.errors import CallTimeout, ServiceError, service_error_from
 from tools.common import failure, failure_from
@@ -49,6 +50,8 @@ def caller_of(profiles: list[str], request: Any) -> Caller:
     token = get_access_token()
     if token is not None:
         claims = token.claims or {}
+        if isinstance(claims.get("identity"), Identity):  # the team's identity provider: grants decide
+            return Caller(identity=claims["identity"], transport="oidc")
         return Caller(
             token=token.client_id,
             profiles=tuple(claims.get("profiles") or ()),

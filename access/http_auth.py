@@ -6,6 +6,10 @@ Every HTTP server installs the SDK's verifier and auth settings. `AuthGate` repl
 while the server binds loopback and no active token exists; the check runs on each such request, so
 the first `archivist token create` (from any process) takes effect on the next request, without a
 restart. Token checks use a small pool of their own: they never wait for the models to load.
+
+With ARCHIVIST_OAUTH_ISSUER set (issue 20, docs/identity.md), the verifier also accepts the issuer's
+access tokens (checked by services/access/oauth.py), the protected-resource metadata (RFC 9728) names
+that issuer, and /mcp always needs a bearer: a 401 tells MCP clients where to sign in.
 """
 
 from __future__ import annotations
@@ -18,11 +22,14 @@ from typing import Any
 import asyncpg
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser, RequireAuthMiddleware
 from mcp.server.auth.provider import AccessToken as SdkToken
+from mcp.server.auth.routes import create_protected_resource_routes
 from mcp.server.auth.settings import AuthSettings
+from starlette.routing import Route
 from starlette.types import Receive, Send
 from starlette.types import Scope as AsgiScope
 
-from services.access.tokens import TokenService
+from services.access.oauth import WRITE_SCOPE, InvalidToken, OAuthConfig, OAuthVerifier
+from services.access.tokens import PREFIX, TokenService
 
 logger = logging.getLogger(__name__)
 ACTIVE_TOKENS_SQL = (
@@ -56,12 +63,16 @@ class AuthDb:
 
 
 class ArchivistTokenVerifier:
-    """Checks each request's bearer secret in PostgreSQL (revocation/expiry apply on the next request)."""
+    """Checks each request's bearer secret in PostgreSQL (revocation/expiry apply on the next request);
+    with an issuer configured, a bearer that is not Archivist's own (`arch_...`) goes to its checks."""
 
-    def __init__(self, auth_db: AuthDb) -> None:
+    def __init__(self, auth_db: AuthDb, oauth: OAuthVerifier | None = None) -> None:
         self.auth_db = auth_db
+        self.oauth = oauth
 
     async def verify_token(self, token: str) -> SdkToken | None:
+        if self.oauth is not None and not token.startswith(PREFIX):
+            return await self.verify_issuer_token(self.oauth, token)
         record = await TokenService(await self.auth_db.open()).verify(token)  # type: ignore[arg-type]
         if record is None:
             return None
@@ -71,7 +82,28 @@ class ArchivistTokenVerifier:
             "rate": record.rate_per_minute,
             "max_jobs": record.max_running_jobs,
         }
-        return SdkToken(token="", client_id=record.name, scopes=[], claims=claims)
+        # Archivist's own token is this server's credential: it carries the scopes the server requires
+        scopes = list(self.oauth.config.required_scopes) if self.oauth is not None else []
+        return SdkToken(token="", client_id=record.name, scopes=scopes, claims=claims)
+
+    async def verify_issuer_token(self, oauth: OAuthVerifier, token: str) -> SdkToken | None:
+        try:
+            identity = await oauth.verify(token)
+        except InvalidToken as exc:
+            logger.info("bearer token refused: %s", exc)  # redacted in services.access.oauth
+            return None
+        except Exception:
+            logger.warning("bearer token check failed", exc_info=True)
+            return None
+        return SdkToken(
+            token="",
+            client_id=identity.client_id or identity.subject or "oidc",
+            scopes=list(identity.scopes),
+            # the SDK refuses past `expires_at` with no clock skew: allow the same skew as the JWT check
+            expires_at=identity.expires_at + int(oauth.config.leeway_seconds) if identity.expires_at else None,
+            subject=identity.subject,
+            claims={"iss": identity.issuer, "identity": identity},
+        )
 
 
 class AuthGate:
@@ -81,9 +113,11 @@ class AuthGate:
     (so a token created from another process is enforced from the next request on), and all requests
     that arrived meanwhile share that query's answer: one query at a time, whatever the concurrency."""
 
-    def __init__(self, auth_db: AuthDb, host: str) -> None:
+    def __init__(self, auth_db: AuthDb, host: str, metadata: list[Route] | None = None) -> None:
         self.auth_db = auth_db
-        self.loopback = is_loopback(host)
+        #: with an issuer configured the gate never opens: signing in is how members reach the server
+        self.loopback = is_loopback(host) and metadata is None
+        self.metadata = metadata or []  # the issuer's protected-resource metadata routes
         self.last_open = False  # the answer of the last successful check: closed until one succeeds
         self._next: asyncio.Future[bool] | None = None  # the check that starts next, with its waiters
         self._checking = False
@@ -120,7 +154,12 @@ class AuthGate:
         return self.last_open
 
     def install(self, app: Any, path: str = "/mcp") -> None:
-        """Swap the SDK's RequireAuthMiddleware on `path` for one that consults this gate."""
+        """Swap the SDK's RequireAuthMiddleware on `path` for one that consults this gate (and, with
+        an issuer, the SDK's protected-resource metadata for one that also lists the write scope)."""
+        if self.metadata:
+            paths = {r.path for r in self.metadata}
+            kept = [r for r in app.router.routes if getattr(r, "path", None) not in paths]
+            app.router.routes[:] = self.metadata + kept
         for route in getattr(app, "routes", []):
             if getattr(route, "path", None) == path and isinstance(route.app, RequireAuthMiddleware):
                 gated = BearerUnlessOpen(route.app, self)
@@ -149,9 +188,31 @@ class BearerUnlessOpen(RequireAuthMiddleware):
 def http_auth(settings: Any, host: str, port: int, scheme: str = "http") -> tuple[dict[str, Any], AuthGate]:
     """The SDK auth arguments for build_server, and the gate to install on the app."""
     auth_db = AuthDb(settings)
-    base = f"{scheme}://{host}:{port}"
-    sdk = AuthSettings(issuer_url=base, resource_server_url=f"{base}/mcp", validate_token_resource=False)
-    return {"token_verifier": ArchivistTokenVerifier(auth_db), "auth": sdk}, AuthGate(auth_db, host)
+    base = (getattr(settings, "public_url", None) or f"{scheme}://{host}:{port}").rstrip("/")
+    url = f"{base}/mcp"
+    config = OAuthConfig.from_settings(settings, default_audience=url)
+    if config is None:
+        sdk = AuthSettings(issuer_url=base, resource_server_url=url, validate_token_resource=False)
+        return {"token_verifier": ArchivistTokenVerifier(auth_db), "auth": sdk}, AuthGate(auth_db, host)
+    # The verifier checks `aud` itself (validate_token_resource=False): the SDK compares only `resource`
+    required = list(config.required_scopes)
+    sdk = AuthSettings(
+        issuer_url=config.issuer, resource_server_url=url, required_scopes=required, validate_token_resource=False
+    )
+    verifier = ArchivistTokenVerifier(auth_db, OAuthVerifier(config))
+    return {"token_verifier": verifier, "auth": sdk}, AuthGate(auth_db, host, resource_metadata(config, url))
+
+
+def resource_metadata(config: OAuthConfig, url: str) -> list[Route]:
+    """RFC 9728 metadata naming the issuer and the scopes, at the path-suffixed well-known URL the
+    401's `resource_metadata` points to and at the bare one (clients that look there first)."""
+    scopes = list(dict.fromkeys([*config.required_scopes, WRITE_SCOPE]))
+    # strings, not AnyHttpUrl: the issuer is compared exactly, and AnyHttpUrl would add a trailing slash
+    routes = create_protected_resource_routes(url, [config.issuer], scopes, resource_name="Archivist")  # type: ignore[arg-type]
+    bare = "/.well-known/oauth-protected-resource"
+    if routes[0].path != bare:
+        routes.append(Route(bare, endpoint=routes[0].endpoint, methods=["GET", "OPTIONS"]))
+    return routes
 
 
 def is_loopback(host: str) -> bool:

@@ -39,7 +39,9 @@ def add_access_commands(sub: Any) -> None:
         "--since", default="1h", metavar="DURATION", help="how far back, e.g. 15m, 12h, 7d (default: 1h)"
     )
     audit.add_argument("--tool", default=None, help="only calls of this tool")
-    audit.add_argument("--token", default=None, metavar="NAME", help="only calls made with this token")
+    audit.add_argument(
+        "--token", default=None, metavar="NAME", help="only calls made with this token (or oidc:EMAIL of a person)"
+    )
     audit.add_argument("--errors", action="store_true", help="only calls that failed")
     audit.add_argument("--page", type=int, default=1, metavar="N", help="page number (default: 1)")
     audit.add_argument("--prune", action="store_true", help="delete entries past the retention setting")
@@ -53,7 +55,7 @@ def add_profile_commands(sub: Any) -> None:
         description="Profiles confine searches to an ordered list of sources, with their own defaults.",
         epilog="examples:\n  archivist profile create docs --source Python --source Django --read-only\n"
         "  archivist profile list --json",
-    ).add_subparsers(dest="op", required=True, metavar="{create,update,list,show,delete}")
+    ).add_subparsers(dest="op", required=True, metavar="{create,update,list,show,delete,grant,revoke,grants}")
     for op, text in (("create", "create a profile"), ("update", "change a profile")):
         p = profile.add_parser(op, help=text, description=text.capitalize() + ".")
         p.add_argument("name", help="profile name")
@@ -77,6 +79,24 @@ def add_profile_commands(sub: Any) -> None:
     profile.add_parser("delete", help="delete a profile", description="Delete a profile.").add_argument(
         "name", help="profile name"
     )
+    add_grant_commands(profile)
+
+
+def add_grant_commands(profile: Any) -> None:
+    """`profile grant|revoke NAME --group G --subject S --email-domain D [--write]`, `profile grants`:
+    which tokens of ARCHIVIST_OAUTH_ISSUER reach a profile (docs/identity.md)."""
+    for op in ("grant", "revoke"):
+        text = f"{op} a profile to identity-provider tokens by claim"
+        g = profile.add_parser(op, help=text, description=text.capitalize() + " (docs/identity.md).")
+        g.add_argument("name", help="profile name")
+        g.add_argument("--group", action="append", default=[], help="a value of the groups claim (repeatable)")
+        g.add_argument("--subject", action="append", default=[], help="a token subject, `sub` (repeatable)")
+        g.add_argument("--email-domain", action="append", default=[], help="a verified email's domain (repeatable)")
+        if op == "grant":
+            g.add_argument("--write", action="store_true", help="tokens matching this grant may write")
+    grants = profile.add_parser("grants", help="list grants", description="List the grants of one or all profiles.")
+    grants.add_argument("name", nargs="?", default=None, help="profile name (default: all)")
+    grants.add_argument("--json", action="store_true", help="print JSON for scripts")
 
 
 def add_token_commands(sub: Any) -> None:
@@ -127,7 +147,33 @@ def show_profiles(profiles: list[Any]) -> None:
     print_table(["name", "sources", "type", "k", "read-only", "enabled", "description"], rows, right=["k"])
 
 
+async def cli_grant(app: Any, args: argparse.Namespace) -> None:
+    """`archivist profile grant|revoke NAME --group G --subject S --email-domain D [--write]`, `grants`."""
+    if args.op == "grants":
+        grants = await app.grants.list(args.name)
+        if getattr(args, "json", False):
+            print_json([vars(g) for g in grants])
+        else:
+            rows = [[g.profile, g.kind, g.value, "write" if g.write else "read"] for g in grants]
+            print_table(["profile", "claim", "value", "access"], rows)
+        return
+    claims = [("group", v) for v in args.group] + [("subject", v) for v in args.subject]
+    claims += [("email_domain", v) for v in args.email_domain]
+    if not claims:
+        raise SystemExit("error: name at least one --group, --subject or --email-domain")
+    for kind, value in claims:
+        if args.op == "grant":
+            g = await app.grants.grant(args.name, kind, value, write=args.write)
+            say(f"granted {g.profile} to {g.kind} {g.value} ({'read-write' if g.write else 'read-only'})")
+        else:
+            await app.grants.revoke(args.name, kind, value)
+            say(f"revoked {args.name} from {kind} {value}")
+
+
 async def cli_profile(app: Any, args: argparse.Namespace) -> None:
+    if args.op in ("grant", "revoke", "grants"):
+        await cli_grant(app, args)
+        return
     if args.op == "delete":
         await app.profiles.delete(args.name)
         say(f"deleted profile {args.name}")

@@ -36,7 +36,7 @@ def add_serve_command(sub: Any) -> None:
 def refuse_open_public_bind(settings: Settings, host: str) -> None:
     from access.http_auth import is_loopback, tokens_exist
 
-    if not is_loopback(host) and not asyncio.run(tokens_exist(settings)):
+    if not is_loopback(host) and not settings.oauth_issuer and not asyncio.run(tokens_exist(settings)):
         print(
             f"error: refusing to serve on {host} without access tokens.\n"
             "Create one first: archivist token create --name NAME [--profile P]",

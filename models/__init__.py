@@ -50,6 +50,10 @@ class Document(BaseModel):
     chunk_count: int
     created_at: datetime
     updated_at: datetime
+    #: freshness (services/documents/freshness.py): fetched from the web / stored / chunks written
+    fetched_at: datetime | None = None
+    ingested_at: datetime | None = None
+    indexed_at: datetime | None = None
 
 
 class ContentWindow(BaseModel):
@@ -115,3 +119,5 @@ class SearchHit(BaseModel):
     #: (empty / None for a single chunk; then the passage is chunk `chunk_index` alone).
     chunk_ids: list[UUID] = Field(default_factory=list)
     chunk_index_end: int | None = None
+    #: fetched_at or ingested_at, indexed_at, last_modified (services/documents/freshness.py)
+    freshness: dict[str, Any] = Field(default_factory=dict)

@@ -9,6 +9,7 @@ import threading
 from typing import Any
 
 from services.access.audit import AuditService
+from services.access.grants import GrantService
 from services.access.profiles import ProfileService
 from services.access.ratelimit import RateLimiter
 from services.access.tokens import TokenService
@@ -41,6 +42,7 @@ class Archivist:
         self._jobs: Any = None
         self.profiles = ProfileService(db)
         self.tokens = TokenService(db)
+        self.grants = GrantService(db)  # identity-provider claims -> profiles (issue 20)
         self.audit = AuditService(
             db, write_timeout=settings.audit_write_timeout_seconds, enabled=settings.audit_enabled
         )

@@ -7,7 +7,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import AliasChoices, Field, field_validator
+from pydantic import AliasChoices, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 
@@ -160,12 +160,45 @@ class Settings(BaseSettings):
     max_running_jobs_per_token: int = 3  # queued/running crawl+sync jobs per token (override: token --max-jobs)
     audit_write_timeout_seconds: float = 2.0  # an audit batch waiting longer (e.g. a locked table) is retried later
     stateless_http: bool = False  # `serve --http --stateless`: no sessions, for servers behind a load balancer
+    #: seals the 2026-07-28 requestState of answer=true (>= 32 characters; comma-separated, newest first,
+    #: to rotate). Servers behind one load balancer share it; unset, each process seals with its own key.
+    request_state_key: SecretStr = SecretStr("")
+
+    # --- identity from the team's own login (issue 20, docs/identity.md) ---
+    #: the URL clients reach the server at (e.g. https://kb.example.com); default http://HOST:PORT.
+    #: The MCP endpoint is PUBLIC_URL/mcp: the resource named in the protected-resource metadata.
+    public_url: str | None = None
+    #: the OAuth/OpenID issuer whose access tokens `serve --http` accepts (beside Archivist's own)
+    oauth_issuer: str | None = None
+    #: the `aud` a token must carry; default PUBLIC_URL/mcp (RFC 8707 resource indicator)
+    oauth_audience: str | None = None
+    #: scopes every issuer token must carry (space- or comma-separated); also published as scopes_supported
+    oauth_required_scopes: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    #: the claim holding the groups that `archivist profile grant --group` matches (dotted paths reach
+    #: nested claims, e.g. realm_access.roles)
+    oauth_groups_claim: str = "groups"
+    #: client credentials for RFC 7662 introspection of opaque tokens
+    oauth_client_id: str | None = None
+    oauth_client_secret: str | None = None
+    #: clock skew allowed on exp/nbf, in seconds
+    oauth_leeway_seconds: float = Field(default=60.0, ge=0)
+    #: how long the issuer's signing keys are trusted before they are fetched again (a key removed by
+    #: rotation stops working within this time), and the least time between two fetches on unknown keys
+    oauth_jwks_cache_seconds: float = Field(default=300.0, ge=0)
+    oauth_jwks_min_refresh_seconds: float = Field(default=10.0, ge=0)
 
     @field_validator("allowed_paths", mode="before")
     @classmethod
     def _split_paths(cls, value: object) -> object:
         if isinstance(value, str):
             return [Path(p).expanduser() for p in value.split(os.pathsep) if p.strip()]
+        return value
+
+    @field_validator("oauth_required_scopes", mode="before")
+    @classmethod
+    def _split_scopes(cls, value: object) -> object:
+        if isinstance(value, str):
+            return value.replace(",", " ").split()
         return value
 
     @field_validator("allowed_hosts", mode="before")

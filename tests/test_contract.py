@@ -137,6 +137,7 @@ async def test_resources_list_read_and_links_resolve(client: Client, long_doc: d
     assert {t.uri_template.split("{")[0] for t in templates.resource_templates} == {
         "archivist://documents/",
         "archivist://sources/",
+        "archivist://jobs/",
     }
     many = await ok(client, "manage_source", action="create", title="Many")
     for i in range(22):

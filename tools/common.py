@@ -17,6 +17,7 @@ from mcp.types import CallToolResult, ResourceLink, TextContent
 from models import Document, Page, Source
 from services.access.disclosure import outgoing_text
 from services.access.scope import current_scope
+from services.documents.freshness import freshness_fields
 from services.errors import CallTimeout, InvalidArgument, ServiceError, service_error_from
 from services.validation import MAX_PER_PAGE, clean_text
 
@@ -247,6 +248,7 @@ def document_view(document: Document) -> dict[str, Any]:
         "metadata": metadata,
         "created_at": document.created_at,
         "updated_at": document.updated_at,
+        **freshness_fields(document.fetched_at, document.ingested_at, document.indexed_at, document.metadata),
         "truncated": title_cut or metadata_cut,
     }
 

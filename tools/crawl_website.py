@@ -58,6 +58,9 @@ def job_view(job: CrawlJob, with_errors: bool = True) -> dict[str, Any]:
     }
     if job.cancel_requested and not job.finished:
         view["cancel_requested"] = True
+    if job.kind in ("recrawl", "sync") and job.started_at is not None:  # what it changed (issue 21, point 5)
+        hint = f"manage_source(action='changes', job_id='{job.id}')"
+        view["changes"] = {"since": job.started_at, "hint": hint}
     if with_errors:
         view["recent_errors"] = [
             {

@@ -8,6 +8,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp.types import CallToolResult, ToolAnnotations
 
 from services.app import Archivist, Runtime
+from services.documents.changes import ChangeLog
 from tools.common import dispatch, page_fields, source_view
 from tools.schemas import publish
 
@@ -60,12 +61,21 @@ async def delete_source(app: Archivist, args: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+async def source_changes(app: Archivist, args: dict[str, Any]) -> dict[str, Any]:
+    """Documents added, updated (with the sections that changed) and deleted since a time or a job's start."""
+    page, since, counts = await ChangeLog(app.db, app.sources).list(
+        args["source_id"], args["since"], args["job_id"], args["page"], args["per_page"]
+    )
+    return {"since": since, **counts, **page_fields(page, "changes", page.items)}
+
+
 ACTIONS = {
     "create": create_source,
     "get": get_source,
     "list": list_sources,
     "update": update_source,
     "delete": delete_source,
+    "changes": source_changes,
 }
 
 
@@ -79,7 +89,7 @@ def register(mcp: MCPServer, runtime: Runtime) -> None:
         structured_output=False,
     )
     async def manage_source(
-        action: Literal["create", "get", "list", "update", "delete"],
+        action: Literal["create", "get", "list", "update", "delete", "changes"],
         source_id: str | None = None,
         title: str | None = None,
         description: str | None = None,
@@ -89,12 +99,14 @@ def register(mcp: MCPServer, runtime: Runtime) -> None:
         version: str | None = None,
         page: int = 1,
         per_page: int = 10,
+        since: str | None = None,
+        job_id: str | None = None,
     ) -> CallToolResult:
         """Sources: named collections of documents.
 
-        create: title; description, url, source_type, metadata, version (one source per version).
-        get: source_id. list: page, per_page (max 20), title filter. Items carry documents_count,
-          chunks_count. update: source_id + fields (metadata merged). delete: source_id, with its documents.
+        create: title; description, url, source_type, metadata, version.
+        get: source_id. list: page, per_page (max 20), title filter. update: source_id + fields (metadata
+        merged). delete: source_id, with its documents. changes: since (ISO) or job_id.
         """
         return await dispatch("manage_source", runtime, ACTIONS, action, dict(locals()))
 

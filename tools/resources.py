@@ -1,7 +1,9 @@
-"""MCP resources: documents and sources (archivist://documents/{id}, archivist://sources/{id}).
+"""MCP resources: documents, sources and jobs (archivist://documents/{id}, archivist://sources/{id},
+archivist://jobs/{id}).
 
 A document resource is its content paged like manage_document get (4,000 characters from
-`offset`; the next page's URI is in `_meta`); a source resource is its JSON description.
+`offset`; the next page's URI is in `_meta`); a source resource is its JSON description; a job
+resource is what crawl_website(action="status") returns (subscribe to follow it: tools/subscriptions.py).
 `resources/list` pages through sources then documents, 20 per page.
 """
 
@@ -82,6 +84,22 @@ def register(mcp: MCPServer, runtime: Runtime) -> None:
         except ServiceError as exc:
             raise service_error(exc) from None
         return to_json({**source_view(source), **stats.model_dump()})
+
+    @mcp.resource(
+        "archivist://jobs/{job_id}",
+        name="job",
+        description="A crawl or sync job's status and counters, as JSON.",
+        mime_type="application/json",
+    )
+    async def read_job(job_id: str) -> str:
+        from tools.crawl_website import job_payload
+
+        try:
+            app = await runtime.get()
+            job = await app.jobs.get(job_id)
+        except ServiceError as exc:
+            raise service_error(exc) from None
+        return to_json(job_payload(job, []))
 
     async def list_page(cursor: str | None) -> ListResourcesResult:
         offset = parse_cursor(cursor)

@@ -49,6 +49,7 @@ def hit_view(hit: SearchHit) -> dict[str, Any]:
         "metadata": {"source_id": hit.source_id, "chunk_index": hit.chunk_index, "url": hit.url},
         **page_number_field(hit.page_start, hit.page_end),
         **({"chunk_index_end": hit.chunk_index_end} if hit.chunk_index_end is not None else {}),
+        **hit.freshness,
     }
 
 
@@ -93,7 +94,7 @@ async def context_payload(
             "truncated": p.truncated,
             "score": p.span.hit.score,
             "uri": document_uri(p.span.hit.document_id),
-            "citation": p.citation,
+            "citation": {**p.citation, **p.span.hit.freshness},
         }
         for p in passages
     ]

@@ -54,6 +54,8 @@ async def take_call(app: Any, token: Any) -> None:
     none unless ARCHIVIST_LOCAL_RATE_PER_MINUTE is set, exactly as over MCP."""
     if token is None:
         caller = Caller(transport="console", session="console")
+    elif getattr(token, "identity", None) is not None:  # an identity-provider sign-in (web/sso.py)
+        caller = Caller(identity=token.identity)
     else:
         caller = Caller(token=token.name, rate_per_minute=getattr(token, "rate_per_minute", None))
     bucket = rate_bucket(caller, app.settings)

@@ -59,18 +59,19 @@ class Viewer:
 
 @dataclass
 class Sessions:
-    """Session id -> token secret, in memory (a restart asks people to sign in again)."""
+    """Session id -> token secret (or an identity-provider sign-in, web/sso.py), in memory (a restart
+    asks people to sign in again)."""
 
-    secrets_by_id: dict[str, str] = field(default_factory=dict)
+    secrets_by_id: dict[str, Any] = field(default_factory=dict)
 
-    def open(self, secret: str) -> str:
+    def open(self, secret: Any) -> str:
         if len(self.secrets_by_id) >= MAX_SESSIONS:
             self.secrets_by_id.pop(next(iter(self.secrets_by_id)))
         sid = secrets.token_urlsafe(32)
         self.secrets_by_id[sid] = secret
         return sid
 
-    def secret(self, sid: str | None) -> str | None:
+    def secret(self, sid: str | None) -> Any:
         return self.secrets_by_id.get(sid) if sid else None
 
     def close(self, sid: str | None) -> None:

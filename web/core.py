@@ -23,7 +23,7 @@ from services.access.scope import Scope, use_scope
 from services.app import Runtime
 from services.errors import ServiceError
 from services.settings import Settings
-from web import auth
+from web import auth, sso
 from web.actions import audit_action, body_rule, take_call
 from web.render import build_environment
 
@@ -63,6 +63,11 @@ class Console:
     async def app(self) -> Any:
         return await self.runtime.get()
 
+    @property
+    def sso_issuer(self) -> str | None:
+        """The identity provider the sign-in page offers (web/sso.py), if any."""
+        return sso.issuer_of(self.settings)
+
     async def source_choices(self) -> list[dict[str, Any]]:
         from services.browse import BrowseService
 
@@ -74,11 +79,15 @@ class Console:
         required = (
             self.off_loopback
             or bool(getattr(self.settings, "console_require_sign_in", False))
+            or bool(getattr(self.settings, "oauth_issuer", None))  # as /mcp: a shared server (docs/identity.md)
             or await auth.tokens_exist(app)
         )
         viewer = auth.Viewer(sign_in_required=required, access_available=available)
         secret = self.sessions.secret(request.cookies.get(auth.SESSION_COOKIE))
-        token = await auth.verify(app, secret) if secret else None
+        if sso.is_sign_in(secret):  # signed in with the team's identity provider (web/sso.py)
+            token = secret if secret.active else None
+        else:
+            token = await auth.verify(app, secret) if secret else None
         if token is not None:
             viewer.signed_in, viewer.token = True, token
         return viewer
@@ -115,6 +124,8 @@ class Console:
         token = viewer.token
         if token is None:
             return Scope.owner("console")
+        if sso.is_sign_in(token):  # the identity's grants, as for its MCP tokens
+            return await identity.scope_of(await self.app(), Caller(identity=token.identity))
         caller = Caller(
             token=token.name,
             profiles=tuple(token.profiles),

@@ -136,12 +136,14 @@ def routes(console: Console) -> list[Route]:
         raw = form_text(request, "next", "/") if request.method == "POST" else request.query_params.get("next", "/")
         next_path = raw if raw.startswith("/") and not raw.startswith("//") else "/"
         if request.method == "GET":
-            return console.render(request, "signin.html", next_path=next_path, failed=False)
+            return console.render(request, "signin.html", next_path=next_path, failed=False, sso=console.sso_issuer)
         app = await console.app()
         secret = form_text(request, "token").strip()
         token = await auth.verify(app, secret)
         if token is None:
-            return console.render(request, "signin.html", status=401, next_path=next_path, failed=True)
+            return console.render(
+                request, "signin.html", status=401, next_path=next_path, failed=True, sso=console.sso_issuer
+            )
         console.sessions.close(request.cookies.get(auth.SESSION_COOKIE))
         response = RedirectResponse(next_path, 303)
         console.set_cookie(response, request, auth.SESSION_COOKIE, console.sessions.open(secret))

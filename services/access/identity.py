@@ -16,7 +16,9 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
+from services.access.oauth import Identity
 from services.access.scope import Scope
+from services.errors import PermissionDenied
 
 logger = logging.getLogger(__name__)
 
@@ -36,23 +38,47 @@ class Caller:
     transport: str = "stdio"
     #: the owner's MCP session (HTTP session id, else the client connection), for its own rate bucket
     session: str | None = None
+    #: a token of the team's identity provider (services/access/oauth.py): its grants decide the scope
+    identity: Identity | None = None
 
     @property
     def who(self) -> str:
+        if self.identity is not None:
+            return self.identity.label
         return self.token or self.transport
 
 
 async def scope_of(app: Any, caller: Caller) -> Scope:
     """The caller's scope: its profiles' sources (none named = every source), read-only if either
-    the token or a profile says so. Unknown or disabled profiles refuse the call (NotFound)."""
+    the token or a profile says so. Unknown or disabled profiles refuse the call (NotFound).
+    An identity-provider token reaches the profiles its grants name, and nothing without one."""
+    if caller.identity is not None:
+        return await identity_scope(app, caller, caller.identity)
     scope = await app.profiles.scope_for(list(caller.profiles), read_only=caller.read_only, who=caller.who)
     if caller.max_running_jobs is not None:
         scope = dataclasses.replace(scope, max_running_jobs=caller.max_running_jobs)
     return scope
 
 
+async def identity_scope(app: Any, caller: Caller, identity: Identity) -> Scope:
+    """The profiles an identity's grants reach (services/access/grants.py); writable with the
+    `archivist:write` scope or a `--write` grant. No grant: PERMISSION_DENIED saying why, on every call."""
+    reach = await app.grants.reach(identity)
+    if not reach.profiles:
+        raise PermissionDenied(
+            f"Signed in as {identity.label.removeprefix('oidc:')} ({identity.describe()}), but no Archivist "
+            "profile is granted to this identity, so it can see nothing.",
+            "Ask the server's owner to grant a profile: `archivist profile grant PROFILE --group GROUP` "
+            "(or --subject SUB, --email-domain DOMAIN).",
+        )
+    writable = identity.may_write or reach.write
+    return await app.profiles.scope_for(list(reach.profiles), read_only=not writable, who=caller.who)
+
+
 def rate_bucket(caller: Caller, settings: Any) -> tuple[str, int] | None:
     """(bucket key, calls per minute) for this caller, or None when it is not rate-limited."""
+    if caller.identity is not None:
+        return caller.who, int(settings.rate_per_minute)
     if caller.token is not None:
         return f"token:{caller.token}", int(caller.rate_per_minute or settings.rate_per_minute)
     per_minute = int(getattr(settings, "local_rate_per_minute", 0) or 0)

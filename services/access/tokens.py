@@ -17,6 +17,8 @@ from services.errors import Conflict, InvalidArgument, NotFound
 PREFIX = "arch_"
 #: caller names of the local owner (audit `who`, job `started_by`, rate buckets): no token may take one
 RESERVED_NAMES = OWNER_NAMES | {"worker", "nobody", "system"}
+#: the `who` of identity-provider tokens (services/access/oauth.py): no token name may start with it
+IDENTITY_PREFIX = "oidc:"
 COLUMNS = (
     "id, name, prefix, profiles, read_only, rate_per_minute, max_running_jobs, expires_at, revoked_at, "
     "last_used_at, created_at"
@@ -47,7 +49,7 @@ class TokenService:
         """Create a token; returns its record and the secret (shown once, never stored)."""
         if not name or not name.strip():
             raise InvalidArgument("A token needs a name.", "Pass --name, e.g. --name alice-laptop.")
-        if name.strip().lower() in RESERVED_NAMES:
+        if name.strip().lower() in RESERVED_NAMES or name.strip().lower().startswith(IDENTITY_PREFIX):
             raise InvalidArgument(
                 f"The token name '{name.strip()}' is reserved: it names the local owner in the audit log and "
                 "in job limits.",
@@ -117,6 +119,7 @@ class TokenService:
             f"AND (expires_at IS NULL OR expires_at > now()) RETURNING {COLUMNS}",
             hash_secret(secret),
         )
-        if row is None or row["name"].strip().lower() in RESERVED_NAMES:  # made before names were reserved
+        name = row["name"].strip().lower() if row is not None else ""
+        if row is None or name in RESERVED_NAMES or name.startswith(IDENTITY_PREFIX):  # made before reserved
             return None
         return _to_token(row)

@@ -125,7 +125,11 @@ class PageCrawler:
             await self._skip(row.url, "non-text", known, page.status)
         else:
             error = short_error(page.error or f"HTTP {page.status}")
-            await self.frontier.finish_row(row.url, RowResult("failed", error=error, http_status=page.status or None))
+            held = known.id if known is not None and row.known else None  # kept: it counts against max_pages
+            result = RowResult("failed", error=error, http_status=page.status or None, document_id=held)
+            await self.frontier.finish_row(row.url, result)
+            if held is not None:
+                self.ingested += 1
 
     async def _keep_unchanged(self, row: FrontierRow, known: KnownDocument, page: FetchResult) -> None:
         """304: the stored document stands; its stored outlinks continue the crawl."""
@@ -259,7 +263,7 @@ class PageCrawler:
         reason = self.refusal(final_url)
         if reason is None and not (await self.robots.policy(final_url)).can_fetch(final_url):
             reason = "robots"
-        claimed = None if reason else await self.frontier.claim_redirect_target(final_url, row.depth)
+        claimed = None if reason else await self.frontier.claim_redirect_target(final_url, row)
         outcome = "deleted" if known is not None and await self.delete_document(known.id) else None
         if claimed is None:
             result = RowResult("skipped", outcome=outcome, skip_reason=reason or "duplicate", final_url=final_url)
@@ -315,7 +319,7 @@ class PageCrawler:
         depth = row.depth + 1
         if depth > self.params.depth_limit:
             return
-        await self.frontier.add((url, depth, "link", self.refusal(url)) for url in links)
+        await self.frontier.add(((url, depth, "link", self.refusal(url)) for url in links), row.rank)
 
     async def delete_document(self, document_id: UUID) -> bool:
         try:

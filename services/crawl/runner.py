@@ -1,18 +1,14 @@
 """Runs one crawl job: seeding, scheduling pages through a fetch/extract -> embed pipeline, recrawl
 rules, cancel / stop / heartbeat.
 
-The frontier (`crawl_frontier`) holds every URL the job has seen, keyed (job_id, url), with its depth
-and state. Rows are claimed `pending -> fetching` in breadth-first order and end `done`, `failed`,
-`skipped` (robots, pattern, off-scope, non-text, noindex, duplicate, max-pages), `gone` (404/410 or no longer
-linked: its document was deleted) or `redirected` (crawled under its final URL). A worker that dies
-leaves rows in `fetching`; whoever resumes the job puts them back to `pending`. Documents are unique
-per (source, url) and ingestion is an upsert, so a page fetched again after a crash is never stored
-twice.
+The frontier (services/crawl/frontier.py) holds every URL the job has seen, with its state, and hands
+them out in an order that does not depend on timing. A worker that dies leaves rows in `fetching`;
+whoever resumes the job puts them back to `pending`; ingestion is an upsert, so nothing is stored twice.
 
-A recrawl also seeds the URLs of the pages the source already holds from this crawl (`origin =
-'previous'`, `linked = false`). They are fetched only once the crawl finds them again (a link, the
-sitemap, llms.txt); those it never finds are no longer reachable and their documents are deleted,
-unless the crawl stopped early (max_pages, failures), when nothing is deleted on that ground.
+A recrawl keeps the source's shape: it first revisits the pages the source holds from this crawl
+(conditional requests: a 304 keeps the page), then follows new links with the budget left (a known
+page kept after a failed fetch counts too). Known pages beyond max_pages are removed and named in the
+warnings; known pages nothing leads to any more are removed if the crawl looked everywhere, else kept.
 
 Two-phase indexing: a page's chunks are stored without vectors, so the page is keyword-searchable as
 soon as it is fetched, extracted and chunked; the embedding backlog (services/documents/backlog.py,
@@ -27,6 +23,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Coroutine, Iterable
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import asyncpg
@@ -53,6 +50,7 @@ MAX_SITEMAPS = 10
 MAX_SEED_URLS = 5000
 PIPELINE_FACTOR = 3  # pages in flight per fetch slot: the rest are being extracted, chunked or stored
 PREVIOUS_GONE_ERROR = "no longer linked from the site"
+MAX_LISTED = 10  # known pages named in a warning
 
 
 class CrawlRunner:
@@ -69,7 +67,7 @@ class CrawlRunner:
         self.params: CrawlParams = job.params
         self.worker_id = worker_id
         self.stop = stop
-        self.frontier = Frontier(app.db.pool, job.id)
+        self.frontier = Frontier(app.db.pool, job.id, ordered=True)
         self.warnings: list[str] = []
         if job.attempts > 1:
             self.warnings.append(
@@ -94,7 +92,7 @@ class CrawlRunner:
                 logger.info(
                     "job %s: %d pages left mid-fetch by a previous worker go back to pending", self.job.id, recovered
                 )
-            self.pages.ingested = await self.frontier.done_count()
+            self.pages.ingested = await self.frontier.held_count()
             self.pages.fetcher = await asyncio.to_thread(create_fetcher, self.settings, self.login)
             if await self._unless_interrupted(self._seed_once()):
                 await self._crawl()
@@ -168,11 +166,13 @@ class CrawlRunner:
             return
         start = self.params.url
         await self.frontier.add([(start, 0, "start", None)])
+        if self.job.kind == "recrawl":
+            await self.frontier.add_known(
+                await self.frontier.known_pages(self.job.source_id, self.params.url, self.params.depth_limit)
+            )
         if self.params.depth_limit >= 1:
             discovered = await self._discover()
-            await self.frontier.add((url, 1, origin, self.refusal(url)) for url, origin in discovered)
-        if self.job.kind == "recrawl":
-            await self.frontier.add_previous(await self._previous_urls(), self.params.depth_limit)
+            await self.frontier.add(((url, 1, origin, self.refusal(url)) for url, origin in discovered), [-1])
         await self.app.db.pool.execute("UPDATE crawl_jobs SET seeded = true WHERE id = $1", self.job.id)
 
     async def _discover(self) -> list[tuple[str, str]]:
@@ -208,14 +208,6 @@ class CrawlRunner:
             allow_private=self.settings.crawl_allow_private,
             login=self.login,
         )
-
-    async def _previous_urls(self) -> list[str]:
-        rows = await self.app.db.pool.fetch(
-            "SELECT url FROM documents WHERE source_id = $1 AND url IS NOT NULL AND metadata->>'crawl_root' = $2",
-            self.job.source_id,
-            self.params.url,
-        )
-        return [r["url"] for r in rows]
 
     def refusal(self, url: str) -> str | None:
         """Why a discovered URL is not fetched (off-scope, pattern), or None."""
@@ -297,8 +289,18 @@ class CrawlRunner:
         logger.info("job %s %s: %d pages crawled, %d failed", self.job.id, status, crawled, failed)
 
     async def _remove_unreached(self, complete: bool) -> None:
-        """Delete the documents of previous pages this recrawl did not find again (if it looked everywhere)."""
-        unreached = await self.frontier.unreached_previous()
+        """Known pages beyond max_pages are removed (and listed); known pages no link led to again are
+        removed if the recrawl looked everywhere, else kept with a warning."""
+        dropped = await self.frontier.known_urls("state = 'skipped' AND skip_reason = 'max-pages'")
+        for url in dropped:
+            await self._remove_known(url, RowResult("skipped", skip_reason="max-pages"))
+        if dropped:
+            listed = ", ".join(dropped[:MAX_LISTED]) + (", …" if len(dropped) > MAX_LISTED else "")
+            self.warnings.append(
+                f"max_pages ({self.params.max_pages}) is below the pages this source held: {len(dropped)} known "
+                f"pages were not revisited and were removed: {listed}"
+            )
+        unreached = await self.frontier.known_urls("NOT reached AND state = 'done'")
         if not unreached:
             return
         transient = await self.frontier.transient_failures()
@@ -309,10 +311,12 @@ class CrawlRunner:
             )
             return
         for url in unreached:
-            known = await self.pages.known_document(url)
-            deleted = known is not None and await self.pages.delete_document(known.id)
-            result = RowResult("gone", outcome="deleted" if deleted else None, error=PREVIOUS_GONE_ERROR)
-            await self.frontier.finish_row(url, result)
+            await self._remove_known(url, RowResult("gone", error=PREVIOUS_GONE_ERROR))
+
+    async def _remove_known(self, url: str, result: RowResult) -> None:
+        known = await self.pages.known_document(url)
+        deleted = known is not None and await self.pages.delete_document(known.id)
+        await self.frontier.finish_row(url, replace(result, outcome="deleted" if deleted else None))
 
     # ---------- cancel, stop, heartbeat ----------
 

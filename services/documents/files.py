@@ -11,6 +11,7 @@ from uuid import UUID
 
 from models import FileFailure, IngestResult
 from services.database import Database
+from services.documents.freshness import FILE_MTIME, file_mtime
 from services.documents.specs import SpecIngestResult, page_spec, spec_in
 from services.documents.text import (
     DIRECTORY_BATCH,
@@ -63,7 +64,8 @@ class FilesMixin:
         if not resolved.is_file():
             raise InvalidArgument(f"{path} is not a regular file.", "Pass a file or a directory path.")
         data = await asyncio.to_thread(read_allowed_file, resolved, allowed, self.settings.max_file_bytes)
-        return await self.parse_file(data, resolved, str(resolved), title, url or resolved.as_uri(), metadata)
+        stamped = {FILE_MTIME: file_mtime(resolved.stat().st_mtime), **(metadata or {})}  # last_modified
+        return await self.parse_file(data, resolved, str(resolved), title, url or resolved.as_uri(), stamped)
 
     async def parse_file(
         self,

@@ -21,7 +21,7 @@ from services.settings import Settings
 DOC_HINT = "Use manage_document(action='list', source_id=...) to find document ids."
 DOCUMENT_COLUMNS = (
     "id, source_id, title, url, document_type, content_hash, length(content) AS content_length, "
-    "metadata, chunk_count, created_at, updated_at"
+    "metadata, chunk_count, created_at, updated_at, fetched_at, ingested_at, indexed_at"
 )
 # Column order of the records written to `chunks` with COPY.
 CHUNK_COLUMNS = [

@@ -10,6 +10,7 @@ from uuid import UUID
 from models import SearchHit
 from services.access.scope import current_scope
 from services.database import Database
+from services.documents.freshness import freshness_of
 from services.embeddings import embed_query_async
 from services.embeddings.base import Embedder
 from services.errors import InvalidArgument
@@ -159,6 +160,8 @@ class SearchService:
         kept = [h for h in hits if similarity_threshold is None or h.similarity >= similarity_threshold]
         kept = by_source_order(kept, source_order or [])
         passages = distinct_passages(kept, limit, self.settings.results_per_document)
+        fresh = await freshness_of(self.db.pool, [p.document_id for p in passages])  # issue 21, point 5
+        passages = [p.model_copy(update={"freshness": fresh.get(p.document_id, {})}) for p in passages]
         return SearchOutcome(passages, limit, match_count > limit, len(hits) - len(kept), pending)
 
     async def pending_embeddings(self, source_ids: list[UUID] | None) -> int:
