@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install run test docs lint chromium bench-beir bench-scale bench-crawl bench-cluster bench-docs bench-arrival bench-ingest-cpu bench-extraction
+.PHONY: install run test docs lint chromium bench-beir bench-scale bench-crawl bench-cluster bench-docs bench-arrival bench-ingest-cpu bench-keyword-only bench-extraction
 
 $(STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "need $(PYTHON) (set PYTHON=...)"; exit 1; }
@@ -60,6 +60,9 @@ bench-arrival: install
 
 bench-ingest-cpu: install
 	nice -n 10 $(BIN)/python bench/ingest_cpu.py --pages 300 --files 400 --beir-docs 600
+
+bench-keyword-only: install
+	nice -n 10 $(BIN)/python bench/keyword_only.py --sets postgresql,django,mkdocs --max-pages 100
 
 bench-extraction: install
 	nice -n 10 $(BIN)/python bench/extraction.py --pages 30

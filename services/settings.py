@@ -58,6 +58,9 @@ class Settings(BaseSettings):
     fts_config: str = "english"
     #: Keyword terms found in more than this share of chunks are left out of the keyword leg.
     keyword_max_term_frequency: float = 0.05
+    #: The same limit for chunks waiting for their vector (two-phase indexing), in the keyword leg that
+    #: ranks them (services/search/pending.py): with no vector, a question's common words are evidence.
+    keyword_pending_max_term_frequency: float = Field(default=1.0, gt=0, le=1)
 
     #: SearXNG instance for search_type="web" (off when unset); its settings.yml must allow the json format.
     searxng_url: str | None = None

@@ -4,7 +4,10 @@ Chunks not embedded yet (two-phase indexing: the backlog has not reached them) a
 keyword leg alone; in their fusion the vector leg's share is stood in for by their keyword evidence
 (RRF: their keyword rank; convex: their normalised keyword score), so a half-embedded source answers
 well and a source with no vectors yet ranks by BM25. With no pending chunk in the searched scope the
-SQL is exactly the fully-embedded one.
+SQL and its parameters are exactly the fully-embedded ones.
+
+With BM25 ranking, pending chunks get a keyword leg of their own that keeps the question's common
+terms (services/search/pending.py): they have nothing else to rank by.
 
 The keyword leg ORs the query's terms (an AND of every term matches almost nothing for natural
 questions) and ranks them either with BM25 (`keyword_ranking = "bm25"`, services/search/bm25.py)
@@ -23,6 +26,7 @@ from models import SearchHit
 from services.database import Database
 from services.search.base import HIT_COLUMNS, SearchRequest, SearchStrategy, to_hit
 from services.search.bm25 import BM25_LEG, BM25_TOPK_LEG, query_terms
+from services.search.pending import pending_fusion, pending_leg
 from services.settings import Settings
 
 # $1 query vector, $2 source filter, $3 depth per leg, $4 keyword terms (see the leg), $5 vector weight,
@@ -157,22 +161,27 @@ class HybridSearch(SearchStrategy):
         self.settings = settings
         self.term_stats = TermStatistics(db)
 
-    def _sql(self, pending: bool = False) -> str:
-        """The hybrid query; `pending`: some chunks in scope have no vector yet."""
+    def _sql(self, pending: int = 0) -> str:
+        """The hybrid query; `pending`: chunks in scope with no vector yet."""
         s = self.settings
         if s.keyword_ranking != "bm25":
             leg = TS_RANK_LEG
         else:
             leg = BM25_TOPK_LEG if s.bm25_postings_per_term else BM25_LEG
-        if s.hybrid_fusion == "convex":
+        if pending and s.keyword_ranking == "bm25":  # pending chunks rank by a keyword leg of their own
+            topk = bool(s.bm25_postings_per_term)
+            leg += "," + pending_leg(pending, topk, 15 if topk else 13)
+            fusion = pending_fusion(s.hybrid_fusion == "convex", 15 if topk else 13)
+        elif s.hybrid_fusion == "convex":
             fusion = CONVEX_FUSION
         else:
             fusion = RRF_FUSION_PENDING if pending else RRF_FUSION
         vec_filter = "embedding IS NOT NULL AND " if pending else ""
         return HYBRID_SQL.format(keyword_leg=leg, fusion=fusion, hit_columns=HIT_COLUMNS, vec_filter=vec_filter)
 
-    async def keyword_args(self, text: str, depth: int = 0) -> list:
-        """Query parameters of the keyword leg ($4, and $9-$12 for BM25, $13-$14 over impact order)."""
+    async def keyword_args(self, text: str, depth: int = 0, pending: bool = False) -> list:
+        """Query parameters of the keyword leg ($4, and $9-$12 for BM25, $13-$14 over impact order);
+        `pending` (BM25): the pending leg's terms and idfs follow."""
         s = self.settings
         if s.keyword_ranking != "bm25":
             return [await self.keyword_query(text)]
@@ -181,6 +190,9 @@ class HybridSearch(SearchStrategy):
         args = [terms.terms, terms.idfs, float(s.bm25_k1), float(s.bm25_b), terms.avgdl]
         if s.bm25_postings_per_term:
             args += [s.bm25_postings_per_term, max(s.bm25_candidates, s.hybrid_candidates, depth)]
+        if pending:
+            every = await query_terms(self.db, text, s.keyword_pending_max_term_frequency, frequencies)
+            args += [every.terms, every.idfs]
         return args
 
     async def keyword_query(self, text: str) -> str | None:
@@ -192,10 +204,11 @@ class HybridSearch(SearchStrategy):
     async def fused_rows(self, request: SearchRequest, limit: int) -> list:
         s = self.settings
         depth = max(s.hybrid_candidates, limit)
-        keyword, *bm25 = await self.keyword_args(request.query, depth)
+        pending = request.pending_embeddings
+        keyword, *bm25 = await self.keyword_args(request.query, depth, pending > 0)
         vector_weight, keyword_weight = self.weights(request)
         return await self.db.pool.fetch(
-            self._sql(request.pending_embeddings > 0),
+            self._sql(pending),
             request.query_vector,
             request.source_ids,
             depth,
