@@ -7,6 +7,7 @@ and the services refuse on their own (not only the tool)."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +21,7 @@ from services.access.scope import Scope, use_scope
 from services.errors import PermissionDenied
 from tests.mcp_helpers import call, client_in_own_task
 from tests.security.support import bearer_transport, http_server
+from tests.test_e2e import run_cli, server_env
 
 A_TEXT = "Team A notes: the A roadmap ships in spring."
 B_TEXT = "Team B secrets: the B merger closes in June."
@@ -188,3 +190,24 @@ async def test_profile_paths_are_stored_resolved_and_cleared(app: Any, tenants: 
     with pytest.raises(Exception, match="not absolute"):
         await app.profiles.update("tmp-paths", allowed_paths=["relative/dir"])
     await app.profiles.delete("tmp-paths")
+
+
+def test_profile_allowed_paths_through_the_cli(database_url: str, files_dir: Path, tenants: Tenants) -> None:
+    """`archivist profile create|update --allowed-path DIR` (repeatable), `--no-allowed-paths`, shown in
+    `show --json`; a path outside ARCHIVIST_ALLOWED_PATHS is saved but warned about."""
+    env = server_env(database_url, files_dir)
+    made = run_cli(
+        ["profile", "create", "cli-paths", "--allowed-path", str(tenants.a), "--allowed-path", str(tenants.outside)],
+        env,
+    )
+    assert made.returncode == 0, made.stderr
+    assert f"{tenants.outside.resolve()} lies outside ARCHIVIST_ALLOWED_PATHS" in made.stderr
+    assert str(tenants.a) not in made.stderr
+    shown = json.loads(run_cli(["profile", "show", "cli-paths", "--json"], env).stdout)
+    assert shown["allowed_paths"] == [str(tenants.a.resolve()), str(tenants.outside.resolve())]
+    listed = json.loads(run_cli(["profile", "list", "--json"], env).stdout)
+    assert next(p for p in listed if p["name"] == "cli-paths")["allowed_paths"] == shown["allowed_paths"]
+    assert "team-a" in run_cli(["profile", "list"], env).stdout
+    cleared = run_cli(["profile", "update", "cli-paths", "--no-allowed-paths"], env)
+    assert cleared.returncode == 0, cleared.stderr
+    assert json.loads(run_cli(["profile", "show", "cli-paths", "--json"], env).stdout)["allowed_paths"] is None
