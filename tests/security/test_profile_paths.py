@@ -113,6 +113,12 @@ async def test_token_cannot_read_the_other_profiles_file_or_directory(team_a: An
         assert str(tenants.root) + "," not in reply["suggestion"]  # names its own paths, not the server's
 
 
+async def test_a_refused_path_creates_no_source(team_a: Any, tenants: Tenants, app: Any) -> None:
+    reply = await call(team_a, "manage_document", action="create", title="Stray", file_path=str(tenants.b / "b.md"))
+    assert refused(reply), reply
+    assert await app.db.pool.fetchval("SELECT count(*) FROM sources WHERE title = 'Stray'") == 0
+
+
 @pytest.mark.parametrize(
     "trick",
     [
