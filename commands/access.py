@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import os
 import re
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
-from commands.output import print_json, print_table, say, when
+from commands.output import note, print_json, print_table, say, when
+from services.settings import get_settings
 
 UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
 
@@ -71,6 +74,16 @@ def add_profile_commands(sub: Any) -> None:
             "--read-only", action=argparse.BooleanOptionalAction, default=None, help="forbid writes through it"
         )
         p.add_argument("--enabled", action=argparse.BooleanOptionalAction, default=None, help="switch it on or off")
+        paths = p.add_mutually_exclusive_group()
+        paths.add_argument(
+            "--allowed-path",
+            action="append",
+            default=None,
+            metavar="DIR",
+            help="a directory its callers may read files under, inside ARCHIVIST_ALLOWED_PATHS (repeatable; "
+            "without any, a caller confined to profiles reads no files)",
+        )
+        paths.add_argument("--no-allowed-paths", action="store_true", help="clear its allowed paths (no files)")
     listing = profile.add_parser("list", help="list profiles", description="List profiles.")
     listing.add_argument("--json", action="store_true", help="print JSON for scripts")
     show = profile.add_parser("show", help="show one profile", description="Show one profile.")
@@ -131,8 +144,30 @@ async def profile_fields(app: Any, args: argparse.Namespace) -> dict[str, Any]:
         "keyword_weight": args.keyword_weight,
         "read_only": args.read_only,
         "enabled": args.enabled,
+        "allowed_paths": [os.path.abspath(os.path.expanduser(d)) for d in args.allowed_path or []] or None,
     }
-    return {k: v for k, v in fields.items() if v is not None}
+    chosen = {k: v for k, v in fields.items() if v is not None}
+    if args.no_allowed_paths and args.op == "update":
+        chosen["allowed_paths"] = None
+    return chosen
+
+
+def warn_about_paths(profile: Any) -> None:
+    """Say which of a profile's allowed paths the server's ARCHIVIST_ALLOWED_PATHS will ignore: a
+    profile never widens the server's setting (services/paths.caller_roots)."""
+    if not profile.allowed_paths:
+        return
+    settings = get_settings()
+    if "allowed_paths" not in settings.model_fields_set:
+        note(
+            "ARCHIVIST_ALLOWED_PATHS is not set here: an HTTP server reads no files without it, and "
+            f"profile {profile.name}'s allowed paths count only inside it."
+        )
+        return
+    roots = [Path(p).expanduser().resolve() for p in settings.allowed_paths]
+    for path in map(Path, profile.allowed_paths):
+        if not any(path == root or path.is_relative_to(root) for root in roots):
+            note(f"warning: {path} lies outside ARCHIVIST_ALLOWED_PATHS and is ignored until it is inside it.")
 
 
 def show_profiles(profiles: list[Any]) -> None:
@@ -141,10 +176,12 @@ def show_profiles(profiles: list[Any]) -> None:
         return
     rows = [
         [p.name, ", ".join(map(str, p.source_ids)) or "-", p.search_type, p.match_count,
-         "yes" if p.read_only else "no", "yes" if p.enabled else "no", p.description]
+         "yes" if p.read_only else "no", "yes" if p.enabled else "no", ", ".join(p.allowed_paths or []) or "-",
+         p.description]
         for p in profiles
     ]  # fmt: skip
-    print_table(["name", "sources", "type", "k", "read-only", "enabled", "description"], rows, right=["k"])
+    columns = ["name", "sources", "type", "k", "read-only", "enabled", "allowed paths", "description"]
+    print_table(columns, rows, right=["k"])
 
 
 async def cli_grant(app: Any, args: argparse.Namespace) -> None:
@@ -180,8 +217,10 @@ async def cli_profile(app: Any, args: argparse.Namespace) -> None:
         return
     if args.op == "create":
         profiles = [await app.profiles.create(args.name, **await profile_fields(app, args))]
+        warn_about_paths(profiles[0])
     elif args.op == "update":
         profiles = [await app.profiles.update(args.name, **await profile_fields(app, args))]
+        warn_about_paths(profiles[0])
     elif args.op == "show":
         profiles = [await app.profiles.get(args.name)]
     else:

@@ -23,6 +23,9 @@ class Profile(BaseModel):
     keyword_weight: float | None = None
     read_only: bool = False
     enabled: bool = True
+    #: directories a caller confined to this profile may read files under (inside the server's
+    #: ARCHIVIST_ALLOWED_PATHS); None = not set: no files
+    allowed_paths: list[str] | None = None
     created_at: datetime
     updated_at: datetime
 

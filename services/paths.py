@@ -1,7 +1,8 @@
 """File access limited to ARCHIVIST_ALLOWED_PATHS (after resolving `..` and symlinks).
 
 Hidden components below an allowed root (.env, .git/, .ssh/) are refused whether a file is named
-directly or found by walking, and the check is repeated on the file actually opened.
+directly or found by walking, and the check is repeated on the file actually opened. A caller confined
+to profiles reads only under its profiles' allowed paths that lie inside those roots (`caller_roots`).
 """
 
 from __future__ import annotations
@@ -11,8 +12,11 @@ import stat
 from collections.abc import Iterator
 from pathlib import Path
 
+from services.access.scope import current_scope
 from services.errors import InvalidArgument, NotFound, PermissionDenied
 
+SERVER_SETTING = "the server's ARCHIVIST_ALLOWED_PATHS setting"
+PROFILE_SETTING = "the allowed paths of your profiles"
 SKIPPED_DIRS = {".git", ".hg", ".svn", "node_modules", ".venv", "venv", "__pycache__", ".mypy_cache", ".tox"}
 
 
@@ -24,7 +28,46 @@ def is_within(path: Path, roots: list[Path]) -> bool:
     return any(path == root or path.is_relative_to(root) for root in roots)
 
 
-def resolve_allowed_path(raw: str, allowed: list[Path]) -> Path:
+def caller_roots(server: list[Path]) -> tuple[list[Path], str]:
+    """The roots the current caller may read files under, and the setting that names them.
+
+    The local owner and jobs (scope.allowed_paths None) get the server's ARCHIVIST_ALLOWED_PATHS. A
+    caller confined to profiles gets its profiles' allowed paths, each kept only if it lies inside a
+    server root with no hidden component below it: a profile never widens the server's setting. A
+    confined caller left with none reads no files (PermissionDenied naming the setting)."""
+    scope = current_scope()
+    roots = allowed_roots(server)
+    if scope.allowed_paths is None:
+        return roots, SERVER_SETTING
+    names = ", ".join(scope.profiles) or "none"
+    if not scope.allowed_paths:
+        raise PermissionDenied(
+            f"Reading files is not allowed for this caller: its profiles ({names}) have no allowed paths.",
+            "Add the text with content=..., or ask the server's owner to give a profile allowed paths "
+            "(`archivist profile update NAME --allowed-path DIR`, inside ARCHIVIST_ALLOWED_PATHS).",
+        )
+    mine = [
+        path
+        for path in allowed_roots([Path(p) for p in scope.allowed_paths])
+        if is_within(path, roots) and not hidden_component(path, roots)
+    ]
+    if not mine:
+        raise PermissionDenied(
+            f"Reading files is not allowed for this caller: the allowed paths of its profiles ({names}) "
+            "lie outside the server's ARCHIVIST_ALLOWED_PATHS.",
+            "Add the text with content=..., or ask the server's owner to give the profile allowed paths "
+            "inside ARCHIVIST_ALLOWED_PATHS (`archivist profile update NAME --allowed-path DIR`).",
+        )
+    return mine, PROFILE_SETTING
+
+
+def resolve_caller_path(raw: str, server: list[Path]) -> Path:
+    """`resolve_allowed_path` within the current caller's roots (`caller_roots`)."""
+    roots, setting = caller_roots(server)
+    return resolve_allowed_path(raw, roots, setting)
+
+
+def resolve_allowed_path(raw: str, allowed: list[Path], setting: str = SERVER_SETTING) -> Path:
     """Resolve a user-supplied path; refuse anything outside the allowed roots or hidden below them."""
     if not raw or not raw.strip():
         raise InvalidArgument("file_path is empty.", "Provide the path of a file or directory.")
@@ -32,7 +75,7 @@ def resolve_allowed_path(raw: str, allowed: list[Path]) -> Path:
     candidate = Path(raw.strip()).expanduser()
     if not candidate.is_absolute():
         candidate = Path.cwd() / candidate
-    resolved = check_allowed(candidate.resolve(), roots, raw)
+    resolved = check_allowed(candidate.resolve(), roots, raw, setting)
     if not resolved.exists():
         raise NotFound(
             f"No such file or directory: {raw}",
@@ -41,7 +84,7 @@ def resolve_allowed_path(raw: str, allowed: list[Path]) -> Path:
     return resolved
 
 
-def check_allowed(resolved: Path, roots: list[Path], raw: str) -> Path:
+def check_allowed(resolved: Path, roots: list[Path], raw: str, setting: str = SERVER_SETTING) -> Path:
     """`resolved` (a real path) if it lies under a root and has no hidden component below it."""
     if not roots:
         raise PermissionDenied(
@@ -51,9 +94,7 @@ def check_allowed(resolved: Path, roots: list[Path], raw: str) -> Path:
     if not is_within(resolved, roots):
         raise PermissionDenied(
             f"Access to '{raw}' is not allowed: it resolves outside the allowed paths.",
-            "Use a file under one of: "
-            + ", ".join(str(r) for r in roots)
-            + " (the server's ARCHIVIST_ALLOWED_PATHS setting).",
+            "Use a file under one of: " + ", ".join(str(r) for r in roots) + f" ({setting}).",
         )
     if hidden_component(resolved, roots):
         raise PermissionDenied(
@@ -70,7 +111,7 @@ def hidden_component(path: Path, roots: list[Path]) -> str | None:
     return next((part for part in below if part.startswith(".")), None)
 
 
-def read_allowed_file(path: Path, allowed: list[Path], max_bytes: int) -> bytes:
+def read_allowed_file(path: Path, allowed: list[Path], max_bytes: int, setting: str = SERVER_SETTING) -> bytes:
     """The bytes of `path`, re-checked at the moment of reading.
 
     The file is opened without following a final symlink, and the path the kernel actually opened
@@ -87,7 +128,7 @@ def read_allowed_file(path: Path, allowed: list[Path], max_bytes: int) -> bytes:
             "Name the real file, under the allowed paths.",
         ) from None
     with os.fdopen(fd, "rb") as handle:
-        check_allowed(opened_path(fd, path), roots, str(path))
+        check_allowed(opened_path(fd, path), roots, str(path), setting)
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
             raise InvalidArgument(f"{path} is not a regular file.", "Pass a file or a directory path.")

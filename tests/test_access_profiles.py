@@ -107,6 +107,7 @@ async def test_sources_created_in_scope_join_the_first_profile(world, app, setti
     folder.mkdir()
     (folder / "n.md").write_text("# Notes\n\nKelp forests grow fast.")
     before_b = (await app.sources.stats(world["b"])).documents_count
+    await app.profiles.update("pb", allowed_paths=[str(folder)])  # a confined caller reads only its profiles' paths
     async with client_in_own_task(server_for(settings, embedder, ["pa", "pb"])) as c:
         made = (await ok(c, "manage_source", action="create", title="Joined by create"))["source"]["id"]
         doc = await ok(c, "manage_document", action="create", title="Joined by title", content="Fresh text on kelp.")

@@ -12,7 +12,7 @@ from models import Document, IngestResult
 from services.app import Archivist, Runtime
 from services.documents.specs import SpecIngestResult
 from services.errors import InvalidArgument
-from services.paths import resolve_allowed_path
+from services.paths import resolve_caller_path
 from services.reading import MAX_WINDOW, ReadingService
 from services.search.passages import MAX_PASSAGE_CHUNKS
 from services.validation import MAX_PER_PAGE, parse_uuid
@@ -87,13 +87,14 @@ async def create_document(app: Archivist, args: dict[str, Any]) -> dict[str, Any
             "create needs content, file_path (a file or a directory) or url.",
             "Pass content='...' to store text, file_path='docs/' to ingest files, or url='https://...'.",
         )
+    # a path the caller may not read is refused before any source is created for it
+    path = resolve_caller_path(args["file_path"], app.settings.allowed_paths) if args["file_path"] else None
     source_id, source_created = await app.documents.resolve_source(args["source_id"], args["title"])
     extra = {"source_id": source_id, "source_created": source_created}
     docs = app.documents
     if args["content"]:
         result = await docs.create_from_text(source_id, args["content"], args["title"], args["url"], args["metadata"])
-    elif args["file_path"]:
-        path = resolve_allowed_path(args["file_path"], app.settings.allowed_paths)
+    elif path is not None:
         if path.is_dir():
             return {**await create_from_directory(app, source_id, path, args), **extra}
         result = await docs.create_from_file(source_id, path, args["title"], args["url"], args["metadata"])

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import re
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 from uuid import UUID
 
@@ -26,7 +27,9 @@ FIELDS = (
     "keyword_weight",
     "read_only",
     "enabled",
+    "allowed_paths",
 )
+MAX_PATHS = 50
 COLUMNS = "name, " + ", ".join(FIELDS) + ", created_at, updated_at"
 
 
@@ -40,6 +43,29 @@ def check_name(name: str) -> str:
             f"Invalid profile name {name!r}.", "Use a slug: lowercase letters, digits, '-' or '_' (max 63)."
         )
     return name
+
+
+def check_paths(paths: list[str] | None) -> list[str] | None:
+    """A profile's allowed paths as absolute, resolved directory names (None stays None: not set).
+    Whether they lie inside the server's ARCHIVIST_ALLOWED_PATHS is decided when a file is read
+    (services/paths.caller_roots), since that setting belongs to the server, not to the profile."""
+    if paths is None:
+        return None
+    if isinstance(paths, str) or len(paths) > MAX_PATHS:
+        raise InvalidArgument(
+            f"allowed_paths must be a list of at most {MAX_PATHS} directories.", "Name each directory once."
+        )
+    resolved: list[str] = []
+    for raw in paths:
+        if not isinstance(raw, str) or not raw.strip() or "\x00" in raw:
+            raise InvalidArgument(f"Invalid allowed path {str(raw)[:200]!r}.", "Name a directory, e.g. /srv/kb/team-a.")
+        path = Path(raw.strip()).expanduser()
+        if not path.is_absolute():
+            raise InvalidArgument(
+                f"Allowed path {raw[:200]!r} is not absolute.", "Name the directory from the root, e.g. /srv/kb/team-a."
+            )
+        resolved.append(str(path.resolve()))
+    return list(dict.fromkeys(resolved))
 
 
 class ProfileService:
@@ -98,6 +124,7 @@ class ProfileService:
         keyword_weight: float | None = None,
         read_only: bool = False,
         enabled: bool = True,
+        allowed_paths: list[str] | None = None,
     ) -> Profile:
         check_name(name)
         fields = dict(
@@ -109,11 +136,12 @@ class ProfileService:
             keyword_weight=keyword_weight,
             read_only=read_only,
             enabled=enabled,
+            allowed_paths=check_paths(allowed_paths),
         )
         self._check_fields(fields)
         try:
             row = await self.db.pool.fetchrow(
-                f"INSERT INTO profiles (name, {', '.join(FIELDS)}) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9) "
+                f"INSERT INTO profiles (name, {', '.join(FIELDS)}) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10) "
                 f"RETURNING {COLUMNS}",
                 name,
                 *[fields[f] for f in FIELDS],
@@ -128,6 +156,8 @@ class ProfileService:
             fields["source_ids"] = await self._check_sources(fields["source_ids"] or [])
         if "description" in fields and fields["description"] is None:
             fields["description"] = ""
+        if "allowed_paths" in fields:  # None clears them (not set: no files)
+            fields["allowed_paths"] = check_paths(fields["allowed_paths"])
         if not fields:
             return await self.get(name)
         sets = ", ".join(f"{k} = ${i + 2}" for i, k in enumerate(fields))
@@ -162,6 +192,7 @@ class ProfileService:
             return owner if not read_only else replace(owner, read_only=True)
         profiles = {p.name: p for p in await self.list()}
         ids: set[UUID] = set()
+        paths: dict[str, None] = {}
         ro = read_only
         for n in names:
             p = profiles.get(n)
@@ -169,8 +200,9 @@ class ProfileService:
                 # no list of the valid names: a token holder learns nothing of other tenants' profiles
                 raise NotFound(f"Profile '{n}' is unknown or disabled.", "List profiles with `archivist profile list`.")
             ids.update(p.source_ids)
+            paths.update(dict.fromkeys(p.allowed_paths or ()))
             ro = ro or p.read_only
-        return Scope.of_profiles(frozenset(ids), ro, list(names), who)
+        return Scope.of_profiles(frozenset(ids), ro, list(names), who, tuple(paths))
 
 
 async def read_profile_notes(settings: Any, names: list[str]) -> dict[str, str]:

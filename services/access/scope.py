@@ -45,20 +45,40 @@ class Scope:
     who: str = "nobody"
     #: running/queued crawl+sync jobs this caller may have at once (None = the setting's default)
     max_running_jobs: int | None = None
+    #: directories this caller may read files under (its profiles' allowed paths, each honoured only
+    #: inside the server's ARCHIVIST_ALLOWED_PATHS: services/paths.caller_roots); None = the server's
+    #: setting (the local owner, a job), () = no files
+    allowed_paths: tuple[str, ...] | None = ()
 
     @classmethod
     def owner(cls, who: str = "local") -> Scope:
         """The local owner (command line, stdio/loopback without profiles): every source, writable."""
-        return cls(source_ids=None, read_only=False, profiles=[], who=who)
+        return cls(source_ids=None, read_only=False, profiles=[], who=who, allowed_paths=None)
 
     @classmethod
     def for_job(cls, source_id: UUID, started_by: str | None) -> Scope:
-        """A crawl/sync job runs on behalf of whoever queued it, confined to the job's own source."""
-        return cls(source_ids=frozenset({UUID(str(source_id))}), read_only=False, who=started_by or "local")
+        """A crawl/sync job runs on behalf of whoever queued it, confined to the job's own source. A folder
+        sync reads its bound folder, which was checked against the binder's paths when it was bound."""
+        return cls(
+            source_ids=frozenset({UUID(str(source_id))}), read_only=False, who=started_by or "local", allowed_paths=None
+        )
 
     @classmethod
-    def of_profiles(cls, source_ids: frozenset[UUID], read_only: bool, profiles: list[str], who: str) -> Scope:
-        return cls(source_ids=frozenset(source_ids), read_only=read_only, profiles=list(profiles), who=who)
+    def of_profiles(
+        cls,
+        source_ids: frozenset[UUID],
+        read_only: bool,
+        profiles: list[str],
+        who: str,
+        allowed_paths: tuple[str, ...] = (),
+    ) -> Scope:
+        return cls(
+            source_ids=frozenset(source_ids),
+            read_only=read_only,
+            profiles=list(profiles),
+            who=who,
+            allowed_paths=tuple(allowed_paths),
+        )
 
     @property
     def restricted(self) -> bool:

@@ -27,7 +27,7 @@ from services.embeddings.base import Embedder
 from services.errors import InvalidArgument, ServiceError
 from services.parsers import supported_extensions
 from services.parsers.isolation import parse_file as parse_isolated
-from services.paths import read_allowed_file, resolve_allowed_path, scan_files
+from services.paths import caller_roots, read_allowed_file, resolve_allowed_path, resolve_caller_path, scan_files
 from services.settings import Settings
 from services.sources import SourceService
 
@@ -58,12 +58,13 @@ class FilesMixin:
         self, path: Path, title: str | None = None, url: str | None = None, metadata: dict[str, Any] | None = None
     ) -> NewDocument:
         """Check (allowed roots, hidden parts, size), read (checked again on the opened file) and parse
-        one file into a document to ingest; heavy formats are parsed in a limited worker process."""
-        allowed = self.settings.allowed_paths
-        resolved = resolve_allowed_path(str(path), allowed)
+        one file into a document to ingest; heavy formats are parsed in a limited worker process.
+        The roots are the caller's (its profiles' allowed paths inside the server's, services/paths.py)."""
+        allowed, setting = caller_roots(self.settings.allowed_paths)
+        resolved = resolve_allowed_path(str(path), allowed, setting)
         if not resolved.is_file():
             raise InvalidArgument(f"{path} is not a regular file.", "Pass a file or a directory path.")
-        data = await asyncio.to_thread(read_allowed_file, resolved, allowed, self.settings.max_file_bytes)
+        data = await asyncio.to_thread(read_allowed_file, resolved, allowed, self.settings.max_file_bytes, setting)
         stamped = {FILE_MTIME: file_mtime(resolved.stat().st_mtime), **(metadata or {})}  # last_modified
         return await self.parse_file(data, resolved, str(resolved), title, url or resolved.as_uri(), stamped)
 
@@ -122,6 +123,7 @@ class FilesMixin:
         failures, files_skipped_over_limit); `passed_over`, when given, receives each file not ingested
         on purpose with its reason (scan_files' reasons, or the limit)."""
         wanted = self._extension_filter(extensions)
+        directory = resolve_caller_path(str(directory), self.settings.allowed_paths)  # nothing walked outside
         results: list[tuple[Path, IngestResult]] = []
         failures: list[FileFailure] = []
         batch: list[tuple[Path, NewDocument]] = []

@@ -18,7 +18,7 @@ from models.jobs import CrawlParams, StartedJob
 from services.access.job_limits import insert_job
 from services.crawl.params import _check_patterns
 from services.errors import InvalidArgument, NotFound
-from services.paths import resolve_allowed_path
+from services.paths import resolve_caller_path
 from services.sources import LIST_HINT
 from services.sync.scan import FolderConfig
 
@@ -42,7 +42,7 @@ class SyncService:
     def check_directory(self, path: str | None) -> Path:
         if not path or not str(path).strip():
             raise InvalidArgument("folder_path is required.", "Pass the directory to keep in sync, e.g. '~/notes'.")
-        resolved = resolve_allowed_path(str(path), self.app.settings.allowed_paths)
+        resolved = resolve_caller_path(str(path), self.app.settings.allowed_paths)  # the binder's roots
         if not resolved.is_dir():
             raise InvalidArgument(
                 f"{path} is not a directory.", "Pass a directory; ingest single files with manage_document."
