@@ -172,14 +172,17 @@ async def test_timeouts_leave_no_half_written_document(app, database_url: str, f
                 timeouts += 1
             await consistent(app, title)
         runtime_app.settings.call_timeout_seconds = 0.05
-        e = await err(
-            c, "manage_document", "TIMEOUT", action="update", document_id=str(small.id), content=big_text(1_500, 9)
-        )
+        new_text = big_text(1_500, 9)
+        e = await err(c, "manage_document", "TIMEOUT", action="update", document_id=str(small.id), content=new_text)
         assert e["retryable"] is True
     await asyncio.sleep(2)  # anything still running in a thread has had its chance to write
     assert timeouts >= 1
     after = await app.documents.get(small.id)
-    assert after.chunk_count == small.chunk_count and after.content_length == small.content_length
+    # Wholly old, or wholly new: with two-phase indexing the new chunks may have been stored (and be
+    # keyword-searchable) before the embeddings timed out; a retry of the same update is idempotent.
+    old = after.chunk_count == small.chunk_count and after.content_length == small.content_length
+    stored = await app.db.pool.fetchval("SELECT content FROM documents WHERE id = $1", small.id)
+    assert old or stored.strip() == new_text.strip(), (after.chunk_count, after.content_length)
     await consistent(app, "Steady")
     for i in range(3):
         await consistent(app, f"Big {i}")
