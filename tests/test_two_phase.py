@@ -104,14 +104,20 @@ async def doc_hits(app: Archivist, query: str, source_id: UUID, search_type: str
 async def test_keyword_search_finds_chunks_before_they_are_embedded(app: Archivist, gated: GatedEmbedder) -> None:
     source, _ = await app.sources.get_or_create("two-phase notes")
     gated.released.clear()
-    ingest = asyncio.create_task(app.documents.ingest(source.id, "Quokka", notes("quokka", "wombat"), "markdown"))
+    # the two-phase path (crawls, syncs, directories): stored at once, embedded by the backlog
+    ingest = asyncio.create_task(
+        app.documents.ingest(source.id, "Quokka", notes("quokka", "wombat"), "markdown", embed=False)
+    )
 
     async def found() -> Any:
         outcome = await doc_hits(app, "quokka wombat tides", source.id)
         return outcome if outcome.hits and outcome.pending_embeddings else None  # (counted beside the search)
 
     hybrid = await until(found, what="a keyword hit on an unembedded chunk")
-    assert not ingest.done()  # the embedder is held: nothing is embedded yet
+    stored = await asyncio.wait_for(ingest, 30)  # stored without waiting for the (held) embedder
+    draining = asyncio.create_task(app.documents.backlog.drain([stored.document.id]))
+    await asyncio.sleep(0.1)
+    assert not draining.done()  # the embedder is held: nothing is embedded yet
     assert hybrid.pending_embeddings > 0 and {h.match_type for h in hybrid.hits} == {"keyword"}
     app.settings.hybrid_fusion = "rrf"  # the other fusion: a pending chunk counts its keyword rank twice
     try:
@@ -128,7 +134,8 @@ async def test_keyword_search_finds_chunks_before_they_are_embedded(app: Archivi
     assert "not embedded yet" in payload["note"]
 
     gated.released.set()
-    result = await asyncio.wait_for(ingest, 60)
+    await asyncio.wait_for(draining, 60)
+    result = stored
     vector = await doc_hits(app, "quokka wombat tides", source.id, "vector")
     assert vector.pending_embeddings == 0 and {h.document_id for h in vector.hits} == {result.document.id}
     assert "pending_embeddings" not in search_payload(vector, "q", "vector", 10)
@@ -291,7 +298,7 @@ async def test_update_never_leaves_a_reader_with_neither_version(app: Archivist,
     readers = [asyncio.create_task(reader()) for _ in range(2)]
     gated.released.clear()
     new_content = notes("pelican", "lighthouse") + "\n\nA cormorant colony nests below the lighthouse."
-    update = asyncio.create_task(app.documents.update(old.document.id, content=new_content))
+    update = asyncio.create_task(app.documents.update(old.document.id, content=new_content, embed=False))
     try:
 
         async def new_version_searchable() -> bool:
@@ -299,9 +306,12 @@ async def test_update_never_leaves_a_reader_with_neither_version(app: Archivist,
             return any(h.document_id == old.document.id and "cormorant" in h.text for h in outcome.hits)
 
         await until(new_version_searchable, 30, "the new version to be keyword-searchable before its vectors")
-        assert not update.done()
+        await asyncio.wait_for(update, 30)
+        draining = asyncio.create_task(app.documents.backlog.drain([old.document.id]))
+        await asyncio.sleep(0.1)
+        assert not draining.done()  # its vectors wait for the (held) embedder
         gated.released.set()
-        await asyncio.wait_for(update, 60)
+        await asyncio.wait_for(draining, 60)
         await asyncio.sleep(0.2)
     finally:
         reading = False
@@ -321,3 +331,33 @@ async def test_a_chunk_repeated_across_pages_is_embedded_once_per_batch(gated: G
     vectors = await app.documents.backlog._embed(texts)
     assert gated.texts - before == 4 and vectors.shape == (6, gated.dim)
     assert np.array_equal(vectors[3], vectors[5]) and not np.array_equal(vectors[0], vectors[1])
+
+
+# ------------------------------------------------------------------ one call, one write
+
+
+async def test_a_single_create_or_update_is_stored_with_its_vectors(app: Archivist, gated: GatedEmbedder) -> None:
+    """A document created or updated by one tool call is embedded before its transaction: no reader
+    ever sees it pending (searches keep the cheap fully-embedded path; the swarm's search p95 depends on
+    it), and every chunk has its vector from the one write."""
+    source, _ = await app.sources.get_or_create("one write")
+    gated.released.clear()
+    creating = asyncio.create_task(app.documents.ingest(source.id, "Heron", notes("heron", "estuary"), "markdown"))
+    await asyncio.sleep(0.3)
+    stored = await app.db.pool.fetchval("SELECT count(*) FROM documents WHERE title = 'Heron'")
+    assert stored == 0 and not creating.done()  # nothing written while the embedder is held
+    gated.released.set()
+    created = await asyncio.wait_for(creating, 60)
+    assert await app.documents.backlog.pending([created.document.id]) == 0
+    gated.released.clear()
+    updating = asyncio.create_task(app.documents.update(created.document.id, content=notes("heron", "marsh")))
+    await asyncio.sleep(0.3)
+    assert await app.documents.backlog.pending([created.document.id]) == 0 and not updating.done()
+    gated.released.set()
+    await asyncio.wait_for(updating, 60)
+    rows = await app.db.pool.fetch(
+        "SELECT embedding IS NOT NULL AS has_vector, embedded_at IS NOT NULL AS stamped, text FROM chunks "
+        "WHERE document_id = $1",
+        created.document.id,
+    )
+    assert rows and all(r["has_vector"] and r["stamped"] for r in rows) and any("marsh" in r["text"] for r in rows)

@@ -59,6 +59,7 @@ class ChangeMixin:
             text = content if content is not None else await self._content(current.id)
             doc_type = self._updated_type(current.document_type, content)
             chunks = self.chunk(text, doc_type, current.metadata)
+        vectors = (await self.embed_chunks([(new_title, chunks)]))[0] if reindex and embed else None
         async with self.db.pool.acquire() as conn, conn.transaction():
             locked = await conn.fetchval("SELECT id FROM documents WHERE id = $1 FOR UPDATE", current.id)
             if locked is None:
@@ -85,7 +86,7 @@ class ChangeMixin:
                     "Use a different url, or update that document instead.",
                 ) from None
             if reindex:
-                await self._write_chunks(conn, current.id, current.source_id, new_title, chunks)
+                await self._write_chunks(conn, current.id, current.source_id, new_title, chunks, vectors)
         if reindex:
             await self.settle_embeddings([current.id], embed)
         return IngestResult(

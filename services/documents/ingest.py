@@ -4,6 +4,7 @@ backlog.py): here, before returning, or (`embed=False`: crawls, syncs, directori
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 from uuid import UUID
 
@@ -22,7 +23,9 @@ from services.documents.text import (
     check_metadata,
     chunk_context,
     content_hash,
+    embedding_text,
 )
+from services.embeddings import embed_documents_async
 from services.embeddings.base import Embedder
 from services.errors import InvalidArgument
 from services.settings import Settings
@@ -42,6 +45,17 @@ class IngestMixin:
         """The document's chunks (by its kind), computed outside any transaction."""
         return get_chunker(self.settings, document_type=document_type, metadata=metadata).chunk(content)
 
+    async def embed_chunks(self, groups: list[tuple[str, list[Chunk]]]) -> list[list[Any]]:
+        """Vectors for each (title, chunks) group, in one embedding call, before any transaction: a
+        document created or updated by one call is stored with its vectors (one write, nothing pending)."""
+        texts = [embedding_text(title, c.heading_path, c.text) for title, chunks in groups for c in chunks]
+        flat = list(await embed_documents_async(self.embedder, texts)) if texts else []
+        out, k = [], 0
+        for _, chunks in groups:
+            out.append(flat[k : k + len(chunks)])
+            k += len(chunks)
+        return out
+
     async def settle_embeddings(self, document_ids: list[UUID], embed: bool) -> None:
         """Phase two: embed these documents' pending chunks now, or leave them to the backlog runner."""
         if embed:
@@ -50,10 +64,18 @@ class IngestMixin:
             self.backlog.wakeup.set()
 
     async def _write_chunks(
-        self, conn: asyncpg.Connection, document_id: UUID, source_id: UUID, title: str, chunks: list[Chunk]
+        self,
+        conn: asyncpg.Connection,
+        document_id: UUID,
+        source_id: UUID,
+        title: str,
+        chunks: list[Chunk],
+        vectors: list[Any] | None = None,
     ) -> None:
-        """Replace the document's chunks (in the caller's transaction); their vectors are pending."""
+        """Replace the document's chunks (in the caller's transaction), with their vectors when given,
+        else pending (the backlog embeds them)."""
         await conn.execute("DELETE FROM chunks WHERE document_id = $1", document_id)
+        now = datetime.now(UTC)
         records = [
             (
                 document_id,
@@ -64,9 +86,10 @@ class IngestMixin:
                 c.char_end,
                 c.heading_path,
                 chunk_context(title, c.heading_path),
-                None,  # the embedding: pending
+                vectors[i] if vectors else None,  # None: pending
                 c.page_start,
                 c.page_end,
+                now if vectors else None,
             )
             for i, c in enumerate(chunks)
         ]
@@ -122,8 +145,11 @@ class IngestMixin:
             else:
                 batch_hashes.add(digest)
                 to_store.append((i, digest, self.chunk(item.content, item.document_type, item.metadata)))
-        for i, digest, chunks in to_store:
-            results[i] = await self._store(source_id, items[i], digest, chunks)
+        vectors: list[list[Any] | None] = [None] * len(to_store)
+        if embed and to_store:
+            vectors = list(await self.embed_chunks([(items[i].title, chunks) for i, _, chunks in to_store]))
+        for (i, digest, chunks), chunk_vectors in zip(to_store, vectors, strict=True):
+            results[i] = await self._store(source_id, items[i], digest, chunks, chunk_vectors)
         for i in repeats:
             item = items[i]
             results[i] = await self.ingest(
@@ -135,7 +161,9 @@ class IngestMixin:
         await self.settle_embeddings(written, embed)
         return [r for r in results if r is not None]
 
-    async def _store(self, source_id: UUID, item: NewDocument, digest: str, chunks: list[Chunk]) -> IngestResult:
+    async def _store(
+        self, source_id: UUID, item: NewDocument, digest: str, chunks: list[Chunk], vectors: list[Any] | None = None
+    ) -> IngestResult:
         async with self.db.pool.acquire() as conn, conn.transaction():
             duplicate = await self._locked_duplicate(conn, source_id, item.url, digest)
             if duplicate is not None:
@@ -157,7 +185,7 @@ class IngestMixin:
                 check_metadata(item.metadata),
                 len(chunks),
             )
-            await self._write_chunks(conn, row["id"], source_id, item.title, chunks)
+            await self._write_chunks(conn, row["id"], source_id, item.title, chunks, vectors)
         status = "updated" if row["replaced"] else "created"
         return IngestResult(document=_to_document(row), status=status, chunks_created=len(chunks))
 

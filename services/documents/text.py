@@ -36,6 +36,7 @@ CHUNK_COLUMNS = [
     "embedding",
     "page_start",
     "page_end",
+    "embedded_at",
 ]
 WINDOW_SIZE = 1000
 MAX_METADATA_BYTES = 16_384
