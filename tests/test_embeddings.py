@@ -140,6 +140,15 @@ def test_bge_batch_order_matches_single(bge: Embedder) -> None:
     assert (np.argmax(similarity, axis=1) == np.arange(len(VARIED))).all()
 
 
+def test_shipped_onnx_vector_does_not_depend_on_batch_mates() -> None:
+    """One text per session run (the shipped default): a document embeds to the same vector alone or
+    among others, and to what a query of the same text gets (queries always run alone)."""
+    shipped = create_embedder(Settings(_env_file=None, embedding_provider="onnx", embedding_query_prefix=""))
+    assert isinstance(shipped, OnnxEmbedder) and shipped.batch_size == 1
+    alone = np.stack([shipped.embed_documents([t])[0] for t in VARIED])
+    np.testing.assert_array_equal(shipped.embed_documents(VARIED), alone)
+
+
 def test_empty_input(embedder: Embedder) -> None:
     assert embedder.embed_documents([]).shape == (0, 384)
 

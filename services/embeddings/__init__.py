@@ -48,15 +48,15 @@ def create_embedder(settings: Settings) -> Embedder:
         from services.embeddings.sentence_transformers import SentenceTransformerEmbedder
 
         return SentenceTransformerEmbedder(
-            spec, batch_size=settings.embedding_batch_size, query_prefix=settings.embedding_query_prefix
+            spec, batch_size=settings.embedding_batch_size or 32, query_prefix=settings.embedding_query_prefix
         )
     if provider == "onnx":
-        from services.embeddings.onnx import OnnxEmbedder
+        from services.embeddings.onnx import ONNX_BATCH_SIZE, OnnxEmbedder
 
         return OnnxEmbedder(
             resolve_model_path(spec),
             query_prefix=settings.embedding_query_prefix or None,
-            batch_size=settings.embedding_batch_size,
+            batch_size=settings.embedding_batch_size or ONNX_BATCH_SIZE,
             name=f"onnx:{spec}",
         )
     raise ValueError(f"Unknown embedding provider {provider!r}; expected 'sentence-transformers' or 'onnx'.")

@@ -24,6 +24,12 @@ logger = logging.getLogger(__name__)
 
 Pooling = Literal["cls", "mean"]
 
+#: Texts per session run. The shipped int8 models quantise each run's activations with one scale, and
+#: one text per run measured fastest per chunk (PostgreSQL docs chunks, 2 cores, 2 calls side by side:
+#: batch 1 39.9, batch 2 35.4, batch 4 28.7 chunks/s; bench/embedder.py): less padding, activations
+#: that stay in cache, and a document's vector no longer depends on what it was batched with.
+ONNX_BATCH_SIZE = 1
+
 BGE_QUERY_PREFIX = "Represent this sentence for searching relevant passages: "
 
 
@@ -178,7 +184,7 @@ class OnnxEmbedder(Embedder):
         model_dir: str | Path,
         pooling: Pooling | None = None,
         query_prefix: str | None = None,
-        batch_size: int = 32,
+        batch_size: int = ONNX_BATCH_SIZE,
         max_length: int = 512,
         *,
         name: str | None = None,
