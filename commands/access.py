@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from commands.output import note, print_json, print_table, say, when
+from models import SEARCH_TYPES
 from services.settings import get_settings
 
 UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
@@ -66,7 +67,7 @@ def add_profile_commands(sub: Any) -> None:
         p.add_argument(
             "--source", action="append", default=None, help="source title or id (repeatable, in search order)"
         )
-        p.add_argument("--search-type", choices=["vector", "hybrid", "rerank"], default=None, help="default method")
+        p.add_argument("--search-type", choices=SEARCH_TYPES, default=None, help="default method")
         p.add_argument("--match-count", type=int, default=None, metavar="K", help="default number of results")
         p.add_argument("--threshold", type=float, default=None, help="default similarity threshold (0-1)")
         p.add_argument("--keyword-weight", type=float, default=None, help="default keyword weight of hybrid (0-1)")

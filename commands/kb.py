@@ -9,6 +9,7 @@ from typing import Any
 
 from commands.output import fail, note, print_json, progress_bar, say
 from commands.owner import open_archivist
+from models import SEARCH_TYPES
 from services.settings import Settings
 
 #: commands that stop themselves on a signal (handing jobs back); the others are cancelled
@@ -29,14 +30,13 @@ def add_kb_commands(sub: Any) -> None:
     search = sub.add_parser(
         "search",
         help="search the knowledge base",
-        description="Search the knowledge base: hybrid (vectors and keywords, the default), vector, or rerank.",
+        description="Search the knowledge base: hybrid (vectors and keywords, the default), vector, keyword (BM25 "
+        "only) or rerank.",
         epilog='examples:\n  archivist search "how do I configure logging"\n'
         '  archivist search "asyncio timeout" --library Python --version 3.12 -k 3 --json',
     )
     search.add_argument("query", help="a question or keywords")
-    search.add_argument(
-        "--type", default="hybrid", choices=["vector", "hybrid", "rerank"], help="search method (default: hybrid)"
-    )
+    search.add_argument("--type", default="hybrid", choices=SEARCH_TYPES, help="search method (default: hybrid)")
     search.add_argument("--source", default=None, help="only this source (title or id)")
     search.add_argument("-k", type=int, default=5, metavar="K", help="number of results (default: 5)")
     search.add_argument("--library", default=None, help="only this library (a source title)")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Generic, Literal, TypeVar
+from typing import Any, Generic, Literal, TypeVar, get_args
 from uuid import UUID
 
 from pydantic import BaseModel, Field
@@ -11,7 +11,9 @@ from pydantic import BaseModel, Field
 T = TypeVar("T")
 
 SourceType = Literal["upload", "crawl", "api", "folder", "git"]
-SearchType = Literal["vector", "hybrid", "rerank"]
+SearchType = Literal["hybrid", "vector", "rerank", "keyword"]
+#: the search methods, in the order people are offered them (the CLI, the console, profiles, the tool)
+SEARCH_TYPES: tuple[str, ...] = get_args(SearchType)
 IngestStatus = Literal["created", "updated", "unchanged"]
 
 

@@ -12,6 +12,7 @@ import pytest_asyncio
 
 from server import build_server
 from services.app import Runtime
+from services.search import SEARCH_TYPES
 from tests.mcp_helpers import client_in_own_task, err, ok
 
 ALPHA = "Alpha tide tables: the spring tide at Northport peaks at 6.1 metres in March."
@@ -132,3 +133,14 @@ async def test_sources_created_in_scope_join_the_first_profile(world, app, setti
     for sid in new[2:]:
         for job in (await app.jobs.list(None, sid, 1, 20)).items:
             await app.jobs.cancel(job.id, wait_seconds=0)
+
+
+async def test_a_profile_stores_every_search_type(app) -> None:
+    """Every search type the search service accepts is a valid profile default (model, check, SQL)."""
+    for kind in SEARCH_TYPES:
+        made = await app.profiles.create(f"every-{kind}", search_type=kind)
+        assert made.search_type == kind and (await app.profiles.get(f"every-{kind}")).search_type == kind
+        await app.profiles.delete(f"every-{kind}")
+    await app.profiles.create("every-update")
+    assert (await app.profiles.update("every-update", search_type="keyword")).search_type == "keyword"
+    await app.profiles.delete("every-update")

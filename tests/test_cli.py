@@ -18,8 +18,10 @@ from typing import Any
 
 import httpx2
 import pytest
-from mcp import Client
+from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
+
+from tests.mcp_helpers import ok
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -156,6 +158,30 @@ def test_documents_delete_and_sources_delete_by_title(kb: dict[str, str], notes:
     assert all(s["title"] != "Kitchen notes" for s in as_json("sources", env=kb))
     gone = archivist("sources", "delete", "Kitchen notes", "--yes", env=kb, check=False)
     assert gone.returncode == 2 and "No source is named" in gone.stderr
+
+
+async def test_keyword_search_and_a_keyword_profile_end_to_end(kb: dict[str, str], tmp_path: Path) -> None:
+    """`--type keyword` searches, `profile create --search-type keyword` stores it, and an agent
+    confined to that profile (stdio) searches by keyword without naming a type."""
+    folder = tmp_path / "brewing"
+    folder.mkdir()
+    (folder / "espresso.md").write_text("# Espresso\n\nEspresso is brewed at nine bars of pressure.\n")
+    (folder / "tea.md").write_text("# Tea\n\nGreen tea is steeped at 80 degrees for two minutes.\n")
+    archivist("ingest", str(folder), "--source", "Brewing", env=kb)
+    hits = as_json("search", "espresso pressure", "--type", "keyword", "--source", "Brewing", env=kb)
+    assert hits and hits[0]["document_title"] == "Espresso"
+    assert {h["match_type"] for h in hits} == {"keyword"}
+    archivist("profile", "create", "brew-kw", "--source", "Brewing", "--search-type", "keyword", env=kb)
+    assert as_json("profile", "show", "brew-kw", env=kb)["search_type"] == "keyword"
+    assert "keyword" in archivist("profile", "list", env=kb).stdout
+
+    command = ["-c", "import cli; cli.main()", "serve", "--profile", "brew-kw"]
+    params = StdioServerParameters(command=sys.executable, args=command, env=kb, cwd=str(ROOT))
+    async with Client(params) as client:
+        found = await ok(client, "search_knowledge_base", query="espresso pressure")
+    assert found["profile"] == "brew-kw" and found["search_type"] == "keyword", found
+    assert found["results"][0]["document_title"] == "Espresso"
+    assert {r["match_type"] for r in found["results"]} == {"keyword"}
 
 
 # ---------- config --http: the printed entry connects a real client ----------

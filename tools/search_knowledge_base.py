@@ -8,7 +8,7 @@ from typing import Any, Literal
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import CallToolResult, InputRequiredResult, ToolAnnotations
 
-from models import SearchHit
+from models import SearchHit, SearchType
 from services.access.scope import use_scope
 from services.app import Archivist, Runtime
 from services.errors import InvalidArgument
@@ -157,7 +157,7 @@ def register(mcp: MCPServer, runtime: Runtime) -> None:
         ctx: Context,
         source_id: str | None = None,
         match_count: int | None = None,
-        search_type: Literal["hybrid", "vector", "rerank", "keyword", "web"] | None = None,
+        search_type: Literal[SearchType, "web"] | None = None,
         similarity_threshold: float | None = None,
         max_tokens: int | None = None,
         answer: bool = False,

@@ -129,7 +129,9 @@ def routes(console: Console) -> list[Route]:
             if source_id:
                 parse_uuid(source_id, "source", "Pick a source from the list.")
             if search_type not in SEARCH_TYPES:
-                raise InvalidArgument(f"Invalid search type '{search_type}'.", "Use vector, hybrid or rerank.")
+                raise InvalidArgument(
+                    f"Invalid search type '{search_type}'.", f"Use one of: {', '.join(SEARCH_TYPES)}."
+                )
             started = time.perf_counter()
             with use_scope(await narrowed_to_profile(app, profile)):
                 outcome = await app.search.search(query, source_id, count, search_type)

@@ -11,6 +11,7 @@ from uuid import UUID
 
 import asyncpg
 
+from models import SEARCH_TYPES
 from models.access import Profile
 from services.access.scope import Scope
 from services.database import Database
@@ -103,8 +104,8 @@ class ProfileService:
                 f"Unknown profile field(s): {', '.join(sorted(unknown))}.", f"Use: {', '.join(FIELDS)}."
             )
         st = fields.get("search_type")
-        if st is not None and st not in ("vector", "hybrid", "rerank"):
-            raise InvalidArgument(f"Invalid search_type '{st}'.", "Use vector, hybrid or rerank.")
+        if st is not None and st not in SEARCH_TYPES:
+            raise InvalidArgument(f"Invalid search_type '{st}'.", f"Use one of: {', '.join(SEARCH_TYPES)}.")
         mc = fields.get("match_count")
         if mc is not None and not 1 <= int(mc) <= 20:
             raise InvalidArgument(f"match_count must be 1..20 (got {mc}).", "Use 20 or less.")

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from uuid import UUID
 
-from models import SearchHit
+from models import SEARCH_TYPES, SearchHit
 from services.access.scope import current_scope
 from services.database import Database
 from services.documents.freshness import freshness_of
@@ -21,7 +21,6 @@ from services.settings import Settings
 from services.sources import SourceService
 from services.validation import MAX_PER_PAGE
 
-SEARCH_TYPES = ("vector", "hybrid", "rerank", "keyword")
 #: Searching as a profile, a result from its first source gains this much score for ordering, its last
 #: source none (linearly between): results closer than this are ordered by the profile's source order,
 #: results further apart never swap. The `score` shown is the strategy's own, unboosted.
