@@ -1,4 +1,4 @@
-"""robots.txt, sitemaps and llms.txt: parsing, plus a small text fetcher for them.
+"""robots.txt, sitemaps and llms.txt: parsing (services/net/text_fetch.py fetches them).
 
 `RobotsPolicy` follows RFC 9309 as Google implements it: the most specific user-agent group wins
 (groups naming the same agent are merged), the longest matching rule wins, Allow wins a tie, `*` and
@@ -15,17 +15,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from urllib.parse import unquote, urlsplit
 
-import httpx
-
-from services.errors import ServiceError
-from services.net.safety import check_url_allowed
 from services.net.urls import normalize_url
 from services.net.wildcard import Wildcard
 
 logger = logging.getLogger(__name__)
 
-MAX_REDIRECTS = 5
-_REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 #: A markdown link `[label](<url> "title")` in three linear pieces (see `markdown_link_targets`).
 _LINK_LABEL = re.compile(r"\[[^\[\]]*\]\(\s*<?")
 _LINK_TARGET = re.compile(r"[^)\s>]+")
@@ -237,45 +231,3 @@ def parse_llms_txt(text: str, base_url: str) -> list[str]:
         if url:
             seen.setdefault(url, None)
     return list(seen)
-
-
-async def _read_capped(response: httpx.Response, max_bytes: int) -> bytes:
-    """Read at most `max_bytes` of the body (the rest is dropped)."""
-    body = bytearray()
-    async for chunk in response.aiter_bytes():
-        body.extend(chunk)
-        if len(body) >= max_bytes:
-            logger.warning("truncated %s at %d bytes", response.url, max_bytes)
-            break
-    return bytes(body[:max_bytes])
-
-
-async def fetch_text(
-    url: str, *, user_agent: str, timeout: float, max_bytes: int, allow_private: bool | None = None
-) -> tuple[int, str]:
-    """GET a small text resource (robots.txt, sitemap.xml, llms.txt): (status, text), (0, "") on failure.
-
-    With `allow_private` None, redirects are not followed and the caller is trusted to have checked
-    the URL. With True/False, every URL (the first and each redirect hop, up to 5) goes through
-    `check_url_allowed` first and redirects are followed. Bodies longer than `max_bytes` are truncated.
-    """
-    headers = {"User-Agent": user_agent, "Accept": "text/plain, text/markdown, application/xml, */*;q=0.5"}
-    follow = allow_private is not None
-    current = url
-    try:
-        async with httpx.AsyncClient(timeout=timeout, follow_redirects=False, headers=headers) as client:
-            for _ in range(MAX_REDIRECTS + 1):
-                if follow:
-                    await check_url_allowed(current, bool(allow_private))
-                async with client.stream("GET", current) as response:
-                    location = response.headers.get("location")
-                    if follow and response.status_code in _REDIRECT_STATUSES and location:
-                        current = normalize_url(location, base=current) or ""
-                        continue
-                    body = await _read_capped(response, max_bytes)
-                    return response.status_code, body.decode(response.encoding or "utf-8", errors="replace")
-    except (httpx.HTTPError, ServiceError, OSError, ValueError) as exc:
-        logger.info("could not fetch %s: %s", url, exc)
-        return 0, ""
-    logger.info("too many redirects fetching %s", url)
-    return 0, ""
