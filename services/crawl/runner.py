@@ -29,17 +29,16 @@ from typing import TYPE_CHECKING, Any
 import asyncpg
 
 from models.jobs import CrawlJob, CrawlParams
+from services.crawl.discovery import discover
 from services.crawl.frontier import Frontier, FrontierRow, RowResult, short_error
 from services.crawl.page_crawl import PageCrawler
-from services.crawl.robots_cache import MAX_DISCOVERY_BYTES, RobotsCache, site_root
+from services.crawl.robots_cache import RobotsCache
 from services.errors import InvalidArgument, ServiceError, unavailable_from
 from services.fetchers import create_fetcher
 from services.memory import Trimmer, trim_async
 from services.net import credentials
 from services.net.credentials import SiteCredentials
-from services.net.robots import parse_llms_txt, parse_sitemap
-from services.net.text_fetch import fetch_text
-from services.net.urls import in_scope, matches_patterns, normalize_url
+from services.net.urls import in_scope, matches_patterns
 
 if TYPE_CHECKING:
     from services.ports import AppServices as Archivist
@@ -47,8 +46,6 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 WATCH_SECONDS = 0.5  # how often the cancel flag is read (cancel must take effect within 2 s)
-MAX_SITEMAPS = 10
-MAX_SEED_URLS = 5000
 PIPELINE_FACTOR = 3  # pages in flight per fetch slot: the rest are being extracted, chunked or stored
 PREVIOUS_GONE_ERROR = "no longer linked from the site"
 MAX_LISTED = 10  # known pages named in a warning
@@ -163,7 +160,8 @@ class CrawlRunner:
     # ---------- seeding ----------
 
     async def _seed_once(self) -> None:
-        """Start URL, sitemaps, llms.txt and (recrawl) the previous pages; once per job, idempotent."""
+        """Start URL, sitemaps, llms.txt (services/crawl/discovery.py) and (recrawl) the previous pages;
+        once per job, idempotent."""
         seeded = await self.app.db.pool.fetchval("SELECT seeded FROM crawl_jobs WHERE id = $1", self.job.id)
         if seeded:
             return
@@ -174,43 +172,9 @@ class CrawlRunner:
                 await self.frontier.known_pages(self.job.source_id, self.params.url, self.params.depth_limit)
             )
         if self.params.depth_limit >= 1:
-            discovered = await self._discover()
+            discovered = await discover(self.params.url, self.robots, self.settings, self.login)
             await self.frontier.add(((url, 1, origin, self.refusal(url)) for url, origin in discovered), [-1])
         await self.app.db.pool.execute("UPDATE crawl_jobs SET seeded = true WHERE id = $1", self.job.id)
-
-    async def _discover(self) -> list[tuple[str, str]]:
-        """Page URLs from the sitemaps (robots.txt's and /sitemap.xml) and /llms.txt of the start host."""
-        root = site_root(self.params.url)
-        policy = await self.robots.policy(self.params.url)
-        queue = list(dict.fromkeys([*policy.sitemaps, root + "/sitemap.xml"]))
-        found: list[tuple[str, str]] = []
-        seen: set[str] = set()
-        while queue and len(seen) < MAX_SITEMAPS and len(found) < MAX_SEED_URLS:
-            sitemap_url = normalize_url(queue.pop(0))
-            if sitemap_url is None or sitemap_url in seen:
-                continue
-            seen.add(sitemap_url)
-            status, text = await self._fetch_discovery_file(sitemap_url)
-            if status == 200:
-                pages, nested = parse_sitemap(text)
-                found.extend((u, "sitemap") for u in pages)
-                queue.extend(nested)
-        llms_url = root + "/llms.txt"
-        status, text = await self._fetch_discovery_file(llms_url)
-        if status == 200:
-            found.extend((u, "llms") for u in parse_llms_txt(text, llms_url))
-        normalized = [(normalize_url(u), origin) for u, origin in found[:MAX_SEED_URLS]]
-        return [(u, origin) for u, origin in normalized if u]
-
-    async def _fetch_discovery_file(self, url: str) -> tuple[int, str]:
-        return await fetch_text(
-            url,
-            user_agent=self.settings.crawl_user_agent,
-            timeout=self.settings.crawl_page_timeout,
-            max_bytes=MAX_DISCOVERY_BYTES,
-            allow_private=self.settings.crawl_allow_private,
-            login=self.login,
-        )
 
     def refusal(self, url: str) -> str | None:
         """Why a discovered URL is not fetched (off-scope, pattern), or None."""

@@ -10,14 +10,13 @@ import ipaddress
 import os
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
+from services.crawl.discovery import discover
 from services.crawl.politeness import HostThrottle
 from services.crawl.robots_cache import RobotsCache
-from services.crawl.runner import CrawlRunner
 from services.errors import PermissionDenied
 from services.fetchers.crawl4ai_http import Crawl4aiHttpFetcher
 from services.net.safety import check_url_allowed
@@ -99,15 +98,6 @@ async def test_redirect_hops_are_checked_and_pinned(
     assert trap.hits == []
 
 
-def bare_runner(settings: Settings, start_url: str) -> CrawlRunner:
-    """A CrawlRunner with only what `_discover` uses (settings, params.url, robots): no database."""
-    runner = CrawlRunner.__new__(CrawlRunner)
-    runner.settings = settings
-    runner.params = SimpleNamespace(url=start_url)  # type: ignore[assignment]
-    runner.robots = RobotsCache(settings, HostThrottle(2, 0.0, 4), [])
-    return runner
-
-
 async def test_robots_sitemaps_and_llms_txt_are_checked_and_pinned(
     tmp_path: Path, site: FixtureSite, trap: Trap, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -135,7 +125,8 @@ async def test_robots_sitemaps_and_llms_txt_are_checked_and_pinned(
     assert site.requests_for("/robots.txt")[0].headers["host"] == f"rebind.test:{port}"
     assert not policy.can_fetch(f"http://rebind.test:{port}/private/x")
 
-    found = await bare_runner(strict_settings(tmp_path), site.url_for("/"))._discover()
+    settings = strict_settings(tmp_path)
+    found = await discover(site.url_for("/"), RobotsCache(settings, HostThrottle(2, 0.0, 4), []), settings)
     assert trap.hits == [], "a sitemap or llms.txt fetch reached the private server"
     assert dns.lookups["rebind.test"] == 1 and dns.lookups["rebind-sitemap.test"] == 1
     assert found == [(site.url_for("/docs/a"), "sitemap")]

@@ -1,0 +1,61 @@
+"""A crawl's seed URLs from its start host's discovery files: the sitemaps (robots.txt's `Sitemap:`
+lines and /sitemap.xml, sitemap indexes followed) and /llms.txt.
+
+Each file is fetched like a page (services/net/text_fetch.py: every hop checked and pinned, the
+crawl's login sent only to the hosts it names), at most MAX_SITEMAPS sitemaps and MAX_SEED_URLS URLs.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from services.crawl.robots_cache import MAX_DISCOVERY_BYTES, RobotsCache, site_root
+from services.net.credentials import SiteCredentials
+from services.net.robots import parse_llms_txt, parse_sitemap
+from services.net.text_fetch import fetch_text
+from services.net.urls import normalize_url
+
+if TYPE_CHECKING:
+    from services.settings import Settings
+
+MAX_SITEMAPS = 10
+MAX_SEED_URLS = 5000
+
+
+async def discover(
+    start_url: str, robots: RobotsCache, settings: Settings, login: SiteCredentials | None = None
+) -> list[tuple[str, str]]:
+    """(normalised URL, origin) of the pages the start host's sitemaps and /llms.txt list; origin is
+    "sitemap" or "llms"."""
+    root = site_root(start_url)
+    policy = await robots.policy(start_url)
+    queue = list(dict.fromkeys([*policy.sitemaps, root + "/sitemap.xml"]))
+    found: list[tuple[str, str]] = []
+    seen: set[str] = set()
+    while queue and len(seen) < MAX_SITEMAPS and len(found) < MAX_SEED_URLS:
+        sitemap_url = normalize_url(queue.pop(0))
+        if sitemap_url is None or sitemap_url in seen:
+            continue
+        seen.add(sitemap_url)
+        status, text = await fetch_discovery_file(sitemap_url, settings, login)
+        if status == 200:
+            pages, nested = parse_sitemap(text)
+            found.extend((u, "sitemap") for u in pages)
+            queue.extend(nested)
+    llms_url = root + "/llms.txt"
+    status, text = await fetch_discovery_file(llms_url, settings, login)
+    if status == 200:
+        found.extend((u, "llms") for u in parse_llms_txt(text, llms_url))
+    normalized = [(normalize_url(u), origin) for u, origin in found[:MAX_SEED_URLS]]
+    return [(u, origin) for u, origin in normalized if u]
+
+
+async def fetch_discovery_file(url: str, settings: Settings, login: SiteCredentials | None) -> tuple[int, str]:
+    return await fetch_text(
+        url,
+        user_agent=settings.crawl_user_agent,
+        timeout=settings.crawl_page_timeout,
+        max_bytes=MAX_DISCOVERY_BYTES,
+        allow_private=settings.crawl_allow_private,
+        login=login,
+    )
