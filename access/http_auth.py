@@ -9,7 +9,9 @@ restart. Token checks use a small pool of their own: they never wait for the mod
 
 With ARCHIVIST_OAUTH_ISSUER set (issue 20, docs/identity.md), the verifier also accepts the issuer's
 access tokens (checked by services/access/oauth.py), the protected-resource metadata (RFC 9728) names
-that issuer, and /mcp always needs a bearer: a 401 tells MCP clients where to sign in.
+that issuer, and /mcp always needs a bearer: a 401 tells MCP clients where to sign in. A valid token
+without ARCHIVIST_OAUTH_REQUIRED_SCOPES is passed on with its own scopes, so the SDK's middleware
+answers it 403 `insufficient_scope` (RFC 6750 section 3.1) rather than 401.
 """
 
 from __future__ import annotations

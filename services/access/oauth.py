@@ -6,9 +6,13 @@ checked here, locally:
 - a JWT: its signature by a key of the issuer's JWKS (discovered from the issuer's metadata, cached,
   fetched again on an unknown `kid` at most once per `jwks_min_refresh_seconds`, and when the cache
   is older than `jwks_cache_seconds`: a rotated key works without a restart, and a removed one stops
-  working within the cache time), then `iss`, `aud`, `exp`/`nbf` (with `leeway` seconds of clock
-  skew) and the required scopes;
+  working within the cache time), then `iss`, `aud` and `exp`/`nbf` (with `leeway` seconds of clock
+  skew);
 - anything else: RFC 7662 introspection, when the issuer's metadata names an introspection endpoint.
+
+The required scopes are not checked here: a valid token without them is still a valid token, and the
+HTTP layer (the SDK's RequireAuthMiddleware, access/http_auth.py) answers it 403 `insufficient_scope`
+(RFC 6750 section 3.1), where a refused token gets 401.
 
 The result is an `Identity` (subject, email, client id, groups, scopes): who the person or agent is,
 never what it may see; `services/access/grants.py` maps it onto profiles. Signatures are checked by
@@ -235,7 +239,8 @@ class IssuerKeys:
 
 
 class OAuthVerifier:
-    """Turns the issuer's access tokens into an `Identity`, or raises InvalidToken saying why."""
+    """Turns the issuer's access tokens into an `Identity` (its scopes included, whatever they are), or
+    raises InvalidToken saying why."""
 
     def __init__(self, config: OAuthConfig, client: httpx.AsyncClient | None = None) -> None:
         self.config = config
@@ -247,9 +252,6 @@ class OAuthVerifier:
             identity = await (self._jwt(token) if is_jwt(token) else self._introspect(token))
         except InvalidToken as exc:
             raise InvalidToken(redact_text(str(exc))) from None
-        missing = [s for s in self.config.required_scopes if s not in identity.scopes]
-        if missing:
-            raise InvalidToken(f"the token lacks the required scope(s) {', '.join(missing)}")
         return identity
 
     async def _jwt(self, token: str) -> Identity:

@@ -142,13 +142,27 @@ async def test_bad_tokens_get_401_while_a_good_one_gets_in(idp: IdP, url: str, w
         "wrong issuer": foreign,
         "issuer claim forged": user_token(idp, url, "alice", iss="http://127.0.0.1:1"),
         "unknown key": idp.sign(claims, key=stranger_key),
-        "no required scope": user_token(idp, url, "alice", scope="email"),
         "garbage": "not-a-token",
     }
     for why, token in bad.items():
         response = await post_initialize(url, token)
         assert response.status_code == 401, (why, response.status_code, response.text)
         assert 'resource_metadata="' in response.headers["www-authenticate"], why
+        assert 'error="invalid_token"' in response.headers["www-authenticate"], why
+
+
+async def test_a_valid_token_without_the_required_scope_gets_403(idp: IdP, url: str, world: World) -> None:
+    """RFC 6750 section 3.1: a good token lacking the scope is 403 insufficient_scope, not 401 (which
+    would send a client to sign in again for the same token); JWT and introspected alike."""
+    opaque = await asyncio.to_thread(idp.client_token, "opaque-agent", url, "email")
+    for token in (user_token(idp, url, "alice", scope="email"), user_token(idp, url, "alice", scope=""), opaque):
+        response = await post_initialize(url, token)
+        assert response.status_code == 403, (response.status_code, response.text)
+        challenge = response.headers["www-authenticate"]
+        assert challenge.startswith("Bearer ") and 'error="insufficient_scope"' in challenge, challenge
+        assert 'resource_metadata="' in challenge and "archivist" in challenge, challenge
+        assert response.json()["error"] == "insufficient_scope"
+    assert (await post_initialize(url, user_token(idp, url, "alice"))).status_code == 200
 
 
 async def test_without_the_write_scope_access_is_read_only(idp: IdP, url: str, world: World) -> None:
