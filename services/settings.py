@@ -189,6 +189,9 @@ class Settings(BaseSettings):
     #: rotation stops working within this time), and the least time between two fetches on unknown keys
     oauth_jwks_cache_seconds: float = Field(default=300.0, ge=0)
     oauth_jwks_min_refresh_seconds: float = Field(default=10.0, ge=0)
+    #: how long an introspected token's answer is reused (never past its `exp`; 0: ask on every request):
+    #: a token revoked at the issuer keeps working here at most this long
+    oauth_introspection_cache_seconds: float = Field(default=60.0, ge=0)
 
     @field_validator("allowed_paths", mode="before")
     @classmethod

@@ -8,7 +8,9 @@ checked here, locally:
   is older than `jwks_cache_seconds`: a rotated key works without a restart, and a removed one stops
   working within the cache time), then `iss`, `aud` and `exp`/`nbf` (with `leeway` seconds of clock
   skew);
-- anything else: RFC 7662 introspection, when the issuer's metadata names an introspection endpoint.
+- anything else: RFC 7662 introspection, when the issuer's metadata names an introspection endpoint;
+  an admitted token's answer is reused for up to `introspection_cache_seconds`, never past its `exp`
+  (services/access/token_cache.py).
 
 The required scopes are not checked here: a valid token without them is still a valid token, and the
 HTTP layer (the SDK's RequireAuthMiddleware, access/http_auth.py) answers it 403 `insufficient_scope`
@@ -33,6 +35,7 @@ import httpx
 import jwt
 
 from services.access.redaction import redact_text
+from services.access.token_cache import TokenCache
 
 logger = logging.getLogger(__name__)
 #: the scope that lets a token write (create, update, delete, crawl); without it access is read-only
@@ -59,6 +62,7 @@ class OAuthConfig:
     leeway_seconds: float = 60.0
     jwks_cache_seconds: float = 300.0
     jwks_min_refresh_seconds: float = 10.0
+    introspection_cache_seconds: float = 60.0
     timeout_seconds: float = 10.0
 
     @classmethod
@@ -79,6 +83,7 @@ class OAuthConfig:
             leeway_seconds=float(getattr(settings, "oauth_leeway_seconds", 60.0)),
             jwks_cache_seconds=float(getattr(settings, "oauth_jwks_cache_seconds", 300.0)),
             jwks_min_refresh_seconds=float(getattr(settings, "oauth_jwks_min_refresh_seconds", 10.0)),
+            introspection_cache_seconds=float(getattr(settings, "oauth_introspection_cache_seconds", 60.0)),
         )
 
 
@@ -246,6 +251,7 @@ class OAuthVerifier:
         self.config = config
         self.client = client or httpx.AsyncClient(timeout=config.timeout_seconds, follow_redirects=False)
         self.keys = IssuerKeys(config, self.client)
+        self.introspected: TokenCache[Identity] = TokenCache(config.introspection_cache_seconds)
 
     async def verify(self, token: str) -> Identity:
         try:
@@ -278,6 +284,9 @@ class OAuthVerifier:
         return identity_from_claims(claims, self.config)
 
     async def _introspect(self, token: str) -> Identity:
+        cached = self.introspected.get(token)
+        if cached is not None:
+            return cached
         endpoint = (await self.keys.metadata()).get("introspection_endpoint")
         if not endpoint:
             raise InvalidToken("not a JWT, and the issuer offers no introspection endpoint")
@@ -293,7 +302,9 @@ class OAuthVerifier:
         if not isinstance(claims, dict) or claims.get("active") is not True:
             raise InvalidToken("the issuer says the token is not active")
         check_introspected(claims, self.config)
-        return identity_from_claims(claims, self.config)
+        identity = identity_from_claims(claims, self.config)
+        self.introspected.put(token, identity, identity.expires_at)
+        return identity
 
     async def aclose(self) -> None:
         await self.client.aclose()

@@ -108,6 +108,7 @@ class IdP:
         self.keys: list[RSAKey] = [new_key()]
         self.codes: dict[str, Code] = {}
         self.opaque: dict[str, dict[str, Any]] = {}
+        self.introspected: list[str] = []  # the token of every introspection request, in order
         self.sign_in_as = ""  # the user the authorization endpoint signs in
         self.port = 0
         self.audience_default = ""
@@ -252,9 +253,12 @@ def build_app(idp: IdP) -> flask.Flask:
     app.add_url_rule("/jwks", "jwks", lambda: flask.jsonify(KeySet(list(idp.keys)).as_dict(private=False)))
     app.add_url_rule("/authorize", "authorize", lambda: server.create_authorization_response(grant_user=idp.sign_in_as))
     app.add_url_rule("/token", "token", server.create_token_response, methods=["POST"])
-    app.add_url_rule(
-        "/introspect", "introspect", lambda: server.create_endpoint_response("introspection"), methods=["POST"]
-    )
+
+    def introspect() -> Any:
+        idp.introspected.append(flask.request.form.get("token", ""))
+        return server.create_endpoint_response("introspection")
+
+    app.add_url_rule("/introspect", "introspect", introspect, methods=["POST"])
     return app
 
 

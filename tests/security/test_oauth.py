@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import secrets
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -23,6 +24,8 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.auth import AuthorizationCodeResult, OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
 
 from commands.access import cli_audit
+from services.access.oauth import Identity
+from services.access.token_cache import TokenCache
 from services.errors import NotFound
 from tests.mcp_helpers import call
 from tests.security.oidc_idp import Client as IdpClient
@@ -208,6 +211,53 @@ async def test_opaque_tokens_are_introspected(idp: IdP, url: str, world: World) 
     assert token.count(".") != 2
     assert public_only(await source_titles(url, token))
     assert (await post_initialize(url, token + "x")).status_code == 401
+
+
+async def test_introspection_is_cached_for_the_tokens_lifetime(idp: IdP, url: str, world: World) -> None:
+    """An opaque token is introspected once, then its answer serves later requests (at most 60 s, never
+    past the token's `exp`); a refusal is not cached."""
+    token = await asyncio.to_thread(idp.client_token, "opaque-agent", url, "archivist")
+    for _ in range(3):
+        assert (await post_initialize(url, token)).status_code == 200
+    assert public_only(await source_titles(url, token))  # a whole MCP session: several requests
+    assert idp.introspected.count(token) == 1
+
+    wrong = token + "x"
+    for _ in range(2):
+        assert (await post_initialize(url, wrong)).status_code == 401
+    assert idp.introspected.count(wrong) == 2
+
+    expires = int(time.time()) + 3
+    short = secrets.token_urlsafe(32)
+    idp.opaque[short] = {**idp.claims_for(idp.clients["opaque-agent"], None, "archivist", url), "exp": expires}
+    for _ in range(2):
+        assert (await post_initialize(url, short)).status_code == 200
+    assert idp.introspected.count(short) == 1
+    await asyncio.sleep(expires - time.time() + 0.5)  # expired at the issuer, within Archivist's leeway
+    assert (await post_initialize(url, short)).status_code == 401  # asked again: no longer active
+    assert idp.introspected.count(short) == 2
+
+
+def test_the_introspection_cache_is_bounded_and_ends_with_the_token() -> None:
+    now = [1000.0]
+    cache: TokenCache[Identity] = TokenCache(60, max_entries=3, clock=lambda: now[0], wall=lambda: now[0])
+    person = Identity(issuer="i", subject="s")
+    for n in range(4):
+        cache.put(f"t{n}", person, None)
+    assert cache.get("t0") is None and cache.get("t3") == person  # the oldest left
+    assert cache.get("t1") == person  # used: now the newest
+    cache.put("t4", person, None)
+    assert cache.get("t2") is None and cache.get("t1") == person
+    cache.put("soon", person, now[0] + 5)
+    cache.put("gone", person, now[0] - 1)  # already expired: not kept
+    assert cache.get("gone") is None and cache.get("soon") == person
+    now[0] += 6
+    assert cache.get("soon") is None and cache.get("t1") == person  # its exp, not the 60 s, ended it
+    now[0] += 60
+    assert cache.get("t1") is None
+    off: TokenCache[Identity] = TokenCache(0)  # ARCHIVIST_OAUTH_INTROSPECTION_CACHE_SECONDS=0
+    off.put("t", person, None)
+    assert off.get("t") is None
 
 
 async def test_archivist_tokens_work_beside_the_issuers(idp: IdP, url: str, world: World) -> None:
