@@ -64,6 +64,10 @@ class Settings(BaseSettings):
     #: The same limit for chunks waiting for their vector (two-phase indexing), in the keyword leg that
     #: ranks them (services/search/pending.py): with no vector, a question's common words are evidence.
     keyword_pending_max_term_frequency: float = Field(default=1.0, gt=0, le=1)
+    #: From this many chunks on, a common term's document frequency is estimated from PostgreSQL's
+    #: statistics instead of counted (counting costs ~60 ms a query at a million chunks); below it every
+    #: term is counted, so rankings do not depend on when autovacuum last sampled the table.
+    keyword_statistics_min_chunks: int = Field(default=200_000, ge=0)
 
     #: SearXNG instance for search_type="web" (off when unset); its settings.yml must allow the json format.
     searxng_url: str | None = None

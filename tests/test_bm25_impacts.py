@@ -147,7 +147,7 @@ async def test_statistics_estimate_df_of_common_terms_and_rank_as_exact_counts(a
     texts += ["A kimchi jar beside the kiln.", "Kimchi in a clay crock."]
     source = await _corpus(app, "impacts-estimates", texts)
     await app.db.pool.execute("ANALYZE chunks")
-    hybrid = HybridSearch(app.db, app.settings)
+    hybrid = HybridSearch(app.db, app.settings.model_copy(update={"keyword_statistics_min_chunks": 0}))
     hybrid.term_stats._loaded_at = float("-inf")  # re-read the statistics ANALYZE just wrote
     estimates = await hybrid.term_stats.frequencies()
     chunks = await app.db.pool.fetchval("SELECT sum(chunks) FROM bm25_totals")

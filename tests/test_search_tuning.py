@@ -32,6 +32,8 @@ async def test_common_terms_are_pruned_with_real_statistics(app: Archivist) -> N
     await app.db.pool.execute("ANALYZE chunks")
     hybrid = app.search.strategy("hybrid")
     hybrid.term_stats._loaded_at = float("-inf")  # re-read the statistics ANALYZE just wrote
+    assert await hybrid.term_stats.frequencies() == {}  # 41 chunks: every term is counted, not estimated
+    hybrid.term_stats.min_chunks, hybrid.term_stats._loaded_at = 0, float("-inf")  # a "large" corpus
     frequencies = await hybrid.term_stats.frequencies()
     assert frequencies["laboratori"] > 0.5 and frequencies.get("axolotl", 0.0) < 0.05
     assert await hybrid.keyword_query("laboratory axolotl") == "'axolotl'"
