@@ -1,4 +1,4 @@
-"""Sources: named collections of documents."""
+"""Sources: named collections of documents (finding them by title: services/source_titles.py)."""
 
 from __future__ import annotations
 
@@ -8,15 +8,19 @@ from uuid import UUID
 import asyncpg
 
 from models import Page, Source, SourceStats
+from services.access.job_limits import scoped_ids
 from services.access.scope import admit, current_scope
 from services.database import Database
 from services.errors import Conflict, InvalidArgument, NotFound
 from services.source_origin import describe
+from services.source_titles import SOURCE_COLUMNS, conflict, lock_title, named, visible_identity
 from services.validation import check_page, clean_text, parse_uuid, require_text
 
 SOURCE_TYPES = ("upload", "crawl", "api", "folder", "git")
 LIST_HINT = "Use manage_source(action='list') to see available sources."
-SOURCE_COLUMNS = "id, title, description, url, source_type, status, metadata, created_at, updated_at, version"
+#: a collision inside the caller's own namespace with a source it cannot see (one the owner took out of
+#: its profile): refused without naming it
+HIDDEN_TWIN = "A source titled '{title}' with this url and version was already created under this profile."
 
 
 def _check_source_type(source_type: str) -> str:
@@ -39,18 +43,6 @@ def _to_source(row: asyncpg.Record) -> Source:
     return Source(**dict(row))
 
 
-async def lock_title(conn: asyncpg.Connection, title: str) -> None:
-    """Serialise find-or-create of one title (any case) across connections and processes."""
-    await conn.execute("SELECT pg_advisory_xact_lock(hashtext('archivist-source:' || lower($1)))", title)
-
-
-def conflict(row: asyncpg.Record) -> Conflict:
-    return Conflict(
-        f"A source titled '{row['title'][:200]}' already exists (id {row['id']}).",
-        f"Use source_id='{row['id']}', or give the new source a different title, url or version.",
-    )
-
-
 async def _insert(
     conn: asyncpg.Connection,
     title: str,
@@ -60,16 +52,17 @@ async def _insert(
     metadata: dict[str, Any] | None,
     version: str | None,
 ) -> asyncpg.Record:
+    """A new source in the caller's namespace; the unique index fires only for a source of that same
+    namespace the caller cannot see (every visible one was checked first)."""
     try:
         return await conn.fetchrow(
-            f"INSERT INTO sources (title, description, url, source_type, metadata, version) "
-            f"VALUES ($1, $2, $3, $4, $5, $6) RETURNING {SOURCE_COLUMNS}",
+            f"INSERT INTO sources (title, description, url, source_type, metadata, version, namespace) "
+            f"VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING {SOURCE_COLUMNS}",
             *clean_text((title, description, url, source_type, metadata or {}, version)),
+            current_scope().namespace,
         )
     except asyncpg.UniqueViolationError:
-        raise Conflict(
-            f"A source titled '{title[:200]}' with this url and version already exists.", LIST_HINT
-        ) from None
+        raise Conflict(HIDDEN_TWIN.format(title=title[:200]), "Give the new source a different title.") from None
 
 
 async def join_first_profile(conn: asyncpg.Connection, source_id: UUID) -> None:
@@ -99,23 +92,16 @@ class SourceService:
         metadata: dict[str, Any] | None = None,
         version: str | None = None,
     ) -> Source:
-        """A new source; CONFLICT when one with the same title (any case), url and version exists."""
+        """A new source; CONFLICT (naming it) when one the caller can see has the same title (any case),
+        url and version. Another tenant's source under that title is no conflict (services/source_titles.py)."""
         title = require_text(clean_text(title), "title", max_length=500)
         version = check_version(clean_text(version))
         _check_source_type(source_type)
         async with self.db.pool.acquire() as conn, conn.transaction():
             await lock_title(conn, title)
-            existing = await conn.fetchrow(
-                f"SELECT {SOURCE_COLUMNS} FROM sources WHERE lower(title) = lower($1) "
-                "AND coalesce(url, '') = coalesce($2, '') AND coalesce(version, '') = coalesce($3, '') LIMIT 1",
-                title,
-                clean_text(url),
-                version,
-            )
-            if existing is not None:
-                if not current_scope().allows(existing["id"]):
-                    raise Conflict(f"A source titled '{title[:200]}' already exists.", "Use a different title.")
-                raise conflict(existing)
+            seen = await visible_identity(conn, title, clean_text(url), version)
+            if seen:
+                raise conflict(seen[0])
             row = await _insert(conn, title, description, url, source_type, metadata, version)
             await join_first_profile(conn, row["id"])
         return _to_source(row)
@@ -128,25 +114,20 @@ class SourceService:
         return _to_source(row)
 
     async def find_by_title(self, title: str) -> Source | None:
-        row = await self.db.pool.fetchrow(
-            f"SELECT {SOURCE_COLUMNS} FROM sources WHERE title = $1 ORDER BY created_at LIMIT 1", title
-        )
+        """The caller's source `title` names (see `source_titles.named`), or None."""
+        row = await named(self.db.pool, title)
         return _to_source(row) if row else None
 
     async def resolve(self, reference: str | UUID) -> Source:
         """A source named by its id or its title (exact title first, then any case; the oldest wins),
-        within the caller's scope: what `--source` accepts on the command line."""
+        within the caller's scope: what `--source` accepts on the command line. CONFLICT when two sources
+        the caller can see share the title, url and version."""
         text = str(reference).strip()
         try:
             return await self.get(UUID(text))
         except ValueError:
             pass
-        row = await self.db.pool.fetchrow(
-            f"SELECT {SOURCE_COLUMNS} FROM sources WHERE lower(title) = lower($1) "
-            "AND ($2::uuid[] IS NULL OR id = ANY($2::uuid[])) ORDER BY (title = $1) DESC, created_at LIMIT 1",
-            text,
-            None if current_scope().source_ids is None else list(current_scope().source_ids or ()),
-        )
+        row = await named(self.db.pool, text)
         if row is None:
             raise NotFound(f"No source is named or numbered '{text[:200]}'.", LIST_HINT)
         return _to_source(row)
@@ -154,22 +135,16 @@ class SourceService:
     async def get_or_create(
         self, title: str, source_type: str = "upload", url: str | None = None
     ) -> tuple[Source, bool]:
-        """The oldest source with this title (any case) in the caller's scope, or a new one; the flag says
-        whether it was created. Atomic across concurrent calls and processes (an advisory lock on the title)."""
+        """The source this title (any case) names in the caller's scope (`source_titles.named`), or a new
+        one in its namespace; the flag says whether it was created. Atomic across concurrent calls and
+        processes (an advisory lock on the title)."""
         title = require_text(clean_text(title), "title", max_length=500)
-        scoped = current_scope().source_ids
-        in_scope = None if scoped is None else list(scoped)
-        find = (
-            f"SELECT {SOURCE_COLUMNS} FROM sources WHERE lower(title) = lower($1) "
-            "AND ($2::uuid[] IS NULL OR id = ANY($2::uuid[])) "
-            "ORDER BY (title = $1) DESC, created_at LIMIT 1"
-        )
-        row = await self.db.pool.fetchrow(find, title, in_scope)  # the common case: it exists (no lock)
+        row = await named(self.db.pool, title)  # the common case: it exists (no lock)
         if row is not None:
             return _to_source(row), False
         async with self.db.pool.acquire() as conn, conn.transaction():
             await lock_title(conn, title)
-            row = await conn.fetchrow(find, title, in_scope)
+            row = await named(conn, title)
             if row is not None:
                 return _to_source(row), False
             row = await _insert(conn, title, None, url, _check_source_type(source_type), None, None)
@@ -193,9 +168,9 @@ class SourceService:
         """Newest first; `title` keeps sources whose title contains it (any case)."""
         page, per_page = check_page(page, per_page)
         conditions, params = [], []
-        scoped = current_scope().source_ids
+        scoped = scoped_ids()
         if scoped is not None:
-            params.append(list(scoped))
+            params.append(scoped)
             conditions.append(f"id = ANY(${len(params)})")
         if title and title.strip():
             params.append("%" + title.strip().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%")
@@ -224,30 +199,46 @@ class SourceService:
             title = require_text(title, "title", max_length=500)
         if source_type is not None:
             _check_source_type(source_type)
-        row = await self._update_row(
-            f"UPDATE sources SET title = coalesce($2, title), description = coalesce($3, description), "
-            f"url = coalesce($4, url), source_type = coalesce($5, source_type), "
-            f"metadata = metadata || coalesce($6, '{{}}'::jsonb), version = coalesce($7, version), "
-            f"updated_at = now() WHERE id = $1 RETURNING {SOURCE_COLUMNS}",
-            sid,
-            title,
-            description,
-            url,
-            source_type,
-            metadata,
-            check_version(version),
-        )
+        values = clean_text((title, description, url, source_type, metadata, check_version(version)))
+        async with self.db.pool.acquire() as conn, conn.transaction():
+            if any(v is not None for v in (title, url, version)):
+                title = await self._check_identity(conn, sid, values[0], values[2], values[5])
+            try:
+                row = await conn.fetchrow(
+                    f"UPDATE sources SET title = coalesce($2, title), description = coalesce($3, description), "
+                    f"url = coalesce($4, url), source_type = coalesce($5, source_type), "
+                    f"metadata = metadata || coalesce($6, '{{}}'::jsonb), version = coalesce($7, version), "
+                    f"updated_at = now() WHERE id = $1 RETURNING {SOURCE_COLUMNS}",
+                    sid,
+                    *values,
+                )
+            except asyncpg.UniqueViolationError:  # a source of its namespace the caller cannot see
+                raise Conflict(HIDDEN_TWIN.format(title=str(title)[:200]), "Choose a different title.") from None
         if row is None:
             raise NotFound(f"Source not found: {sid}", LIST_HINT)
         return _to_source(row)
 
-    async def _update_row(self, sql: str, *params: Any) -> asyncpg.Record | None:
-        try:
-            return await self.db.pool.fetchrow(sql, *clean_text(params))
-        except asyncpg.UniqueViolationError:
-            raise Conflict(
-                "Another source already has this title, url and version.", "Choose a different title or version."
-            ) from None
+    @staticmethod
+    async def _check_identity(
+        conn: asyncpg.Connection, sid: UUID, title: str | None, url: str | None, version: str | None
+    ) -> str:
+        """CONFLICT (naming it) when a source the caller can see already has the identity this update
+        gives `sid`; another tenant's source with it is no conflict. Returns the title it will have."""
+        current = await conn.fetchrow("SELECT title, url, version FROM sources WHERE id = $1", sid)
+        if current is None:
+            raise NotFound(f"Source not found: {sid}", LIST_HINT)
+        new_title = title if title is not None else current["title"]
+        await lock_title(conn, new_title)
+        seen = await visible_identity(
+            conn,
+            new_title,
+            url if url is not None else current["url"],
+            version if version is not None else current["version"],
+            exclude=sid,
+        )
+        if seen:
+            raise conflict(seen[0])
+        return str(new_title)
 
     async def delete(self, source_id: str | UUID | None) -> dict[str, Any]:
         """Delete a source and (by cascade) its documents and chunks; returns what was removed."""

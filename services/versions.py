@@ -3,7 +3,9 @@
 Several sources may share a title (the library) with different `version`s. A request names the library
 and an exact version ("3.11", "2.1.0"), a range ("3.x", "3.*", ">=2.1", "~=2.1", ">=1,<2"), "latest",
 or nothing (the newest). Ranges resolve to the highest matching version. When nothing matches, the
-error lists the versions that exist: never an answer from another version.
+error lists the versions that exist: never an answer from another version. Only the caller's sources
+count, and two of them with the same title, version and url (two tenants' sources in one profile) answer
+CONFLICT asking for the source id (services/source_titles.py).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from packaging.version import InvalidVersion, Version
 from services.access.scope import current_scope
 from services.database import Database
 from services.errors import InvalidArgument, NotFound
+from services.source_titles import ambiguous, twins
 
 WILDCARD = re.compile(r"^v?(\d+(?:\.\d+)*)\.(?:x|\*)$", re.IGNORECASE)
 OPERATORS = ("==", "!=", ">=", "<=", ">", "<", "~=")
@@ -100,8 +103,8 @@ async def resolve(db: Database, library: str | None, version: str | None) -> Res
         )
     ids = current_scope().source_ids  # other tenants' libraries and versions do not exist here
     rows = await db.pool.fetch(
-        "SELECT id, title, version FROM sources WHERE lower(title) = lower($1) "
-        "AND ($2::uuid[] IS NULL OR id = ANY($2)) ORDER BY created_at",
+        "SELECT id, title, version, url FROM sources WHERE lower(title) = lower($1) "
+        "AND ($2::uuid[] IS NULL OR id = ANY($2)) ORDER BY created_at, id",
         library.strip(),
         None if ids is None else list(ids),
     )
@@ -123,4 +126,7 @@ async def resolve(db: Database, library: str | None, version: str | None) -> Res
             "Search one of the available versions, or omit version for the newest.",
         )
     row = by_label[chosen]
+    same = twins(rows, row)
+    if len(same) > 1:
+        raise ambiguous(library.strip(), same)
     return ResolvedVersion(row["id"], row["title"], row["version"], version)

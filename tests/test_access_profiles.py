@@ -122,10 +122,13 @@ async def test_sources_created_in_scope_join_the_first_profile(world, app, setti
         for sid in new:  # the caller sees what it made, in later calls too
             await ok(c, "manage_source", action="get", source_id=sid)
         assert crawl["crawl_job"]["id"] in {j["id"] for j in (await ok(c, "crawl_website", action="list"))["jobs"]}
-        # a title that exists only outside the scope is not found, nor written into
+        # a title that exists only outside the scope is not found, nor written into, nor a conflict: the
+        # caller gets a source of its own under that title (in its first profile's namespace)
         outside = await app.sources.create(title="Outside title", source_type="api")
-        await err(c, "manage_document", "CONFLICT", action="create", title="Outside title", content="x")
+        own = await ok(c, "manage_document", action="create", title="Outside title", content="x")
+        assert own["source_created"] is True and own["source_id"] != str(outside.id), own
         assert (await app.sources.stats(outside.id)).documents_count == 0
+        new.append(own["source_id"])
     pa = await app.profiles.get("pa")
     assert [str(s) for s in pa.source_ids] == [str(world["a"]), *new]
     assert all(str(s) not in new for s in (await app.profiles.get("pb")).source_ids)

@@ -1,5 +1,5 @@
 """Versioned documentation: version resolution, versioned search through MCP, the "not available" reply,
-listing by title, and migration 007 on top of 006's identity index."""
+listing by title, migration 007 on top of 006's identity index, and 022 making it per namespace."""
 
 from __future__ import annotations
 
@@ -70,6 +70,31 @@ async def test_migration_007_extends_the_identity_index(app: Archivist) -> None:
         await conn.execute("DELETE FROM sources WHERE lower(title) = 'idx-lib'")
         if not had_index:
             await conn.execute("DROP INDEX sources_identity_uq")
+
+
+async def test_migration_022_makes_the_identity_unique_per_namespace(app: Archivist) -> None:
+    """Sources from before 022 stay in the owner's namespace '' (unique as before); one identity may exist
+    once per namespace, and the global index is gone."""
+    async with app.db.pool.acquire() as conn:
+        async with conn.transaction():
+            await conn.execute("DROP INDEX sources_namespace_identity_uq")
+            await conn.execute("ALTER TABLE sources DROP COLUMN namespace")
+            await conn.execute(
+                "CREATE UNIQUE INDEX sources_identity_uq ON sources (lower(title), coalesce(url, ''), "
+                "coalesce(version, ''))"
+            )
+            old = await conn.fetchval("INSERT INTO sources (title, version) VALUES ('ns-lib', '1.0') RETURNING id")
+            await conn.execute(next(SQL_DIR.glob("022_*.sql")).read_text())
+        assert await conn.fetchval("SELECT namespace FROM sources WHERE id = $1", old) == ""
+        assert not await conn.fetchval("SELECT count(*) FROM pg_indexes WHERE indexname = 'sources_identity_uq'")
+        await conn.execute("INSERT INTO sources (title, version, namespace) VALUES ('NS-lib', '1.0', 'team')")
+        for namespace in ("", "team"):
+            with pytest.raises(asyncpg.UniqueViolationError):
+                await conn.execute(
+                    "INSERT INTO sources (title, version, namespace) VALUES ('ns-LIB', '1.0', $1)", namespace
+                )
+        await conn.execute("DELETE FROM sources WHERE lower(title) = 'ns-lib'")
+    await app.db.pool.expire_connections()  # statements prepared before the column was re-added
 
 
 @pytest_asyncio.fixture(scope="module")

@@ -84,6 +84,14 @@ class Scope:
     def restricted(self) -> bool:
         return self.source_ids is not None
 
+    @property
+    def namespace(self) -> str:
+        """Where the sources this caller creates are unique by title, url and version (sql/022): '' for
+        the unrestricted owner, else the first profile (which a new source joins), else the caller."""
+        if self.source_ids is None:
+            return ""
+        return self.profiles[0] if self.profiles else f"caller:{self.who}"
+
     def narrowed(self, source_ids: frozenset[UUID] | None, profiles: list[str]) -> Scope:
         """This scope limited further to `source_ids` (e.g. one of its profiles): never wider."""
         ids = source_ids if self.source_ids is None else (source_ids or frozenset()) & self.source_ids

@@ -15,7 +15,7 @@ from uuid import UUID
 
 from models import Source
 from models.jobs import CrawlParams, StartedJob
-from services.access.job_limits import insert_job
+from services.access.job_limits import insert_job, scoped_ids
 from services.crawl.params import _check_patterns
 from services.errors import InvalidArgument, NotFound
 from services.paths import resolve_caller_path
@@ -67,7 +67,12 @@ class SyncService:
         if source_id:
             source = await self.app.sources.get(source_id)
         else:
-            row = await self.db.pool.fetchrow("SELECT source_id FROM source_folders WHERE path = $1", str(directory))
+            row = await self.db.pool.fetchrow(  # only the caller's: another tenant's binding is no oracle
+                "SELECT source_id FROM source_folders WHERE path = $1 "
+                "AND ($2::uuid[] IS NULL OR source_id = ANY($2::uuid[])) ORDER BY created_at LIMIT 1",
+                str(directory),
+                scoped_ids(),
+            )
             if row is not None:
                 source = await self.app.sources.get(row["source_id"])
             else:

@@ -11,7 +11,7 @@ from uuid import UUID
 
 from models import Source
 from models.jobs import CrawlParams, StartedJob
-from services.access.job_limits import insert_job
+from services.access.job_limits import insert_job, scoped_ids
 from services.crawl.params import _check_patterns
 from services.database import Database
 from services.errors import InvalidArgument, NotFound
@@ -127,9 +127,10 @@ class GitService:
             return source, False
         row = await self.db.pool.fetchrow(
             "SELECT source_id FROM source_git WHERE url = $1 AND ($2::text IS NULL OR ref = $2) "
-            "ORDER BY created_at LIMIT 1",
+            "AND ($3::uuid[] IS NULL OR source_id = ANY($3::uuid[])) ORDER BY created_at LIMIT 1",
             url,
             ref,
+            scoped_ids(),  # only the caller's: another tenant's repository is no oracle
         )
         if row is not None:
             return await self.sources.get(row["source_id"]), False
