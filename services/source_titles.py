@@ -1,7 +1,7 @@
 """Sources named by title: found only among the caller's sources, unique per namespace.
 
 A source's identity (title in any case, url, version) is unique per namespace
-(sql/022_source_namespaces.sql): '' for the sources the local owner creates, else the profile a
+(sql/023_source_namespaces.sql): '' for the sources the local owner creates, else the profile a
 confined caller's new source joins. A title another tenant took is therefore no conflict, and creating a
 source under it answers exactly as for a title that exists nowhere (SECURITY.md, boundary 1;
 tests/security/test_tenant_titles.py). A collision with a source the caller can see is CONFLICT naming

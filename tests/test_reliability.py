@@ -128,7 +128,7 @@ def test_disk_full_and_read_only_name_the_directory() -> None:
 
 
 async def test_migration_006_merges_duplicates_without_losing_documents(app: Archivist) -> None:
-    """006 on a database from before it (no identity index yet); 022 then makes the identity per namespace."""
+    """006 on a database from before it (no identity index yet); 023 then makes the identity per namespace."""
     async with app.db.pool.acquire() as conn:
         await conn.execute("DROP INDEX sources_namespace_identity_uq")
         ids = [
@@ -160,7 +160,7 @@ async def test_migration_006_merges_duplicates_without_losing_documents(app: Arc
         assert orphans == 0
         assert await conn.fetchval("SELECT count(*) FROM pg_indexes WHERE indexname = 'sources_identity_uq'") == 1
         async with conn.transaction():
-            await conn.execute((SQL_DIR / "022_source_namespaces.sql").read_text())
+            await conn.execute((SQL_DIR / "023_source_namespaces.sql").read_text())
         indexes = await conn.fetch("SELECT indexname FROM pg_indexes WHERE indexname LIKE 'sources_%identity_uq'")
         assert [r["indexname"] for r in indexes] == ["sources_namespace_identity_uq"]
     with pytest.raises(Conflict):

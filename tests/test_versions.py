@@ -1,5 +1,5 @@
 """Versioned documentation: version resolution, versioned search through MCP, the "not available" reply,
-listing by title, migration 007 on top of 006's identity index, and 022 making it per namespace."""
+listing by title, migration 007 on top of 006's identity index, and 023 making it per namespace."""
 
 from __future__ import annotations
 
@@ -72,8 +72,8 @@ async def test_migration_007_extends_the_identity_index(app: Archivist) -> None:
             await conn.execute("DROP INDEX sources_identity_uq")
 
 
-async def test_migration_022_makes_the_identity_unique_per_namespace(app: Archivist) -> None:
-    """Sources from before 022 stay in the owner's namespace '' (unique as before); one identity may exist
+async def test_migration_023_makes_the_identity_unique_per_namespace(app: Archivist) -> None:
+    """Sources from before 023 stay in the owner's namespace '' (unique as before); one identity may exist
     once per namespace, and the global index is gone."""
     async with app.db.pool.acquire() as conn:
         async with conn.transaction():
@@ -84,7 +84,7 @@ async def test_migration_022_makes_the_identity_unique_per_namespace(app: Archiv
                 "coalesce(version, ''))"
             )
             old = await conn.fetchval("INSERT INTO sources (title, version) VALUES ('ns-lib', '1.0') RETURNING id")
-            await conn.execute(next(SQL_DIR.glob("022_*.sql")).read_text())
+            await conn.execute(next(SQL_DIR.glob("023_*.sql")).read_text())
         assert await conn.fetchval("SELECT namespace FROM sources WHERE id = $1", old) == ""
         assert not await conn.fetchval("SELECT count(*) FROM pg_indexes WHERE indexname = 'sources_identity_uq'")
         await conn.execute("INSERT INTO sources (title, version, namespace) VALUES ('NS-lib', '1.0', 'team')")

@@ -86,7 +86,7 @@ class Scope:
 
     @property
     def namespace(self) -> str:
-        """Where the sources this caller creates are unique by title, url and version (sql/022): '' for
+        """Where the sources this caller creates are unique by title, url and version (sql/023): '' for
         the unrestricted owner, else the first profile (which a new source joins), else the caller."""
         if self.source_ids is None:
             return ""
