@@ -161,7 +161,8 @@ async def _follow(
             line.samples["searchable"] = probe.sample()
             if asked:
                 line.quality[MOMENTS[0]] = await quality(app, job, base, asked, now)
-        if MOMENTS[1] not in line.quality and asked and embedded_share(job) >= 0.5 and not job.finished:
+        half = line.searchable is not None and embedded_share(job) >= 0.5  # a share of every page's chunks
+        if MOMENTS[1] not in line.quality and asked and half and not job.finished:
             line.quality[MOMENTS[1]] = await quality(app, job, base, asked, now)
         if job.finished:
             line.embedded, line.jobs["embedded"] = now, job

@@ -101,11 +101,23 @@ class EmbeddingBacklog:
     async def pending(self, document_ids: list[UUID] | None = None) -> int:
         return int(await self.db.pool.fetchval(PENDING_SQL, document_ids))
 
-    async def drain(self, document_ids: list[UUID] | None = None, stop: asyncio.Event | None = None) -> int:
+    async def drain(
+        self, document_ids: list[UUID] | None = None, stop: asyncio.Event | None = None, lanes: int = LANES
+    ) -> int:
         """Embed every pending chunk (of these documents, else all), waiting for chunks another claimer
-        holds; returns early when `stop` is set. Returns how many this call embedded."""
+        holds; returns early when `stop` is set. Returns how many this call embedded. `lanes` claims
+        are in flight, so the model works while a claim's vectors are written (one lane: a directory
+        ingest kept 74 % of the cores busy)."""
         if document_ids is not None and not document_ids:
             return 0
+        try:
+            async with asyncio.TaskGroup() as group:
+                counts = [group.create_task(self._drain_lane(document_ids, stop)) for _ in range(max(1, lanes))]
+        except BaseExceptionGroup as failed:  # callers map plain errors (a database fault: UNAVAILABLE)
+            raise failed.exceptions[0] from None
+        return sum(c.result() for c in counts)
+
+    async def _drain_lane(self, document_ids: list[UUID] | None, stop: asyncio.Event | None) -> int:
         done = 0
         while stop is None or not stop.is_set():
             embedded = await self.embed_batch(document_ids)
