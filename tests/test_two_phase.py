@@ -21,6 +21,7 @@ import pytest_asyncio
 
 from services.app import Archivist
 from services.documents import NewDocument, embedding_text
+from services.documents.backlog import BATCH as BACKLOG_BATCH
 from services.embeddings.base import Embedder
 from services.embeddings.gate import embed_in_slices
 from services.worker import run_worker
@@ -43,6 +44,7 @@ class GatedEmbedder(Embedder):
         self.released = asyncio.Event()
         self.delay = 0.0
         self.texts = 0
+        self.waiting = 0  # document embedding calls held at `released`
 
     def embed_documents(self, texts: list[str]) -> np.ndarray:
         return self.inner.embed_documents(texts)
@@ -51,7 +53,11 @@ class GatedEmbedder(Embedder):
         return self.inner.embed_query(text)
 
     async def embed_documents_batched(self, texts: list[str]) -> np.ndarray:
-        await self.released.wait()
+        self.waiting += 1
+        try:
+            await self.released.wait()
+        finally:
+            self.waiting -= 1
         await asyncio.sleep(self.delay)
         self.texts += len(texts)
         return await embed_in_slices(self.inner.embed_documents, texts, self.dim)
@@ -322,6 +328,26 @@ async def test_update_never_leaves_a_reader_with_neither_version(app: Archivist,
 
 
 # ------------------------------------------------------------------ boilerplate embedded once per claim
+
+
+async def test_a_drain_keeps_two_claims_in_flight(app: Archivist, gated: GatedEmbedder) -> None:
+    """While one claim's vectors are written the next claim is already being embedded: a drain (a
+    directory ingest, a job's last step) keeps the model busy (one claim at a time left 26 % idle)."""
+    source, _ = await app.sources.get_or_create("two-phase drain lanes")
+    ids = []
+    for i in range(BACKLOG_BATCH + 8):  # more than one claim's worth of chunks
+        note = await app.documents.ingest(
+            source.id, f"Lane note {i}", f"Pelican lane {i} fish.", "markdown", embed=False
+        )
+        ids.append(note.document.id)
+    gated.released.clear()
+    draining = asyncio.create_task(app.documents.backlog.drain(ids))
+    try:
+        await until(lambda: asyncio.sleep(0, gated.waiting >= 2), 10, "two claims embedding at once")
+    finally:
+        gated.released.set()
+    assert await asyncio.wait_for(draining, 60) == len(ids)
+    assert await app.documents.backlog.pending(ids) == 0
 
 
 async def test_a_chunk_repeated_across_pages_is_embedded_once_per_batch(gated: GatedEmbedder, app: Archivist) -> None:
