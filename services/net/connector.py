@@ -1,18 +1,24 @@
-"""HTTP clients that connect to the address that was checked: no DNS-rebinding gap.
+"""The one connector: every outbound connection to a host a caller chose connects to the address
+that was checked, with no DNS-rebinding gap.
 
-A plain httpx client resolves the host name itself when it connects, so checking a URL first
+A plain HTTP client resolves the host name itself when it connects, so checking a URL first
 (`check_url_allowed`) and fetching it second leaves a gap: a DNS server may answer a public address
-to the check and 127.0.0.1 to the connection. Here the check IS the resolution. `PinnedBackend` is an
-httpcore network backend: asked to `connect_tcp(host, port)` it resolves the host once
-(`safety.checked_addresses`: every address must be public unless `allow_private`) and opens the TCP
-connection to one of exactly those addresses. httpcore still knows the connection by its host name,
-so the Host header, TLS SNI and certificate verification use the name, not the address.
+to the check and 127.0.0.1 to the connection. Here the check IS the resolution: asked to connect to
+(host, port), the connector resolves the host once (`safety.checked_addresses`: every address must
+be public unless private addresses are allowed) and opens the TCP connection to one of exactly those
+addresses. The HTTP layer still knows the connection by its host name, so the Host header, TLS SNI
+and certificate verification use the name, not the address.
 
-Every connection of a `pinned_client` goes through it: the first request, each redirect hop the
-caller follows, robots.txt, sitemaps, llms.txt and the browser's subresources. A kept-alive connection
-is reused only for its own host and port, and it is connected to an address that was checked.
-Proxies from the environment are ignored (a proxy would resolve the name itself), and retries are
-off (a retry would resolve again).
+It has two faces over the same check, one per HTTP library the project fetches with:
+- `pinned_client`: an httpx client (an httpcore network backend, `PinnedBackend`) for pages, each
+  redirect hop the caller follows, robots.txt, sitemaps, llms.txt, documents and specs by URL and the
+  browser's subresources;
+- `PinnedPoolManager`: a urllib3 pool manager whose connections (`_new_conn`) do the same, for
+  dulwich's git smart-HTTP client, every redirect hop and retry included.
+A kept-alive connection is reused only for its own host and port, and it is connected to an address
+that was checked. Proxies from the environment are ignored (a proxy would resolve the name itself).
+No other module opens an outbound connection to a caller-chosen host (tests/test_outbound.py);
+endpoints the operator configures (SearXNG, the identity provider) keep their own clients.
 """
 
 from __future__ import annotations
@@ -20,14 +26,19 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import socket
 import ssl
+import sys
 from collections.abc import Iterable
 from typing import Any
 
 import httpcore
 import httpx
+import urllib3
+from urllib3.exceptions import ConnectTimeoutError, NameResolutionError, NewConnectionError
+from urllib3.util import connection
 
-from services.errors import InvalidArgument
+from services.errors import InvalidArgument, PermissionDenied
 from services.net import safety
 
 logger = logging.getLogger(__name__)
@@ -129,3 +140,75 @@ def pinned_client(
     """
     transport = PinnedTransport(allow_private=allow_private, resolver=resolver, verify=verify)
     return httpx.AsyncClient(transport=transport, trust_env=False, follow_redirects=False, **kwargs)
+
+
+# --- the urllib3 face (git smart HTTP, in a worker thread) ------------------------------------------
+
+
+#: what a failed urllib3 exchange raises (dulwich wraps most of these in GitProtocolError)
+CONNECTION_ERRORS: tuple[type[Exception], ...] = (urllib3.exceptions.HTTPError, OSError)
+
+
+def urllib3_timeout(seconds: float) -> urllib3.Timeout:
+    """Each connect (at most 15 s) and each read may wait `seconds`."""
+    return urllib3.Timeout(connect=min(seconds, 15.0), read=seconds)
+
+
+class PinnedHTTPConnection(urllib3.connection.HTTPConnection):
+    """A urllib3 connection that resolves its host once, checks every address and connects to one of
+    them. `allow_private` and `purpose` are set on the subclass `PinnedPoolManager` makes."""
+
+    allow_private = False
+    purpose = "git"
+
+    def _new_conn(self) -> socket.socket:
+        try:
+            addresses = safety.checked_addresses_now(self._dns_host, self.port, self.allow_private, self.purpose)
+        except InvalidArgument as exc:
+            raise NameResolutionError(self.host, self, socket.gaierror(exc.message)) from None
+        error: Exception | None = None
+        for address in addresses:
+            try:
+                sock = connection.create_connection(
+                    (str(address), self.port),
+                    self.timeout,
+                    source_address=self.source_address,
+                    socket_options=self.socket_options,
+                )
+            except TimeoutError as exc:
+                error = ConnectTimeoutError(self, f"Connection to {self.host} timed out ({self.timeout})")
+                error.__cause__ = exc
+            except OSError as exc:
+                error = NewConnectionError(self, f"Failed to establish a new connection: {exc}")
+            else:
+                sys.audit("http.client.connect", self, self.host, self.port)
+                return sock
+        assert error is not None  # checked_addresses_now never returns an empty list
+        raise error
+
+
+class PinnedHTTPSConnection(PinnedHTTPConnection, urllib3.connection.HTTPSConnection):
+    """TLS over a pinned connection: `connect` wraps the socket from `_new_conn` with the host NAME
+    as SNI and for certificate verification."""
+
+
+class PinnedPoolManager(urllib3.PoolManager):
+    """A urllib3 pool manager whose every connection is pinned (`PinnedHTTPConnection`), redirects
+    and retries included (each opens its connection through the same check); only http(s) URLs."""
+
+    def __init__(self, *, allow_private: bool, purpose: str = "git", **kwargs: Any) -> None:
+        kwargs.setdefault("retries", urllib3.Retry(total=3, connect=2, read=0, redirect=5))
+        super().__init__(**kwargs)
+        policy = {"allow_private": allow_private, "purpose": purpose}
+        plain = type("PinnedHTTP", (PinnedHTTPConnection,), policy)
+        tls = type("PinnedHTTPS", (PinnedHTTPSConnection,), policy)
+        self.pool_classes_by_scheme = {
+            "http": type("PinnedHTTPPool", (urllib3.HTTPConnectionPool,), {"ConnectionCls": plain}),
+            "https": type("PinnedHTTPSPool", (urllib3.HTTPSConnectionPool,), {"ConnectionCls": tls}),
+        }
+
+    def urlopen(self, method: str, url: str, redirect: bool = True, **kw: Any) -> Any:  # type: ignore[override]
+        scheme = url.partition("://")[0].lower() if "://" in url else ""
+        if scheme not in safety.ALLOWED_SCHEMES:
+            raise PermissionDenied(f"refusing to fetch {url[:200]}: only http(s) URLs", "Use an http(s) URL.")
+        return super().urlopen(method, url, redirect=redirect, **kw)

@@ -96,7 +96,7 @@ def tls_server(tmp_path: Path) -> Iterator[tuple[_TLSServer, Path]]:
 async def test_pinned_tls_keeps_host_name_and_resolves_once(
     tls_server: tuple[_TLSServer, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from services.net.pinned_http import pinned_client
+    from services.net.connector import pinned_client
 
     server, ca_file = tls_server
     port = int(server.server_address[1])
