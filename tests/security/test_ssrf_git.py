@@ -9,13 +9,17 @@ a pack larger than ARCHIVIST_GIT_MAX_PACK_MB stops the sync while it is received
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
-from collections.abc import AsyncIterator
+import threading
+from collections.abc import AsyncIterator, Iterator
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
 import urllib3
+from dulwich.server import update_server_info
 
 from models.jobs import CrawlJob
 from services.app import Archivist
@@ -24,7 +28,7 @@ from services.sync.git import remote
 from services.sync.git.remote import BoundedGitClient
 from services.worker import run_worker
 from tests.conftest import make_settings
-from tests.git_server import GitServer
+from tests.git_server import GitServer, Repository
 from tests.security.ssrf_support import PRIVATE, PUBLIC, RebindingDNS, Trap, pretend_public
 
 pytest_plugins = ("tests.git_fixtures",)  # the git_server and git_app fixtures
@@ -124,3 +128,48 @@ def test_the_git_client_connects_only_through_the_connector() -> None:
         BoundedGitClient(
             "http://example.com/r.git", pool_manager=urllib3.PoolManager(), max_pack_bytes=1, credentials=None
         )  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def dumb_server(tmp_path: Path) -> Iterator[tuple[str, Repository]]:
+    """A bare repository served by a plain static web server (git's "dumb HTTP"): no smart protocol,
+    so nothing can count its objects as they arrive."""
+    repo = Repository(tmp_path / "static.git")
+    handler = functools.partial(QuietStatic, directory=str(tmp_path))
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/static.git", repo
+    server.shutdown()
+    server.server_close()
+    thread.join(timeout=5)
+    repo.repo.close()
+
+
+class QuietStatic(SimpleHTTPRequestHandler):
+    """Static files; records every path asked for."""
+
+    asked: list[str] = []
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name
+        self.asked.append(self.path)
+
+
+async def test_a_dumb_http_server_is_refused_before_any_object(
+    database_url: str, files_dir: Path, embedder: Any, dumb_server: tuple[str, Repository]
+) -> None:
+    """dulwich falls back to "dumb HTTP" for a plain web server and downloads whole packs into memory,
+    past any budget: such a server is refused once it has answered info/refs."""
+    url, repo = dumb_server
+    repo.commit({"guide.md": "# Guide\n\nServed as static files.\n", "blob.md": os.urandom(1_500_000).hex()})
+    update_server_info(repo.repo)
+    app = await open_app(database_url, files_dir, embedder, git_allow_private=True, git_max_pack_mb=1)
+    try:
+        config, _ = await app.git.bind(url, ref="master")
+        job = await sync(app, config.source_id)
+        assert job.status == "failed" and "dumb HTTP" in (job.error or ""), job
+        assert QuietStatic.asked and not [path for path in QuietStatic.asked if "/objects/" in path]
+        clone = config.directory(app.settings.data_dir)
+        assert not [p for p in (clone / "objects").rglob("*") if p.is_file()], "objects were stored"
+    finally:
+        await app.close()

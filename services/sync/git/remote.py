@@ -54,6 +54,17 @@ class BoundedGitClient(Urllib3HttpGitClient):
         super().__init__(url, pool_manager=pool_manager, username=username, password=password, quiet=True)
         self.max_pack_bytes = max_pack_bytes
 
+    def _discover_references(self, *args: Any, **kw: Any) -> Any:
+        """The remote's refs; a server that is not a git smart-HTTP server is refused here, before any
+        object: dulwich's "dumb HTTP" fallback downloads whole packs into memory, past the budget."""
+        found = super()._discover_references(*args, **kw)
+        if self.dumb:
+            raise FetchFailed(
+                f"{self._base_url[:200]} answered as a plain web server, not git's smart HTTP protocol "
+                "(dumb HTTP is not fetched). Use the repository's clone URL on a git server."
+            )
+        return found
+
     def fetch_pack(
         self,
         path: Any,
