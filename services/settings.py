@@ -135,6 +135,8 @@ class Settings(BaseSettings):
     git_allow_private: bool = False
     #: Seconds a git fetch may wait on the network (each connect and each read).
     git_timeout_seconds: float = 60.0
+    #: A fetch stops when the server has sent this many MB of objects (the pack, counted as it arrives).
+    git_max_pack_mb: int = Field(default=500, ge=1)
 
     # --- distinct results and keyword ranking (issue 7) ---
     #: At most this many results per document in a result list, unless fewer documents match.

@@ -14,8 +14,8 @@ import pytest
 from server import build_server
 from services.app import Archivist, Runtime
 from services.errors import InvalidArgument, PermissionDenied
+from services.net.connector import PinnedPoolManager
 from services.sync.git import GitService
-from services.sync.git.remote import GuardedPoolManager
 from tests.conftest import make_settings
 from tests.git_server import GitServer
 from tests.git_support import TOKEN, run_sync
@@ -110,9 +110,10 @@ async def test_argument_checks_and_private_addresses(git_app: Archivist, git_ser
 
 
 def test_every_request_and_redirect_hop_is_checked() -> None:
-    pool = GuardedPoolManager(allow_private=False, timeout=5)
-    with pytest.raises(PermissionDenied, match="loopback"):
+    pool = PinnedPoolManager(allow_private=False)
+    with pytest.raises(PermissionDenied, match="loopback") as refused:
         pool.urlopen("GET", "http://127.0.0.1:9/repo.git/info/refs")
+    assert "ARCHIVIST_GIT_ALLOW_PRIVATE" in refused.value.suggestion
     with pytest.raises(PermissionDenied, match="http"):
         pool.urlopen("GET", "file:///etc/passwd")
 

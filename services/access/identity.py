@@ -42,6 +42,11 @@ class Caller:
     identity: Identity | None = None
 
     @property
+    def local_owner(self) -> bool:
+        """No token and no profiles: stdio, or loopback HTTP open because no token exists."""
+        return self.token is None and self.identity is None and not self.profiles
+
+    @property
     def who(self) -> str:
         if self.identity is not None:
             return self.identity.label
@@ -54,6 +59,8 @@ async def scope_of(app: Any, caller: Caller) -> Scope:
     An identity-provider token reaches the profiles its grants name, and nothing without one."""
     if caller.identity is not None:
         return await identity_scope(app, caller, caller.identity)
+    if caller.local_owner:
+        return Scope.owner(caller.who)
     scope = await app.profiles.scope_for(list(caller.profiles), read_only=caller.read_only, who=caller.who)
     if caller.max_running_jobs is not None:
         scope = dataclasses.replace(scope, max_running_jobs=caller.max_running_jobs)

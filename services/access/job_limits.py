@@ -55,15 +55,20 @@ async def insert_job(db: Any, settings: Any, source_id: UUID, kind: str, params:
                 exc.retry_after_seconds = RETRY_AFTER_SECONDS  # type: ignore[attr-defined]
                 raise exc
         return await conn.fetchval(
-            "INSERT INTO crawl_jobs (source_id, kind, params, started_by) VALUES ($1, $2, $3, $4) RETURNING id",
+            "INSERT INTO crawl_jobs (source_id, kind, params, started_by, local_owner) "
+            "VALUES ($1, $2, $3, $4, $5) RETURNING id",
             source_id,
             kind,
             params,
             scope.who,
+            scope.local_owner,
         )
 
 
 async def job_scope(db: Any, job_id: UUID, source_id: UUID) -> Scope:
-    """The scope a claimed job runs in: its own source, on behalf of whoever queued it."""
-    started_by = await db.pool.fetchval("SELECT started_by FROM crawl_jobs WHERE id = $1", job_id)
-    return Scope.for_job(source_id, started_by)
+    """The scope a claimed job runs in: its own source, on behalf of whoever queued it (the local owner
+    or not, as recorded when it was queued)."""
+    row = await db.pool.fetchrow("SELECT started_by, local_owner FROM crawl_jobs WHERE id = $1", job_id)
+    if row is None:
+        return Scope.for_job(source_id, None)
+    return Scope.for_job(source_id, row["started_by"], bool(row["local_owner"]))

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import re
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 from uuid import UUID
@@ -186,11 +185,10 @@ class ProfileService:
         )
 
     async def scope_for(self, names: list[str], read_only: bool = False, who: str = "local") -> Scope:
-        """The union of the named (enabled) profiles' sources; no names = unrestricted.
-        Unknown or disabled profile -> NotFound listing the valid ones."""
+        """The union of the named (enabled) profiles' sources; no names = every source (but not the
+        local owner: services/access/identity.py says who that is). Unknown or disabled profile -> NotFound."""
         if not names:
-            owner = Scope.owner(who)
-            return owner if not read_only else replace(owner, read_only=True)
+            return Scope.unrestricted(who, read_only)
         profiles = {p.name: p for p in await self.list()}
         ids: set[UUID] = set()
         paths: dict[str, None] = {}

@@ -43,6 +43,11 @@ class Scope:
     read_only: bool = True
     profiles: list[str] = field(default_factory=list)
     who: str = "nobody"
+    #: the local owner (command line, stdio or open loopback without profiles, the console with no
+    #: tokens, a job one of these queued): may have any of the server's variables sent to a site
+    #: (services/access/secret_gate.py). Said explicitly, never inferred from reach: a bearer token
+    #: reaching every source is not the owner.
+    local_owner: bool = False
     #: running/queued crawl+sync jobs this caller may have at once (None = the setting's default)
     max_running_jobs: int | None = None
     #: directories this caller may read files under (its profiles' allowed paths, each honoured only
@@ -53,14 +58,23 @@ class Scope:
     @classmethod
     def owner(cls, who: str = "local") -> Scope:
         """The local owner (command line, stdio/loopback without profiles): every source, writable."""
-        return cls(source_ids=None, read_only=False, profiles=[], who=who, allowed_paths=None)
+        return cls(source_ids=None, read_only=False, profiles=[], who=who, allowed_paths=None, local_owner=True)
 
     @classmethod
-    def for_job(cls, source_id: UUID, started_by: str | None) -> Scope:
+    def unrestricted(cls, who: str, read_only: bool = False) -> Scope:
+        """A caller whose reach is every source but who is not the local owner (a token without profiles)."""
+        return cls(source_ids=None, read_only=read_only, profiles=[], who=who, allowed_paths=None)
+
+    @classmethod
+    def for_job(cls, source_id: UUID, started_by: str | None, local_owner: bool = False) -> Scope:
         """A crawl/sync job runs on behalf of whoever queued it, confined to the job's own source. A folder
         sync reads its bound folder, which was checked against the binder's paths when it was bound."""
         return cls(
-            source_ids=frozenset({UUID(str(source_id))}), read_only=False, who=started_by or "local", allowed_paths=None
+            source_ids=frozenset({UUID(str(source_id))}),
+            read_only=False,
+            who=started_by or "local",
+            allowed_paths=None,
+            local_owner=local_owner,
         )
 
     @classmethod

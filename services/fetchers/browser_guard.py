@@ -24,7 +24,7 @@ from urllib.parse import urljoin, urlsplit
 import httpx
 
 from services.errors import ServiceError
-from services.net.pinned_http import pinned_client
+from services.net.connector import pinned_client
 from services.net.safety import ALLOWED_SCHEMES
 
 if TYPE_CHECKING:

@@ -5,7 +5,7 @@ Why not crawl4ai's `AsyncHTTPCrawlerStrategy` for the request itself (checked ag
 without exposing the hops, raises a bare `HTTPStatusError` for every non-2xx status (304 included)
 without the response headers (so no Location, ETag or Last-Modified), and writes every non-HTML body
 to a downloads folder on disk. Those break the SSRF, size, conditional-request and content-type rules
-here. So httpx does the raw exchange over a pinned client (`services.net.pinned_http`: every
+here. So httpx does the raw exchange over a pinned client (`services.net.connector`: every
 connection, so every redirect hop, resolves once, is checked and goes to the checked address; bodies
 are streamed and capped) and the page pipeline (`services.pages.extract_page`: main content, chrome
 removed, markdown, outlinks) runs in a worker thread so the event loop never blocks on parsing, at most
@@ -34,8 +34,8 @@ import httpx
 from services.embeddings.models import cpu_threads
 from services.errors import ServiceError
 from services.fetchers.base import Fetcher, FetchResult
+from services.net.connector import pinned_client
 from services.net.credentials import SiteCredentials
-from services.net.pinned_http import pinned_client
 from services.net.urls import normalize_url
 from services.openapi.load import SPEC_MEDIA_TYPES
 from services.pages import ExtractedPage, extract_page

@@ -2,9 +2,10 @@
 
 A crawl may carry `headers={"Authorization": "env:DOCS_TOKEN"}` and `cookies={"session": "env:DOCS_COOKIE"}`.
 Only the references are stored (in the job's parameters, so a recrawl reuses them) and shown; the
-values are read from the server's environment when the job is queued (to name a missing variable at
-once) and again when a worker starts it, and live only in a `SiteCredentials` held by that job's
-fetchers. A literal value is refused without being echoed.
+values are read through the secret gate (services/access/secret_gate.py: which variables this caller
+may have sent) when the job is queued (to name a missing variable at once) and again when a worker
+starts it, and live only in a `SiteCredentials` held by that job's fetchers. A literal value is
+refused without being echoed.
 
 `SiteCredentials.for_url(url)` is asked on every request, each redirect hop included: the headers go
 only to the start URL's host and port (and the hosts listed in `auth_hosts`), never over plain http
@@ -14,13 +15,12 @@ another host, gets none of them.
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
-from services.access.secret_env import check_secret_variable
+from services.access.secret_gate import check_variable, secret_value
 from services.errors import InvalidArgument
 
 ENV_REFERENCE = re.compile(r"env:([A-Z_][A-Z0-9_]{0,127})")
@@ -31,8 +31,6 @@ HOST_ENTRY = re.compile(r"[a-z0-9.-]{1,253}(?::[0-9]{1,5})?|\[[0-9a-f:.]{2,45}\]
 RESERVED_HEADERS = frozenset(
     {"host", "content-length", "transfer-encoding", "connection", "keep-alive", "upgrade", "te", "trailer", "cookie"}
 )
-#: The server's own settings and database credentials are never sent to a crawled site.
-SERVER_VARIABLES = re.compile(r"ARCHIVIST_.*|PG[A-Z_]*|DATABASE_URL|POSTGRES_.*")
 MAX_ENTRIES = 10
 HEADER_FORBIDDEN = "\r\n\0"
 COOKIE_FORBIDDEN = ";\r\n\0"
@@ -63,12 +61,7 @@ def _references(value: object, argument: str, name_pattern: re.Pattern[str]) -> 
                 "'env:NAME' with NAME in upper case; a literal value is refused (the value given is not shown).",
                 REFERENCE_HINT,
             )
-        if SERVER_VARIABLES.fullmatch(reference.strip().removeprefix("env:")):
-            raise InvalidArgument(
-                f"{argument}['{name}'] names one of the server's own variables, which are never sent to a site.",
-                "Use a variable of its own for the site's secret, e.g. DOCS_TOKEN.",
-            )
-        check_secret_variable(reference.strip().removeprefix("env:"), f"{argument}['{name}']")
+        check_variable(reference.strip().removeprefix("env:"), f"{argument}['{name}']")
         checked[name] = reference.strip()
     return checked
 
@@ -105,12 +98,7 @@ def variable_names(references: Mapping[str, str]) -> dict[str, str]:
 
 def _read(reference: str, argument: str, name: str, forbidden: str) -> str:
     variable = reference.removeprefix("env:")
-    value = os.environ.get(variable, "").strip()
-    if not value:
-        raise InvalidArgument(
-            f"The environment variable {variable} ({argument}['{name}']) is not set on the server.",
-            f"Set {variable} in the server's (and workers') environment, then retry.",
-        )
+    value = secret_value(variable, f"{argument}['{name}']")
     if any(c in value for c in forbidden) or not value.isprintable() or not value.isascii():
         raise InvalidArgument(
             f"The environment variable {variable} ({argument}['{name}']) holds a value that cannot be sent "

@@ -1,10 +1,11 @@
 """SSRF guard: refuse URLs whose host resolves to a private, local or cloud-metadata address.
 
 `checked_addresses` resolves a host once and refuses when ANY address is non-public, so a name with
-one public and one private record is refused. The crawler's HTTP clients (`services.net.pinned_http`)
-call it when they open a connection and connect to exactly the addresses it returned, so a DNS server
-that answers differently the second time (DNS rebinding) gains nothing: there is no second time.
-`check_url_allowed` is the same check on a URL, for early, friendly errors (job creation).
+one public and one private record is refused. The one connector (`services.net.connector`) calls it
+(or `checked_addresses_now`, its blocking twin for git's worker thread) when it opens a connection and
+connects to exactly the addresses it returned, so a DNS server that answers differently the second
+time (DNS rebinding) gains nothing: there is no second time. `check_url_allowed` is the same check on
+a URL, for early, friendly errors (job creation, binding a git source).
 
 The blocked list leans on the stdlib `ipaddress` properties (loopback, private, link-local,
 multicast, reserved, not global) plus what they miss: deprecated site-local IPv6 (`fec0::/10`), and
@@ -18,6 +19,7 @@ import ipaddress
 import logging
 import socket
 from collections.abc import Awaitable, Callable
+from typing import Any
 from urllib.parse import urlsplit
 
 from services.errors import InvalidArgument, PermissionDenied
@@ -29,10 +31,8 @@ Resolver = Callable[[str, int], Awaitable[list[IPAddress]]]
 
 ALLOWED_SCHEMES = frozenset({"http", "https"})
 METADATA_ADDRESSES = frozenset(ipaddress.ip_address(a) for a in ("169.254.169.254", "fd00:ec2::254", "100.100.100.200"))
-_ALLOW_PRIVATE_HINT = (
-    "Crawling private, local and metadata addresses is disabled. If this host is trusted, "
-    "set ARCHIVIST_CRAWL_ALLOW_PRIVATE=true."
-)
+#: what a refusal says, by purpose: (verb, the setting that allows private addresses for it)
+PURPOSES = {"crawl": ("crawl", "ARCHIVIST_CRAWL_ALLOW_PRIVATE"), "git": ("fetch", "ARCHIVIST_GIT_ALLOW_PRIVATE")}
 
 
 # Not covered by the `ipaddress` properties of every supported Python: documentation (RFC 9637).
@@ -91,61 +91,107 @@ def _parse_http_url(url: str) -> tuple[str, int]:
     return parts.hostname, port or (443 if scheme == "https" else 80)
 
 
-async def resolve_addresses(host: str, port: int) -> list[IPAddress]:
-    """Every address `host` resolves to (IPv4 and IPv6); InvalidArgument if it does not resolve.
-
-    An IP literal is its own answer (no lookup, no thread).
-    """
+def _literal(host: str) -> IPAddress | None:
     try:
-        return [ipaddress.ip_address(host.strip("[]").split("%", 1)[0])]
+        return ipaddress.ip_address(host.strip("[]").split("%", 1)[0])
     except ValueError:
-        pass
-    loop = asyncio.get_running_loop()
-    try:
-        infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    except (socket.gaierror, UnicodeError, OSError) as exc:
-        raise InvalidArgument(f"cannot resolve host {host!r}: {exc}", "Check the host name.") from exc
+        return None
+
+
+def _unique(infos: list[tuple[Any, ...]]) -> list[IPAddress]:
     addresses: dict[IPAddress, None] = {}
     for _family, _type, _proto, _canon, sockaddr in infos:
         addresses.setdefault(ipaddress.ip_address(str(sockaddr[0]).split("%", 1)[0]), None)
     return list(addresses)
 
 
-def _refusal(target: str, host: str, reason: str, address: IPAddress) -> PermissionDenied:
+async def resolve_addresses(host: str, port: int) -> list[IPAddress]:
+    """Every address `host` resolves to (IPv4 and IPv6); InvalidArgument if it does not resolve.
+
+    An IP literal is its own answer (no lookup, no thread).
+    """
+    literal = _literal(host)
+    if literal is not None:
+        return [literal]
+    loop = asyncio.get_running_loop()
+    try:
+        infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except (socket.gaierror, UnicodeError, OSError) as exc:
+        raise InvalidArgument(f"cannot resolve host {host!r}: {exc}", "Check the host name.") from exc
+    return _unique(infos)
+
+
+def resolve_addresses_now(host: str, port: int) -> list[IPAddress]:
+    """`resolve_addresses`, blocking (for code already in a worker thread: git's smart-HTTP client)."""
+    literal = _literal(host)
+    if literal is not None:
+        return [literal]
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except (socket.gaierror, UnicodeError, OSError) as exc:
+        raise InvalidArgument(f"cannot resolve host {host!r}: {exc}", "Check the host name.") from exc
+    return _unique(infos)
+
+
+def _refusal(target: str, host: str, reason: str, address: IPAddress, purpose: str) -> PermissionDenied:
     logger.info("refusing %s: %s resolves to %s address %s", target, host, reason, address)
     where = f"{host} is a {reason} address" if host == str(address) else f"{host} resolves to a {reason} address"
-    return PermissionDenied(f"refusing to crawl {target}: {where} ({address})", _ALLOW_PRIVATE_HINT)
+    verb, setting = PURPOSES[purpose]
+    return PermissionDenied(
+        f"refusing to {verb} {target}: {where} ({address})",
+        f"Connecting to private, local and metadata addresses is disabled. If this host is trusted, "
+        f"set {setting}=true.",
+    )
 
 
-async def checked_addresses(
-    host: str, port: int, allow_private: bool, resolver: Resolver | None = None, *, target: str | None = None
+def check_addresses(
+    host: str, addresses: list[IPAddress], allow_private: bool, target: str | None = None, purpose: str = "crawl"
 ) -> list[IPAddress]:
-    """Resolve `host` once and return its addresses, raising unless every one may be crawled.
-
-    `resolver` defaults to `resolve_addresses` (looked up at call time, so tests can replace it).
-    InvalidArgument when the host does not resolve; PermissionDenied (naming `target`, default the
-    host) when some address is non-public, unless `allow_private`.
-    """
-    addresses = await (resolver or resolve_addresses)(host, port)
+    """`addresses` (what `host` resolved to), unless empty (InvalidArgument) or some address is
+    non-public while `allow_private` is off (PermissionDenied naming `target`, default the host)."""
     if not addresses:
         raise InvalidArgument(f"cannot resolve host {host!r}: no addresses", "Check the host name.")
     if not allow_private:
         for address in addresses:
             reason = address_class(address)
             if reason:
-                raise _refusal(target or host, host, reason, address)
+                raise _refusal(target or host, host, reason, address, purpose)
     return addresses
 
 
-async def check_url_allowed(url: str, allow_private: bool) -> None:
+async def checked_addresses(
+    host: str,
+    port: int,
+    allow_private: bool,
+    resolver: Resolver | None = None,
+    *,
+    target: str | None = None,
+    purpose: str = "crawl",
+) -> list[IPAddress]:
+    """Resolve `host` once and return its addresses, raising unless every one may be connected to.
+
+    `resolver` defaults to `resolve_addresses` (looked up at call time, so tests can replace it).
+    InvalidArgument when the host does not resolve; PermissionDenied (naming `target`, default the
+    host) when some address is non-public, unless `allow_private`.
+    """
+    addresses = await (resolver or resolve_addresses)(host, port)
+    return check_addresses(host, addresses, allow_private, target, purpose)
+
+
+def checked_addresses_now(host: str, port: int, allow_private: bool, purpose: str) -> list[IPAddress]:
+    """`checked_addresses`, blocking: one look-up (`resolve_addresses_now`), the same check."""
+    return check_addresses(host, resolve_addresses_now(host, port), allow_private, purpose=purpose)
+
+
+async def check_url_allowed(url: str, allow_private: bool, purpose: str = "crawl") -> None:
     """Raise unless `url` is an http(s) URL whose host resolves only to public addresses.
 
     InvalidArgument: not http(s), no host, or the host does not resolve.
     PermissionDenied: some resolved address is private, loopback, link-local, site-local, reserved,
     multicast, unspecified or a cloud metadata address (IPv4 inside IPv6 included). `allow_private=True`
     skips the address checks (and the resolution); the scheme and host checks remain. Fetches do not
-    rely on this: their connections are checked and pinned by `services.net.pinned_http`.
+    rely on this: their connections are checked and pinned by `services.net.connector`.
     """
     host, port = _parse_http_url(url)
     if not allow_private:
-        await checked_addresses(host, port, allow_private, target=url)
+        await checked_addresses(host, port, allow_private, target=url, purpose=purpose)

@@ -2,7 +2,7 @@
 
 The crawl's discovery files are fetched like pages: every connection (the first URL and each of up
 to MAX_REDIRECTS redirect hops) resolves once, is checked and goes to the checked address
-(`services.net.pinned_http`), so a discovery file cannot be pointed at a private address by a
+(`services.net.connector`), so a discovery file cannot be pointed at a private address by a
 redirect or by DNS rebinding. The crawl's page fetcher has the same rule; this one is smaller because
 it only needs a status and a capped text.
 """
@@ -14,8 +14,8 @@ import logging
 import httpx
 
 from services.errors import ServiceError
+from services.net.connector import pinned_client
 from services.net.credentials import SiteCredentials
-from services.net.pinned_http import pinned_client
 from services.net.safety import Resolver
 from services.net.urls import normalize_url
 

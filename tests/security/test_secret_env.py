@@ -4,10 +4,12 @@ otherwise any server secret (AWS keys, ...) could be sent to a host the caller c
 
 from __future__ import annotations
 
+from typing import Any
 from uuid import uuid4
 
 import pytest
 
+from services.access.identity import Caller, scope_of
 from services.access.scope import Scope, use_scope
 from services.errors import PermissionDenied
 from services.net.credentials import check_references
@@ -40,3 +42,19 @@ def test_listed_variables_and_the_owner_may(monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.delenv("ARCHIVIST_SECRET_ENV")
     with use_scope(Scope.owner()):
         assert check_references({"Authorization": "env:DOCS_TOKEN"}, None, None)[0]
+
+
+async def test_only_the_local_owner_is_the_local_owner(app: Any) -> None:
+    """Said by the scope, not inferred from its reach: a token without profiles reaches every source
+    but is not the owner; stdio and open loopback HTTP are; a `--profile` selection confines the owner."""
+    await app.profiles.create("owner-test", "", [])
+    stdio = await scope_of(app, Caller(transport="stdio"))
+    loopback = await scope_of(app, Caller(transport="local", session="session:1"))
+    token = await scope_of(app, Caller(token="roamer"))
+    confined = await scope_of(app, Caller(transport="stdio", profiles=("owner-test",)))
+    assert stdio.local_owner and loopback.local_owner
+    assert token.source_ids is None and not token.local_owner and token.who == "roamer"
+    assert not confined.local_owner
+    with use_scope(token):
+        with pytest.raises(PermissionDenied):
+            check_references({"Authorization": "env:AWS_SECRET_ACCESS_KEY"}, None, None)

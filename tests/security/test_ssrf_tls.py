@@ -96,7 +96,7 @@ def tls_server(tmp_path: Path) -> Iterator[tuple[_TLSServer, Path]]:
 async def test_pinned_tls_keeps_host_name_and_resolves_once(
     tls_server: tuple[_TLSServer, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from services.net.pinned_http import pinned_client
+    from services.net.connector import pinned_client
 
     server, ca_file = tls_server
     port = int(server.server_address[1])
@@ -121,3 +121,25 @@ async def test_pinned_tls_keeps_host_name_and_resolves_once(
     async with pinned_client(allow_private=False, resolver=same_address, verify=trust) as client:
         with pytest.raises(httpx.ConnectError, match="CERTIFICATE_VERIFY_FAILED|match"):
             await client.get(f"https://other.test:{port}/")
+
+
+def test_pinned_git_pool_keeps_host_name_for_tls(
+    tls_server: tuple[_TLSServer, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The urllib3 face (git): one look-up per connection, SNI, Host and the certificate on the name."""
+    import urllib3
+
+    from services.net.connector import PinnedPoolManager
+    from tests.security.ssrf_support import RebindingDNS
+
+    server, ca_file = tls_server
+    port = int(server.server_address[1])
+    pretend_public(monkeypatch)
+    dns = RebindingDNS(monkeypatch, {NAME: [PUBLIC, PRIVATE], "other.test": [PUBLIC]})
+    pool = PinnedPoolManager(allow_private=False, ca_certs=str(ca_file), retries=False)
+    response = pool.request("GET", f"https://{NAME}:{port}/")
+    assert (response.status, response.data) == (200, b"ok")
+    assert server.sni == [NAME] and server.hosts == [f"{NAME}:{port}"]
+    assert dns.lookups[NAME] == 1
+    with pytest.raises(urllib3.exceptions.SSLError, match="CERTIFICATE_VERIFY_FAILED|match"):
+        pool.request("GET", f"https://other.test:{port}/")

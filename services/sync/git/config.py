@@ -1,13 +1,13 @@
 """What a git source follows (its binding), the checks its arguments pass, and its documents' URLs.
 
 The token of a private repository is read from the environment variable named by `auth_env` when a
-fetch runs; only the variable's name is ever stored, shown or logged.
+fetch runs, through the secret gate (services/access/secret_gate.py: never a server variable, and an
+unlisted one only for the local owner); only the variable's name is ever stored, shown or logged.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import re
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -17,7 +17,7 @@ from uuid import UUID
 
 from dulwich.refs import check_ref_format
 
-from services.access.secret_env import check_secret_variable
+from services.access.secret_gate import secret_value
 from services.errors import InvalidArgument
 from services.paths import SKIPPED_DIRS
 from services.sync.scan import FolderConfig
@@ -130,22 +130,17 @@ def check_auth_env(name: str | None) -> str | None:
             "auth_env must be the NAME of an environment variable (upper-case letters, digits, underscore).",
             "Pass e.g. auth_env='GITLAB_TOKEN', never the token itself.",
         )
-    check_secret_variable(name, "auth_env")
     read_credentials(name)
     return name
 
 
 def read_credentials(name: str | None) -> tuple[str, str] | None:
-    """(username, token) from the variable `name` ("user:token" or a bare token); InvalidArgument
-    naming the variable when it is not set. The value never appears in a message."""
+    """(username, token) from the variable `name` ("user:token" or a bare token), read through the
+    secret gate for the current caller; InvalidArgument naming the variable when it is not set. The
+    value never appears in a message."""
     if name is None:
         return None
-    value = os.environ.get(name, "").strip()
-    if not value:
-        raise InvalidArgument(
-            f"The environment variable {name} (auth_env) is not set on the server.",
-            f"Set {name} to the repository's access token in the server's environment, then retry.",
-        )
+    value = secret_value(name, "auth_env")
     user, sep, secret = value.partition(":")
     return (user, secret) if sep and user and secret else (TOKEN_USERNAME, value)
 

@@ -1,78 +1,93 @@
 """Bring a ref of a remote repository into the source's bare clone (dulwich's smart-HTTP client).
 
 The first fetch into an empty clone is the clone; later fetches send only new objects (the clone's
-`refs/remotes/origin/sync` tells the server what is already here). Every request, redirects included,
-passes the SSRF check first; dulwich attaches the credentials only to requests for the origin of the
-URL they were given for, and urllib3 drops the Authorization header on a redirect to another host.
-Runs in a worker thread (blocking I/O).
+`refs/remotes/origin/sync` tells the server what is already here). Every connection, redirect hops and
+retries included, goes through the one connector (`services.net.connector.PinnedPoolManager`): the
+host is resolved once, every address checked, and the connection made to a checked address, so DNS
+rebinding cannot walk past ARCHIVIST_GIT_ALLOW_PRIVATE=false. dulwich attaches the credentials only to
+requests for the origin of the URL they were given for, and urllib3 drops the Authorization header on
+a redirect to another host. The pack is counted as it arrives and the fetch stops at
+ARCHIVIST_GIT_MAX_PACK_MB, before anything is stored. Runs in a worker thread (blocking I/O).
 """
 
 from __future__ import annotations
 
-import ipaddress
 import logging
-import socket
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-import urllib3
-from dulwich.client import HTTPUnauthorized, get_transport_and_path_from_url
+from dulwich.client import HTTPUnauthorized, Urllib3HttpGitClient
 from dulwich.errors import GitProtocolError, NotGitRepository
 from dulwich.objects import Commit
 from dulwich.repo import Repo
 
-from services.errors import InvalidArgument, PermissionDenied
-from services.net.safety import address_class
+from services.errors import InvalidArgument
+from services.net.connector import CONNECTION_ERRORS, PinnedPoolManager, urllib3_timeout
 
 logger = logging.getLogger(__name__)
 
 TRACKING_REF = b"refs/remotes/origin/sync"
 USER_AGENT = "Archivist-git/0.1 (dulwich)"
+MB = 1024 * 1024
 
 
 class FetchFailed(Exception):
     """A fetch that did not bring the ref (network, server, authentication); the message is safe to show."""
 
 
-def check_hop(url: str, allow_private: bool) -> None:
-    """Refuse a request to a non-http(s) URL, or to a host resolving to a non-public address."""
-    parts = urlsplit(url)
-    if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
-        raise PermissionDenied(f"refusing to fetch {url[:200]}: only http(s) URLs", "Use an http(s) clone URL.")
-    if allow_private:
-        return
-    port = parts.port or (443 if parts.scheme.lower() == "https" else 80)
-    try:
-        infos = socket.getaddrinfo(parts.hostname, port, type=socket.SOCK_STREAM)
-    except (OSError, UnicodeError) as exc:
-        raise FetchFailed(f"cannot resolve host {parts.hostname!r}: {exc}") from None
-    for info in infos:
-        reason = address_class(ipaddress.ip_address(str(info[4][0]).split("%", 1)[0]))
-        if reason:
-            raise PermissionDenied(
-                f"refusing to fetch {url[:200]}: {parts.hostname} resolves to a {reason} address",
-                "Fetching from private, local and metadata addresses is disabled. If this host is trusted, "
-                "set ARCHIVIST_GIT_ALLOW_PRIVATE=true.",
+class PackTooLarge(FetchFailed):
+    """The server sent more pack bytes than ARCHIVIST_GIT_MAX_PACK_MB allows."""
+
+
+class BoundedGitClient(Urllib3HttpGitClient):
+    """dulwich's smart-HTTP client, connected only through the connector, whose pack stops at a
+    byte budget while it is received (nothing of it is stored: dulwich aborts the pack)."""
+
+    def __init__(
+        self, url: str, *, pool_manager: PinnedPoolManager, max_pack_bytes: int, credentials: tuple[str, str] | None
+    ) -> None:
+        if not isinstance(pool_manager, PinnedPoolManager):  # the one connector, or no fetch
+            raise TypeError("git fetches connect only through services.net.connector.PinnedPoolManager")
+        username, password = credentials if credentials else (None, None)
+        super().__init__(url, pool_manager=pool_manager, username=username, password=password, quiet=True)
+        self.max_pack_bytes = max_pack_bytes
+
+    def _discover_references(self, *args: Any, **kw: Any) -> Any:
+        """The remote's refs; a server that is not a git smart-HTTP server is refused here, before any
+        object: dulwich's "dumb HTTP" fallback downloads whole packs into memory, past the budget."""
+        found = super()._discover_references(*args, **kw)
+        if self.dumb:
+            raise FetchFailed(
+                f"{self._base_url[:200]} answered as a plain web server, not git's smart HTTP protocol "
+                "(dumb HTTP is not fetched). Use the repository's clone URL on a git server."
             )
+        return found
 
+    def fetch_pack(
+        self,
+        path: Any,
+        determine_wants: Any,
+        graph_walker: Any,
+        pack_data: Callable[[bytes], Any],
+        *args: Any,
+        **kw: Any,
+    ) -> Any:
+        received = 0
 
-class GuardedPoolManager(urllib3.PoolManager):
-    """A urllib3 pool manager that checks every request URL, each redirect hop included (urllib3
-    follows a redirect by calling `urlopen` again)."""
+        def bounded(chunk: bytes) -> Any:
+            nonlocal received
+            received += len(chunk)
+            if received > self.max_pack_bytes:
+                raise PackTooLarge(
+                    f"The repository sent more than {self.max_pack_bytes // MB} MB of objects "
+                    "(ARCHIVIST_GIT_MAX_PACK_MB); the fetch was stopped and nothing was stored. Follow a smaller "
+                    "repository, or ask the operator to raise ARCHIVIST_GIT_MAX_PACK_MB."
+                )
+            return pack_data(chunk)
 
-    def __init__(self, allow_private: bool, timeout: float) -> None:
-        super().__init__(
-            headers={"User-Agent": USER_AGENT},
-            timeout=urllib3.Timeout(connect=min(timeout, 15.0), read=timeout),
-            retries=urllib3.Retry(total=3, connect=2, read=0, redirect=5),
-        )
-        self.allow_private = allow_private
-
-    def urlopen(self, method: str, url: str, redirect: bool = True, **kw: Any) -> Any:  # type: ignore[override]
-        check_hop(url, self.allow_private)
-        return super().urlopen(method, url, redirect=redirect, **kw)
+        return super().fetch_pack(path, determine_wants, graph_walker, bounded, *args, **kw)
 
 
 def pick_ref(refs: Mapping[bytes, bytes | None], ref: str) -> bytes:
@@ -99,6 +114,16 @@ def open_clone(directory: Path) -> Repo:
     return Repo.init_bare(str(directory))
 
 
+def git_client(
+    url: str, credentials: tuple[str, str] | None, allow_private: bool, timeout: float, max_pack_bytes: int
+) -> BoundedGitClient:
+    """The client for one fetch: pinned connections, a pack budget, the token for `url`'s origin only."""
+    pool = PinnedPoolManager(
+        allow_private=allow_private, headers={"User-Agent": USER_AGENT}, timeout=urllib3_timeout(timeout)
+    )
+    return BoundedGitClient(url, pool_manager=pool, max_pack_bytes=max_pack_bytes, credentials=credentials)
+
+
 def fetch_ref(
     directory: Path,
     url: str,
@@ -106,18 +131,12 @@ def fetch_ref(
     credentials: tuple[str, str] | None,
     allow_private: bool,
     timeout: float,
+    max_pack_bytes: int,
 ) -> str:
     """Fetch `ref` of `url` into the bare clone at `directory`; returns the commit's hex sha."""
     repo = open_clone(directory)
     try:
-        username, password = credentials if credentials else (None, None)
-        client, path = get_transport_and_path_from_url(
-            url,
-            pool_manager=GuardedPoolManager(allow_private, timeout),
-            username=username,
-            password=password,
-            quiet=True,
-        )
+        client, path = git_client(url, credentials, allow_private, timeout, max_pack_bytes), urlsplit(url).path
         picked: list[bytes] = []
 
         def wants(refs: Mapping[bytes, bytes], depth: int | None = None) -> list[bytes]:
@@ -136,7 +155,7 @@ def fetch_ref(
         raise FetchFailed(f"{url[:200]} needs authentication ({hint}).") from None
     except NotGitRepository:
         raise FetchFailed(f"{url[:200]} is not a git repository (or not found).") from None
-    except (GitProtocolError, urllib3.exceptions.HTTPError, OSError) as exc:
+    except (GitProtocolError, *CONNECTION_ERRORS) as exc:
         logger.info("git fetch of %s failed: %s", url, exc)
         raise FetchFailed(f"Fetching {url[:200]} failed: {exc}") from None
     finally:

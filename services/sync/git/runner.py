@@ -141,6 +141,7 @@ class GitSyncRunner(SyncRunner):
                 credentials,
                 settings.git_allow_private,
                 settings.git_timeout_seconds,
+                settings.git_max_pack_mb * 1024 * 1024,
             )
         except FetchFailed as exc:
             raise SyncFailed(str(exc)) from None

@@ -63,7 +63,7 @@ class GitService:
         `org/repo`). Returns the binding and whether a source was created. Given settings replace the
         old ones; a new URL or ref makes the next sync compare every file."""
         url = check_git_url(git_url)
-        await check_url_allowed(url, self.settings.git_allow_private)
+        await check_url_allowed(url, self.settings.git_allow_private, purpose="git")
         wanted_ref = check_ref(ref) if ref is not None and str(ref).strip() else None  # None: keep (new: HEAD)
         include = _check_patterns(include_patterns, "include_patterns") if include_patterns is not None else None
         exclude = _check_patterns(exclude_patterns, "exclude_patterns") if exclude_patterns is not None else None
