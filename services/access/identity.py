@@ -77,8 +77,8 @@ async def identity_scope(app: Any, caller: Caller, identity: Identity) -> Scope:
 
 def rate_bucket(caller: Caller, settings: Any) -> tuple[str, int] | None:
     """(bucket key, calls per minute) for this caller, or None when it is not rate-limited."""
-    if caller.identity is not None:
-        return caller.who, int(settings.rate_per_minute)
+    if caller.identity is not None:  # the issuer and subject: never a name the person chose
+        return caller.identity.bucket, int(settings.rate_per_minute)
     if caller.token is not None:
         return f"token:{caller.token}", int(caller.rate_per_minute or settings.rate_per_minute)
     per_minute = int(getattr(settings, "local_rate_per_minute", 0) or 0)
