@@ -4,24 +4,32 @@ before its fix:
 
 - an email counts for `--email-domain` grants (and names the caller) only with `email_verified: true`;
 - an introspection answer must name this resource in `aud`;
-- the audit name and the rate bucket never come from a display name (`preferred_username`).
+- the audit name and the rate bucket never come from a display name (`preferred_username`);
+- after sign-in, `next` stays on this site (Debian's Chromium follows it);
+- no number of anonymous sign-in starts pushes out another browser's sign-in in progress.
 """
 
 from __future__ import annotations
 
+import asyncio
 import secrets
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
+import httpx
 import pytest
 import pytest_asyncio
 
+from tests.fixture_site import FixtureSite
 from tests.mcp_helpers import call
 from tests.security.oidc_idp import Client as IdpClient
 from tests.security.oidc_idp import IdP, running
 from tests.security.support import World, audit_rows, bearer_client, build_world, http_server
 from tests.security.test_oauth import post_initialize
+from tests.web_helpers import chromium
+from web.auth import safe_next
 
 RATE = 40  # ARCHIVIST_RATE_PER_MINUTE of this module's server
 USERS = {
@@ -110,13 +118,119 @@ async def test_an_introspection_answer_must_name_this_resource(idp: IdP, url: st
 async def test_a_display_name_names_no_one(app: Any, idp: IdP, url: str, world: World) -> None:
     """mallory (subject u-666) calls herself `alice`: she used to be logged as `oidc:alice` and to
     share alice's rate bucket, so her calls throttled alice (subject u-101)."""
+    replies: list[dict[str, Any]] = []
     async with bearer_client(url, idp.mint("u-666", url, "archivist")) as mallory:
-        replies = [await call(mallory, "manage_source", action="list") for _ in range(RATE + 1)]
+        while len(replies) < 3 * RATE and (not replies or replies[-1]["success"]):  # her bucket refills as she goes
+            replies.append(await call(mallory, "manage_source", action="list"))
     assert replies[-1]["error_code"] == "RATE_LIMITED", replies[-1]
     alice = await list_sources(url, idp.mint("u-101", url, "archivist"))
     assert alice["success"], alice  # her own bucket
-    assert len(await audit_rows(app, "oidc:u-666", RATE + 1, "manage_source")) == RATE + 1
+    assert len(await audit_rows(app, "oidc:u-666", len(replies), "manage_source")) == len(replies)
     assert len(await audit_rows(app, "oidc:u-101", 1, "manage_source")) == 1
     assert not await app.db.pool.fetchval("SELECT count(*) FROM audit_log WHERE who LIKE '%alice%'")
     buckets = await app.db.pool.fetch("SELECT key FROM rate_buckets WHERE key LIKE 'oidc:%'")
     assert not any("alice" in row["key"] for row in buckets), buckets
+
+
+# --- after sign-in: `next` stays on this site ----------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def evil() -> Iterator[FixtureSite]:
+    with FixtureSite(with_defaults=False) as site:
+        site.set_page("/", "<!doctype html><title>Evil</title><p>Phished.</p>")
+        yield site
+
+
+def next_variants(host: str) -> list[str]:
+    """`next` as an attacker writes it into the sign-in link (raw query text)."""
+    return [
+        f"//{host}/",
+        f"/\\{host}/",
+        f"/%5C{host}/",
+        f"%2F%5C{host}/",
+        f"/%5C%5C{host}/",
+        f"/%2F%2F{host}/",
+        f"/%2F/{host}/",
+        f"http://{host}/",
+        f"http:{host}/",
+        f"%09/{host}/",
+        f"/%09/{host}/",
+        f"/%0A/{host}/",
+        f"/%255C{host}/",
+        f"%20//{host}/",
+    ]
+
+
+def land(page: Any, start: str, away_from: tuple[str, ...], submit: str | None = None) -> str:
+    """Where the browser settles after `start` (and, for the token form, submitting `submit`)."""
+    page.goto(start)
+    if submit is not None:
+        page.fill("#token-input", submit)
+        page.click("#signin-button")
+    try:
+        page.wait_for_url(lambda u: not u.startswith(away_from), timeout=20000)
+        page.wait_for_load_state()
+    except Exception as exc:
+        raise AssertionError(f"stuck at {page.url}") from exc
+    return str(page.url)
+
+
+def follow_every_next(base: str, evil: str, idp: IdP, token: str) -> dict[tuple[str, str], str]:
+    """Chromium signs in with the provider and with a token, once per `next` variant."""
+    landed: dict[tuple[str, str], str] = {}
+    host = urlsplit(evil).netloc
+    with chromium() as browser:
+        page = browser.new_page()
+        for raw in [*next_variants(host), "%2Factivity%3Fhours%3D48"]:
+            sso = land(page, f"{base}/signin/oidc?next={raw}", (f"{base}/signin/oidc", idp.issuer))
+            form = land(page, f"{base}/signin?next={raw}", (f"{base}/signin",), submit=token)
+            landed[(raw, "sso")], landed[(raw, "token")] = sso, form
+    return landed
+
+
+async def test_next_after_sign_in_stays_on_this_site(idp: IdP, url: str, world: World, evil: FixtureSite) -> None:
+    """`next=/%5Cevil` (and its cousins) sent the browser to another site after signing in."""
+    base = url.removesuffix("/mcp")
+    idp.sign_in_as = "nina"
+    landed = await asyncio.to_thread(follow_every_next, base, evil.url, idp, world.pub_secret)
+    away = {key: where for key, where in landed.items() if not where.startswith(base + "/")}
+    assert not away, away
+    assert not evil.request_log, evil.request_log
+    kept = f"{base}/activity?hours=48"  # a path on this site keeps its query string
+    assert landed[("%2Factivity%3Fhours%3D48", "sso")] == kept
+    assert landed[("%2Factivity%3Fhours%3D48", "token")] == kept
+
+
+# --- sign-ins in progress belong to their browser ------------------------------------------------------
+
+
+async def test_anonymous_sign_in_starts_cannot_push_out_a_sign_in(idp: IdP, url: str, world: World) -> None:
+    """Each start used to hold a pending sign-in in one server-wide table of 1,000, oldest out first:
+    a flood of anonymous starts evicted everyone's sign-in in progress."""
+    base = url.removesuffix("/mcp")
+    async with httpx.AsyncClient(timeout=60) as http:
+        start = await http.get(f"{base}/signin/oidc", follow_redirects=False)
+        assert start.status_code == 303
+        cookie = {"Cookie": f"archivist_sso_state={start.cookies['archivist_sso_state']}"}
+        limit = asyncio.Semaphore(8)
+
+        async def anonymous() -> int:
+            async with limit, httpx.AsyncClient(timeout=60) as stranger:
+                return (await stranger.get(f"{base}/signin/oidc", follow_redirects=False)).status_code
+
+        flood = await asyncio.gather(*(anonymous() for _ in range(1100)))
+        assert set(flood) == {303}
+        idp.sign_in_as = "nina"
+        back = await http.get(start.headers["location"], follow_redirects=False)
+        finished = await http.get(back.headers["location"], headers=cookie, follow_redirects=False)
+    assert finished.status_code == 200, finished.text
+    assert "archivist_session" in finished.headers.get("set-cookie", "")
+
+
+def test_safe_next_keeps_paths_on_this_site_only() -> None:
+    kept = ["/", "/activity?hours=48", "/documents/1#top", "/search?q=a//b", "/search?q=%5C", "/a%20b"]
+    assert [safe_next(p) for p in kept] == kept
+    refused = [None, "", "//evil", "/\\evil", "/%5Cevil", "/%255Cevil", "/%25255Cevil", "/%2F%2Fevil", "/%2F/evil"]
+    refused += ["https://evil", "evil", "\t/evil", "/\t/evil", "/%09/evil", " //evil", "/x?q=\n", "/" + "a" * 2000]
+    assert {safe_next(p) for p in refused} == {"/"}
