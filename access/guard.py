@@ -32,15 +32,13 @@ from services.access.identity import Caller, admit, record
 from services.access.oauth import Identity
 from services.access.scope import Scope, use_scope
 from services.errors import CallTimeout, ServiceError, service_error_from
-from tools.common import failure, failure_from
+from tools.common import failure, failure_from, rpc_error
 
 logger = logging.getLogger(__name__)
 HIDDEN_ARGUMENTS = frozenset({"self", "ctx", "runtime"})
 #: methods that read no stored data: the handshake, discovery and the tool list (which names only
 #: the caller's own profiles). Everything else that has a handler goes through the gate.
 OPEN_METHODS = frozenset({"initialize", "ping", "server/discover", "tools/list", "logging/setLevel"})
-#: JSON-RPC error codes for refusals of non-tool requests (out of scope reads as not found)
-RPC_CODES = {"NOT_FOUND": INVALID_PARAMS, "INVALID_ARGUMENT": INVALID_PARAMS, "RATE_LIMITED": -32029}
 RPC_NAMES = {INVALID_PARAMS: "NOT_FOUND", -32029: "RATE_LIMITED", -32001: "TIMEOUT"}
 
 
@@ -198,11 +196,7 @@ def rpc_refusal(exc: Exception) -> Any:
     if mapped is None:
         logger.error("access check failed", exc_info=exc)
         raise MCPError(code=INTERNAL_ERROR, message="Internal error: the access check failed. Retry once.")
-    data: dict[str, Any] = {"error_code": mapped.code, "retryable": mapped.retryable}
-    if hasattr(mapped, "retry_after_seconds"):
-        data["retry_after_seconds"] = mapped.retry_after_seconds
-    message = f"{mapped.message} {mapped.suggestion}".strip()
-    raise MCPError(code=RPC_CODES.get(mapped.code, INTERNAL_ERROR), message=message, data=data)
+    raise rpc_error(mapped)
 
 
 def measure_rpc(result: Any, outcome: Outcome) -> None:

@@ -103,7 +103,8 @@ class ArchivistTokenVerifier:
             scopes=list(identity.scopes),
             # the SDK refuses past `expires_at` with no clock skew: allow the same skew as the JWT check
             expires_at=identity.expires_at + int(oauth.config.leeway_seconds) if identity.expires_at else None,
-            subject=identity.subject,
+            # the SDK binds a session to (client_id, iss, subject): never leave the person out of it
+            subject=identity.subject or identity.label,
             claims={"iss": identity.issuer, "identity": identity},
         )
 

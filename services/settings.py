@@ -167,6 +167,11 @@ class Settings(BaseSettings):
     audit_retention_days: int = 30
     audit_enabled: bool = True  # off: tool calls are not recorded (for measuring the audit's overhead)
     max_running_jobs_per_token: int = 3  # queued/running crawl+sync jobs per token (override: token --max-jobs)
+    #: resources one subscriptions/listen stream or one resources/subscribe session may watch
+    subscriptions_per_session: int = Field(default=100, ge=1)
+    #: resources all the streams and sessions of one token (or signed-in person) may watch together
+    #: (an open listen stream counts at least one); the local owner has the per-session cap only
+    subscriptions_per_token: int = Field(default=500, ge=1)
     audit_write_timeout_seconds: float = 2.0  # an audit batch waiting longer (e.g. a locked table) is retried later
     stateless_http: bool = False  # `serve --http --stateless`: no sessions, for servers behind a load balancer
     #: seals the 2026-07-28 requestState of answer=true (>= 32 characters; comma-separated, newest first,

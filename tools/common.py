@@ -12,7 +12,8 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
-from mcp.types import CallToolResult, ResourceLink, TextContent
+from mcp.shared.exceptions import MCPError
+from mcp.types import INTERNAL_ERROR, INVALID_PARAMS, CallToolResult, ResourceLink, TextContent
 
 from models import Document, Page, Source
 from services.access.disclosure import outgoing_text
@@ -29,6 +30,8 @@ METADATA_LIMIT = 1000
 MAX_LINKS = 20
 #: Actions served from the read replica when one is configured (services.database.Database.reading).
 READ_ACTIONS = frozenset({"get", "list", "status"})
+#: JSON-RPC error codes for refusals of non-tool requests (out of scope reads as not found)
+RPC_CODES = {"NOT_FOUND": INVALID_PARAMS, "INVALID_ARGUMENT": INVALID_PARAMS, "RATE_LIMITED": -32029}
 
 
 def _json_default(value: Any) -> Any:
@@ -105,6 +108,16 @@ def resource_links(body: dict[str, Any]) -> list[ResourceLink]:
 def failure_from(exc: ServiceError) -> CallToolResult:
     extra = {"retry_after_seconds": exc.retry_after_seconds} if hasattr(exc, "retry_after_seconds") else None
     return failure(exc.code, exc.message, exc.suggestion, exc.retryable, extra)
+
+
+def rpc_error(exc: ServiceError) -> MCPError:
+    """A refusal of a non-tool request (resources, subscriptions) as a JSON-RPC error carrying the
+    contract's error_code, retryable (and retry_after_seconds) in its data."""
+    data: dict[str, Any] = {"error_code": exc.code, "retryable": exc.retryable}
+    if hasattr(exc, "retry_after_seconds"):
+        data["retry_after_seconds"] = exc.retry_after_seconds
+    message = f"{exc.message} {exc.suggestion}".strip()
+    return MCPError(code=RPC_CODES.get(exc.code, INTERNAL_ERROR), message=message, data=data)
 
 
 async def run_tool(name: str, body: Callable[[], Awaitable[dict[str, Any]]]) -> CallToolResult:

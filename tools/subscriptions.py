@@ -1,47 +1,46 @@
-"""Resource subscriptions: documents, sources and jobs, on both protocol eras, each within its scope.
+"""Resource subscriptions: documents, sources and jobs, on both protocol eras, each within its scope and
+within its caps.
 
-- 2026-07-28: `subscriptions/listen` is the SDK's own `ListenHandler`; `listen()` below only drops the
-  URIs the subscriber cannot read before handing the request on, so the acknowledgement names exactly
-  what it will hear.
-- Older clients: `resources/subscribe` / `resources/unsubscribe` (`subscribe()` / `unsubscribe()`),
-  delivered with the session's `send_resource_updated`.
+- 2026-07-28: `subscriptions/listen` is the SDK's own `ListenHandler` (each stream buffers at most 1024
+  events, then ends: a client that stops reading loses only its own stream). `listen()` below refuses a
+  stream past the caps and drops the URIs the subscriber cannot read before handing the request on, so
+  the acknowledgement names exactly what it will hear.
+- Older clients: `resources/subscribe` / `resources/unsubscribe`, one `LegacySession` per client
+  connection, sent by a task of its own from a queue that holds each URI at most once: a client that
+  stops reading holds back only its own updates, and at most one per URI it watches. The session's
+  subscriptions end with its connection.
+
+Caps (issue 27): a listen stream or a legacy session watches at most ARCHIVIST_SUBSCRIPTIONS_PER_SESSION
+URIs; one caller (a token, a signed-in person) at most ARCHIVIST_SUBSCRIPTIONS_PER_TOKEN over all of its
+streams and sessions (an open stream counts at least one) and at most STREAMS_PER_TOKEN listen streams.
+The local owner (stdio, an open loopback server) has the per-session cap only. Past a cap the request
+is refused with RATE_LIMITED (JSON-RPC -32029) naming the setting.
 
 Both kinds of subscriber listen on one `ScopedBus` (the SDK's in-memory bus), which remembers each
 listener's scope and delivers an update only when that scope may read the resource's source. The
-updates come from `ChangeWatch`, which polls the subscribed resources (every worker, in any process,
-writes to the same database) and publishes an update when what a read would return has changed: a
-document's content hash, a source's counts, a job's status and counters.
+updates come from `ChangeWatch` (tools/change_watch.py), which polls each caller's subscriptions apart.
 """
 
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import logging
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass
+from collections.abc import Callable
 from typing import Any
 
 from mcp.server.subscriptions import InMemorySubscriptionBus, ResourceUpdated, ServerEvent
 from mcp.types import EmptyResult, SubscribeRequestParams, SubscriptionsListenRequestParams, UnsubscribeRequestParams
 
-from services.access.scope import Scope, entered_scope, use_scope
-from services.errors import ServiceError
-from tools.common import to_json
+from services.access.job_limits import UNLIMITED_CALLERS
+from services.access.scope import entered_scope
+from services.errors import PermissionDenied, RateLimited, ServiceError
+from tools.change_watch import ChangeWatch, ScopedResourceUpdated
+from tools.common import rpc_error
 
 logger = logging.getLogger(__name__)
-
-PREFIXES = {"archivist://documents/": "document", "archivist://sources/": "source", "archivist://jobs/": "job"}
-POLL_SECONDS = 1.0
-
-
-@dataclass(frozen=True)
-class ScopedResourceUpdated(ResourceUpdated):
-    """A resource update that names the source it belongs to, so the bus can keep it in scope."""
-
-    source_id: str = ""
+STREAMS_PER_TOKEN = 10  # open subscriptions/listen streams per caller (a client needs one or two)
+SESSION_KEY = "archivist.subscriptions"  # where a connection's LegacySession lives in its `state`
 
 
 class ScopedBus(InMemorySubscriptionBus):
@@ -58,162 +57,169 @@ class ScopedBus(InMemorySubscriptionBus):
         return super().subscribe(scoped)
 
 
-def parse(uri: str) -> tuple[str, str] | None:
-    """(kind, id) of an Archivist resource URI (a document's ?offset is ignored), else None."""
-    for prefix, kind in PREFIXES.items():
-        if uri.startswith(prefix):
-            ident = uri[len(prefix) :].split("?", 1)[0]
-            return (kind, ident) if ident else None
-    return None
+class Quota:
+    """How many URIs (and listen streams) each caller holds, against the caps."""
 
+    def __init__(self, per_session: int, per_token: int, streams: int = STREAMS_PER_TOKEN) -> None:
+        self.per_session = per_session
+        self.per_token = per_token
+        self.streams_cap = streams
+        self.held: Counter[str] = Counter()
+        self.streams: Counter[str] = Counter()
 
-async def state_of(app: Any, kind: str, ident: str) -> tuple[str, str] | None:
-    """(source_id, fingerprint) of a resource as the entered scope sees it; None when it cannot be read."""
-    try:
-        if kind == "document":
-            document = await app.documents.get(ident)
-            return str(document.source_id), f"{document.content_hash}:{document.updated_at.isoformat()}"
-        if kind == "source":
-            source = await app.sources.get(ident)
-            stats = await app.sources.stats(source.id)
-            return str(source.id), to_json({**source.model_dump(mode="json"), **stats.model_dump(mode="json")})
-        job = await app.jobs.get(ident)
-        return str(job.source_id), to_json(job.model_dump(mode="json", exclude={"heartbeat_at", "worker_id"}))
-    except ServiceError:
-        return None
+    @classmethod
+    def from_settings(cls, settings: Any) -> Quota:
+        return cls(int(settings.subscriptions_per_session), int(settings.subscriptions_per_token))
 
+    def check_session(self, count: int) -> None:
+        if count > self.per_session:
+            raise RateLimited(
+                f"A subscription session or listen stream may watch at most {self.per_session} resources "
+                f"(ARCHIVIST_SUBSCRIPTIONS_PER_SESSION); this one would watch {count}.",
+                "Watch fewer resources: a source's URI covers its documents' counts.",
+                retryable=False,
+            )
 
-class ChangeWatch:
-    """Which URIs are subscribed (counted per subscription), and the poll that turns changes into updates."""
-
-    def __init__(self, runtime: Any, bus: ScopedBus) -> None:
-        self.runtime = runtime
-        self.bus = bus
-        self.watched: Counter[str] = Counter()
-        self.seen: dict[str, tuple[str, str]] = {}  # uri -> (source_id, fingerprint hash)
-        self.interval = POLL_SECONDS
-
-    def add(self, uris: Iterable[str]) -> None:
-        self.watched.update(uris)
-
-    def remove(self, uris: Iterable[str]) -> None:
-        self.watched.subtract(uris)
-        for uri in [u for u, n in self.watched.items() if n <= 0]:
-            del self.watched[uri]
-            self.seen.pop(uri, None)
-
-    @contextmanager
-    def watching(self, uris: list[str]) -> Iterator[None]:
-        self.add(uris)
-        try:
-            yield
-        finally:
-            self.remove(uris)
-
-    async def visible(self, uris: Iterable[str]) -> list[str]:
-        """The URIs the entered (subscriber's) scope may read; their current state becomes the baseline."""
-        app = await self.runtime.get()
-        allowed = []
-        for uri in dict.fromkeys(uris):
-            parsed = parse(uri)
-            state = await state_of(app, *parsed) if parsed else None
-            if state is not None:
-                allowed.append(uri)
-                self.seen.setdefault(uri, (state[0], digest(state[1])))
-        return allowed
-
-    async def poll_once(self) -> None:
-        app = self.runtime.ready()
-        if app is None or not self.watched:
+    def take(self, caller: str, count: int, stream: bool = False) -> None:
+        if caller in UNLIMITED_CALLERS:
             return
-        with use_scope(Scope.owner("subscriptions")):  # each update is scoped per listener by the bus
-            for uri in list(self.watched):
-                parsed = parse(uri)
-                if parsed is None:
-                    continue
-                state = await state_of(app, *parsed)
-                before = self.seen.get(uri)
-                now = (state[0], digest(state[1])) if state else (before[0] if before else "", "gone")
-                if before is not None and before != now and uri in self.watched:
-                    await self.bus.publish(ScopedResourceUpdated(uri=uri, source_id=now[0]))
-                if uri in self.watched:
-                    self.seen[uri] = now
+        if stream and self.streams[caller] >= self.streams_cap:
+            raise RateLimited(
+                f"This token already has {self.streams[caller]} open listen streams, the most allowed.",
+                "Close a subscriptions/listen stream first, or watch more resources on one stream.",
+            )
+        if self.held[caller] + count > self.per_token:
+            raise RateLimited(
+                f"This token already watches {self.held[caller]} resources; it may watch at most "
+                f"{self.per_token} (ARCHIVIST_SUBSCRIPTIONS_PER_TOKEN), and this asks for {count} more.",
+                "Unsubscribe from resources, or close a listen stream, first.",
+            )
+        self.held[caller] += count
+        self.streams[caller] += int(stream)
 
-    async def run(self, stop: asyncio.Event) -> None:
-        while not stop.is_set():
+    def give_back(self, caller: str, count: int, stream: bool = False) -> None:
+        if caller in UNLIMITED_CALLERS:
+            return
+        self.held[caller] -= count
+        self.streams[caller] -= int(stream)
+        for counter in (self.held, self.streams):
+            if counter[caller] <= 0:
+                del counter[caller]
+
+
+def caller_key() -> str:
+    """The subscriber: its entered scope's `who` (a token's name, a signed-in person, the local owner)."""
+    scope = entered_scope()
+    if scope is None:  # every subscription request passes the access gate; without a scope, none
+        raise rpc_error(PermissionDenied("No caller.", "Subscribe through the server's access gate."))
+    return scope.who
+
+
+def connection_of(ctx: Any) -> Any:
+    """The client connection a request came on. The SDK (2.3) builds a `ServerSession` per request and
+    gives lowlevel handlers no public way to its `Connection` (per-connection `state`, and an
+    `exit_stack` unwound when the client goes): the one place Archivist reads a private SDK attribute."""
+    return ctx.session._connection
+
+
+class LegacySession:
+    """One connection's resources/subscribe subscriptions, and the task that sends their updates."""
+
+    def __init__(self, legacy: LegacySubscriptions, caller: str, session: Any) -> None:
+        self.legacy = legacy
+        self.caller = caller
+        self.session = session
+        self.uris: set[str] = set()
+        self.queued: set[str] = set()  # each URI waits at most once: the queue never outgrows `uris`
+        self.queue: asyncio.Queue[str] = asyncio.Queue()
+        self.unsubscribe = legacy.watch.bus.subscribe(self.deliver)  # in the subscriber's scope
+        self.sender = asyncio.get_running_loop().create_task(self.send(), name="resources/updated sender")
+        self.closed = False
+
+    def deliver(self, event: ServerEvent) -> None:
+        if isinstance(event, ResourceUpdated) and event.uri in self.uris and event.uri not in self.queued:
+            self.queued.add(event.uri)
+            self.queue.put_nowait(event.uri)
+
+    async def send(self) -> None:
+        while True:
+            uri = await self.queue.get()
+            self.queued.discard(uri)
             try:
-                await self.poll_once()
-            except Exception:  # never let the watch die: the next poll tries again
-                logger.warning("subscription poll failed", exc_info=True)
-            try:
-                await asyncio.wait_for(stop.wait(), self.interval)
-            except TimeoutError:
-                pass
+                await self.session.send_resource_updated(uri)
+            except Exception:  # the client has gone
+                self.close()
+                return
 
-
-def digest(text: str) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        self.unsubscribe()
+        self.sender.cancel()
+        self.legacy.watch.remove(self.caller, self.uris)
+        self.legacy.quota.give_back(self.caller, len(self.uris))
+        self.uris.clear()
 
 
 class LegacySubscriptions:
-    """resources/subscribe for clients before 2026-07-28: one bus listener per session."""
+    """resources/subscribe for clients before 2026-07-28: one LegacySession per connection."""
 
-    def __init__(self, watch: ChangeWatch) -> None:
+    def __init__(self, watch: ChangeWatch, quota: Quota) -> None:
         self.watch = watch
-        self.sessions: dict[int, tuple[set[str], Callable[[], None]]] = {}
-        self.sending: set[asyncio.Task[None]] = set()  # held until done (the loop keeps only weak refs)
+        self.quota = quota
+
+    def session_for(self, ctx: Any, caller: str) -> LegacySession:
+        connection = connection_of(ctx)
+        held = connection.state.get(SESSION_KEY)
+        if held is None or held.closed:
+            held = LegacySession(self, caller, ctx.session)
+            connection.state[SESSION_KEY] = held
+            connection.exit_stack.callback(held.close)
+        return held
 
     async def subscribe(self, ctx: Any, params: SubscribeRequestParams) -> EmptyResult:
         from mcp.server.mcpserver.exceptions import ResourceNotFoundError
 
         uri = str(params.uri)
-        if not await self.watch.visible([uri]):
+        caller = caller_key()
+        session = self.session_for(ctx, caller)
+        if uri in session.uris:
+            return EmptyResult()
+        try:
+            self.quota.check_session(len(session.uris) + 1)
+            self.quota.take(caller, 1)
+        except ServiceError as exc:
+            raise rpc_error(exc) from None
+        try:
+            visible = await self.watch.visible([uri])
+        except BaseException:
+            self.quota.give_back(caller, 1)
+            raise
+        if not visible or session.closed:
+            self.quota.give_back(caller, 1)
             raise ResourceNotFoundError(f"Unknown resource: {uri}")
-        session = ctx.session
-        key = id(session)
-        if key not in self.sessions:
-            uris: set[str] = set()
-            loop = asyncio.get_running_loop()
-
-            def deliver(event: ServerEvent) -> None:
-                if isinstance(event, ResourceUpdated) and event.uri in uris:
-                    task = loop.create_task(self.send(key, session, event.uri))
-                    self.sending.add(task)
-                    task.add_done_callback(self.sending.discard)
-
-            self.sessions[key] = (uris, self.watch.bus.subscribe(deliver))
-        uris = self.sessions[key][0]
-        if uri not in uris:
-            uris.add(uri)
-            self.watch.add([uri])
+        session.uris.add(uri)
+        self.watch.add(caller, [uri])
         return EmptyResult()
 
     async def unsubscribe(self, ctx: Any, params: UnsubscribeRequestParams) -> EmptyResult:
-        entry = self.sessions.get(id(ctx.session))
+        session = connection_of(ctx).state.get(SESSION_KEY)
         uri = str(params.uri)
-        if entry is not None and uri in entry[0]:
-            entry[0].discard(uri)
-            self.watch.remove([uri])
+        if session is not None and uri in session.uris:
+            session.uris.discard(uri)
+            self.watch.remove(session.caller, [uri])
+            self.quota.give_back(session.caller, 1)
         return EmptyResult()
-
-    async def send(self, key: int, session: Any, uri: str) -> None:
-        try:
-            await session.send_resource_updated(uri)
-        except Exception:  # the session has gone: forget its subscriptions
-            self.drop(key)
-
-    def drop(self, key: int) -> None:
-        entry = self.sessions.pop(key, None)
-        if entry is not None:
-            entry[1]()
-            self.watch.remove(entry[0])
 
 
 def install(server: Any, runtime: Any, bus: ScopedBus) -> ChangeWatch:
-    """Serve resources/subscribe (older clients) and keep subscriptions/listen (the SDK's) in scope."""
+    """Serve resources/subscribe (older clients) and keep subscriptions/listen (the SDK's) in scope and
+    within the caps."""
     lowlevel = server._lowlevel_server
     watch = ChangeWatch(runtime, bus)
-    legacy = LegacySubscriptions(watch)
+    quota = Quota.from_settings(runtime.settings)
+    legacy = LegacySubscriptions(watch, quota)
     lowlevel.add_request_handler("resources/subscribe", SubscribeRequestParams, legacy.subscribe)
     lowlevel.add_request_handler("resources/unsubscribe", UnsubscribeRequestParams, legacy.unsubscribe)
     entry = lowlevel.get_request_handler("subscriptions/listen")
@@ -221,11 +227,23 @@ def install(server: Any, runtime: Any, bus: ScopedBus) -> ChangeWatch:
         sdk_listen = entry.handler
 
         async def listen(ctx: Any, params: SubscriptionsListenRequestParams) -> Any:
-            wanted = params.notifications.resource_subscriptions or []
-            allowed = await watch.visible(wanted)
-            notifications = params.notifications.model_copy(update={"resource_subscriptions": allowed or None})
-            with watch.watching(allowed):
-                return await sdk_listen(ctx, params.model_copy(update={"notifications": notifications}))
+            wanted = list(dict.fromkeys(params.notifications.resource_subscriptions or []))
+            caller = caller_key()
+            try:
+                quota.check_session(len(wanted))  # before any look-up: a huge list costs nothing
+                quota.take(caller, max(1, len(wanted)), stream=True)
+            except ServiceError as exc:
+                raise rpc_error(exc) from None
+            held = max(1, len(wanted))
+            try:
+                allowed = await watch.visible(wanted)
+                quota.give_back(caller, held - max(1, len(allowed)))  # what it may not read is not held
+                held = max(1, len(allowed))
+                notifications = params.notifications.model_copy(update={"resource_subscriptions": allowed or None})
+                with watch.watching(caller, allowed):
+                    return await sdk_listen(ctx, params.model_copy(update={"notifications": notifications}))
+            finally:
+                quota.give_back(caller, held, stream=True)
 
         lowlevel.add_request_handler("subscriptions/listen", SubscriptionsListenRequestParams, listen)
     return watch

@@ -12,6 +12,7 @@ import ipaddress
 import secrets
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import unquote
 
 from starlette.requests import Request
 from starlette.responses import Response
@@ -22,6 +23,7 @@ SESSION_COOKIE = "archivist_session"
 CSRF_COOKIE = "archivist_csrf"
 CSRF_FIELD = "csrf"
 MAX_SESSIONS = 1000
+MAX_NEXT_CHARS = 2000
 
 
 def is_loopback_host(host: str) -> bool:
@@ -142,3 +144,30 @@ def csrf_ok(request: Request, submitted: str | None, hosts: HostPolicy) -> bool:
     if not cookie or not submitted or not same_origin(request, hosts):
         return False
     return hmac.compare_digest(cookie.encode(), submitted.encode())
+
+
+def safe_next(raw: str | None) -> str:
+    """Where to go after signing in: `raw` (its query string kept) when it is a path on this site,
+    else "/". The one check for every sign-in (token form and identity provider).
+
+    A browser takes `/<backslash>evil`, `/<tab>/evil` and `//evil` to another host (it reads a
+    backslash as a slash and drops tabs and newlines), and a later hop may percent-decode `/%5Cevil`
+    into one of them. So the path part must start with a single `/` and hold no backslash and no
+    control character, as written and after each round of percent-decoding (at most 3; more is
+    refused); the whole value holds no control character either."""
+    if not raw or len(raw) > MAX_NEXT_CHARS or has_control(raw):
+        return "/"
+    cut = min((i for i in (raw.find("?"), raw.find("#")) if i >= 0), default=len(raw))
+    path = raw[:cut]
+    for _ in range(4):
+        if not path.startswith("/") or path.startswith("//") or "\\" in path or has_control(path):
+            return "/"
+        decoded = unquote(path)
+        if decoded == path:
+            return raw
+        path = decoded
+    return "/"
+
+
+def has_control(text: str) -> bool:
+    return any(ord(c) < 0x20 or c == "\x7f" for c in text)

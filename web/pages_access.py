@@ -134,7 +134,7 @@ def routes(console: Console) -> list[Route]:
 
     async def signin(request: Request) -> Response:
         raw = form_text(request, "next", "/") if request.method == "POST" else request.query_params.get("next", "/")
-        next_path = raw if raw.startswith("/") and not raw.startswith("//") else "/"
+        next_path = auth.safe_next(raw)
         if request.method == "GET":
             return console.render(request, "signin.html", next_path=next_path, failed=False, sso=console.sso_issuer)
         app = await console.app()

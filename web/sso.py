@@ -2,7 +2,7 @@
 
 With ARCHIVIST_OAUTH_ISSUER and ARCHIVIST_OAUTH_CLIENT_ID set, the sign-in page offers "Sign in with
 <issuer>": `/signin/oidc` starts an OpenID Connect authorization code flow with PKCE (state and nonce,
-services/access/oidc_login.py) and binds its state to this browser with a cookie; the provider sends the
+services/access/oidc_login.py) and keeps it, sealed, in this browser's cookie; the provider sends the
 browser back to `/signin/oidc/callback`, which accepts only that browser's state, checks the ID token and
 opens a console session holding the identity (never a token). What the session may see is worked out
 on every request from the identity's grants (services/access/identity.py), as for MCP tokens; it ends at
@@ -20,7 +20,7 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Route
 
 from services.access.oauth import InvalidToken, OAuthConfig, OAuthVerifier
-from services.access.oidc_login import OidcLogin, SignedIn
+from services.access.oidc_login import PENDING_SECONDS, OidcLogin, SignedIn
 from web import auth
 
 logger = logging.getLogger(__name__)
@@ -65,28 +65,32 @@ def routes(console: Any) -> list[Route]:
     async def start(request: Request) -> Response:
         if issuer_of(console.settings) is None:
             return refusal("Sign-in with an identity provider is not configured on this server.")
-        raw = request.query_params.get("next", "/")
-        next_path = raw if raw.startswith("/") and not raw.startswith("//") else "/"
+        next_path = auth.safe_next(request.query_params.get("next"))
         try:
-            url, state = await login_for(console, request).start(next_path)
+            url, sealed = await login_for(console, request).start(next_path)
         except InvalidToken as exc:
             logger.warning("console sign-in could not start: %s", exc)
             return refusal("The identity provider could not be reached. Try again later.")
         response = RedirectResponse(url, 303)
         # Lax, not Strict: the provider's redirect back is a cross-site navigation
         secure = auth.secure_cookie(request, console.secure_cookies)
-        response.set_cookie(STATE_COOKIE, state, max_age=600, httponly=True, samesite="lax", secure=secure, path="/")
+        response.set_cookie(
+            STATE_COOKIE, sealed, max_age=PENDING_SECONDS, httponly=True, samesite="lax", secure=secure, path="/"
+        )
         return response
 
     async def callback(request: Request) -> Response:
-        state = request.query_params.get("state", "")
         code = request.query_params.get("code", "")
-        if issuer_of(console.settings) is None or not state or request.cookies.get(STATE_COOKIE) != state:
-            return refusal("This sign-in was not started in this browser.")
+        if issuer_of(console.settings) is None:
+            return refusal("Sign-in with an identity provider is not configured on this server.")
+        login = login_for(console, request)
+        pending = login.pending(request.cookies.get(STATE_COOKIE), request.query_params.get("state", ""))
+        if pending is None:
+            return refusal("This sign-in was not started in this browser, or it has expired. Sign in again.")
         if request.query_params.get("error") or not code:
             return refusal(f"The identity provider refused: {request.query_params.get('error', 'no code')}.")
         try:
-            signed_in, next_path = await login_for(console, request).finish(state, code)
+            signed_in, next_path = await login.finish(pending, code)
         except InvalidToken as exc:
             logger.info("console sign-in refused: %s", exc)
             return refusal("The identity provider's answer could not be verified.")

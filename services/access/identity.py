@@ -3,7 +3,8 @@ or the server's own `--profile` selection), what it may reach (`admit`: its scop
 its rate bucket) and one audit record per call (`record`). MCP tool calls, every other gated MCP
 request (access/guard.py) and console pages use these; nothing else decides identity.
 
-Rate buckets: a token has its own (its override, else ARCHIVIST_RATE_PER_MINUTE). The local owner
+Rate buckets: a token has its own (its override, else ARCHIVIST_RATE_PER_MINUTE), and so has a person
+or agent of the identity provider (keyed by issuer and subject, never by a name it chose). The local owner
 (no token: stdio, open loopback HTTP) is not throttled by default: its agents are its own work. With
 ARCHIVIST_LOCAL_RATE_PER_MINUTE > 0, each MCP session of the owner gets a bucket of that size (a stdio
 process; an HTTP session; for the session-less 2026-07-28 protocol, the client's connection).
@@ -84,8 +85,8 @@ async def identity_scope(app: Any, caller: Caller, identity: Identity) -> Scope:
 
 def rate_bucket(caller: Caller, settings: Any) -> tuple[str, int] | None:
     """(bucket key, calls per minute) for this caller, or None when it is not rate-limited."""
-    if caller.identity is not None:
-        return caller.who, int(settings.rate_per_minute)
+    if caller.identity is not None:  # the issuer and subject: never a name the person chose
+        return caller.identity.bucket, int(settings.rate_per_minute)
     if caller.token is not None:
         return f"token:{caller.token}", int(caller.rate_per_minute or settings.rate_per_minute)
     per_minute = int(getattr(settings, "local_rate_per_minute", 0) or 0)

@@ -9,8 +9,8 @@ checked here, locally:
   working within the cache time), then `iss`, `aud` and `exp`/`nbf` (with `leeway` seconds of clock
   skew);
 - anything else: RFC 7662 introspection, when the issuer's metadata names an introspection endpoint;
-  an admitted token's answer is reused for up to `introspection_cache_seconds`, never past its `exp`
-  (services/access/token_cache.py).
+  the answer must name this resource in `aud`, as a JWT must; an admitted token's answer is reused
+  for up to `introspection_cache_seconds`, never past its `exp` (services/access/token_cache.py).
 
 The required scopes are not checked here: a valid token without them is still a valid token, and the
 HTTP layer (the SDK's RequireAuthMiddleware, access/http_auth.py) answers it 403 `insufficient_scope`
@@ -89,25 +89,36 @@ class OAuthConfig:
 
 @dataclass(frozen=True)
 class Identity:
-    """Who a verified token names: the person (subject, email) or the agent (client id)."""
+    """Who a verified token names: the person (subject, email) or the agent (client id).
+
+    Only claims the issuer vouches for name the caller: `sub` (unique per issuer), an email the token
+    marks `email_verified: true`, or the client id. A display name (`preferred_username`, `name`,
+    `upn`) is never read: a person may often choose it, so mallory could call herself alice."""
 
     issuer: str
     subject: str | None = None
     email: str | None = None
-    #: the email, unless the token says it is unverified (`email_verified: false`): only this one
-    #: matches `--email-domain` grants
+    #: the email, only when the token says `email_verified: true` (a JSON boolean): only this one
+    #: matches `--email-domain` grants and names the caller
     verified_email: str | None = None
     client_id: str | None = None
-    name: str | None = None  # preferred_username / upn
     groups: tuple[str, ...] = ()
     scopes: tuple[str, ...] = ()
     expires_at: int | None = None
 
     @property
     def label(self) -> str:
-        """The audit log's `who`: `oidc:` and the email (unless the token says it is unverified), else
-        the username, subject or client id."""
-        return "oidc:" + (self.verified_email or self.name or self.subject or self.client_id or "unknown")
+        """The audit log's `who`: `oidc:` and the verified email, else the subject, else the client id."""
+        return "oidc:" + (self.verified_email or self.subject or self.client_id or "")
+
+    @property
+    def bucket(self) -> str:
+        """The rate bucket: the issuer and the subject (else the verified email, else the client id)."""
+        if self.subject:
+            return f"oidc:{self.issuer} sub:{self.subject}"
+        if self.verified_email:
+            return f"oidc:{self.issuer} email:{self.verified_email}"
+        return f"oidc:{self.issuer} client:{self.client_id}"
 
     @property
     def may_write(self) -> bool:
@@ -116,27 +127,33 @@ class Identity:
     def describe(self) -> str:
         """The claims that grants match, for a refusal that says why (no token content)."""
         parts = [f"subject {self.subject!r}" if self.subject else None]
-        parts.append(f"email {self.email!r}" if self.email else None)
+        if self.email:
+            parts.append(f"email {self.email!r}" + ("" if self.verified_email else " (not verified)"))
         parts.append(f"groups {', '.join(self.groups)}" if self.groups else "no groups")
         return "; ".join(p for p in parts if p)
 
 
 def identity_from_claims(claims: dict[str, Any], config: OAuthConfig) -> Identity:
-    email = claims.get("email") if isinstance(claims.get("email"), str) else None
-    name = next((claims[k] for k in ("preferred_username", "upn", "username") if isinstance(claims.get(k), str)), None)
+    """The one reading of a verified token's (or ID token's) claims. An email counts as verified only
+    with `email_verified: true` (missing, `"true"` or `"false"` do not); a token naming no subject,
+    verified email or client id is refused."""
+    email = claims.get("email") if isinstance(claims.get("email"), str) and claims.get("email") else None
     client = next((claims[k] for k in ("client_id", "azp", "appid", "cid") if isinstance(claims.get(k), str)), None)
+    subject = claims.get("sub")
     exp = claims.get("exp")
-    return Identity(
+    identity = Identity(
         issuer=str(claims.get("iss") or config.issuer),
-        subject=str(claims["sub"]) if claims.get("sub") is not None else None,
+        subject=str(subject) if isinstance(subject, str | int) and str(subject) else None,
         email=email,
-        verified_email=email if email and claims.get("email_verified") is not False else None,
-        client_id=client,
-        name=name,
+        verified_email=email if email and claims.get("email_verified") is True else None,
+        client_id=client or None,
         groups=tuple(as_strings(claim_at(claims, config.groups_claim))),
         scopes=tuple(scopes_of(claims)),
         expires_at=int(exp) if isinstance(exp, int | float) else None,
     )
+    if not (identity.subject or identity.verified_email or identity.client_id):
+        raise InvalidToken("the token names no subject, verified email or client id")
+    return identity
 
 
 def claim_at(claims: dict[str, Any], path: str) -> Any:
@@ -311,19 +328,29 @@ class OAuthVerifier:
 
 
 def check_introspected(claims: dict[str, Any], config: OAuthConfig) -> None:
-    """RFC 7662 answers carry the same claims a JWT would: check those present."""
+    """RFC 7662 answers carry the same claims a JWT would: `aud` must name this resource, as in a JWT
+    (an answer without one may be for any API of the issuer); `iss`, `exp` and `nbf` are checked when
+    present."""
     now = time.time()
     if claims.get("iss") is not None and claims["iss"] != config.issuer:
         raise InvalidToken(f"issued by {claims['iss']!r}")
-    audience = claims.get("aud")
-    if audience is not None and config.audience not in as_strings(audience):
-        raise InvalidToken("issued for another audience")
+    if config.audience not in audiences(claims.get("aud")):
+        raise InvalidToken("issued for another audience (or for none)")
     exp = claims.get("exp")
     if isinstance(exp, int | float) and exp + config.leeway_seconds < now:
         raise InvalidToken("expired")
     nbf = claims.get("nbf")
     if isinstance(nbf, int | float) and nbf - config.leeway_seconds > now:
         raise InvalidToken("not valid yet")
+
+
+def audiences(value: Any) -> list[str]:
+    """`aud` as RFC 7519 spells it: one string (compared whole) or a list of strings."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, list):
+        return [v for v in value if isinstance(v, str)]
+    return []
 
 
 def is_jwt(token: str) -> bool:

@@ -1,40 +1,53 @@
 """Console single sign-on with the team's identity provider (issue 20, point 4): OpenID Connect
 authorization code flow with PKCE, `state` and `nonce` checked.
 
-`start()` remembers a pending login (state -> nonce, PKCE verifier, where to go next) and returns the
-provider's authorization URL; `finish()` takes the state and code the provider sent back, exchanges the
-code (with the verifier), checks the ID token (signature by the issuer's JWKS, `iss`, `aud` = the
-console's client id, `exp`, `nonce`) and returns the `Identity` it names. Which profiles that identity
-reaches is decided per request by the same grants as for MCP tokens (services/access/identity.py).
-No web framework here: web/ turns these into redirects and a session.
+`start()` returns the provider's authorization URL and the sign-in in progress (state, nonce, PKCE
+verifier, where to go next) sealed for the browser's cookie; `finish()` takes that cookie back with the
+state and code the provider sent, exchanges the code (with the verifier), checks the ID token
+(signature by the issuer's JWKS, `iss`, `aud` = the console's client id, `exp`, `nonce`) and returns the
+`Identity` it names. Which profiles that identity reaches is decided per request by the same grants as
+for MCP tokens (services/access/identity.py). No web framework here: web/ turns these into redirects and
+a session.
+
+A sign-in in progress lives in the browser that started it, never in a server-wide table: the cookie is
+sealed (Fernet: AES and an HMAC, by `cryptography`) with a key this process holds in memory, and lasts
+`PENDING_SECONDS`. One browser has one sign-in in progress (its cookie); anonymous starts cost the server
+nothing it keeps, so no flood of them can push out another browser's sign-in (issue 27). A finished
+state is remembered until it would have expired, so a callback cannot be replayed.
 """
 
 from __future__ import annotations
 
 import base64
 import hashlib
+import json
 import secrets
 import time
-from dataclasses import dataclass
+from collections import OrderedDict
+from dataclasses import asdict, dataclass
 from typing import Any
 from urllib.parse import urlencode
 
 import httpx
 import jwt
+from cryptography.fernet import Fernet
+from cryptography.fernet import InvalidToken as BadSeal
 
 from services.access.oauth import ALGORITHMS, Identity, InvalidToken, OAuthVerifier, identity_from_claims
 
-PENDING_SECONDS = 600.0  # a sign-in left unfinished this long is forgotten
-MAX_PENDING = 1000
+PENDING_SECONDS = 600  # a sign-in left unfinished this long is refused
+MAX_FINISHED = 10_000  # finished states remembered against replay (each needs a real provider sign-in)
 SCOPES = "openid email profile"
 
 
 @dataclass(frozen=True)
 class Pending:
+    """A sign-in in progress, as its browser's cookie carries it (sealed)."""
+
+    state: str
     nonce: str
     verifier: str
     next_path: str
-    started: float
 
 
 @dataclass(frozen=True)
@@ -65,45 +78,56 @@ class OidcLogin:
         self.client_id = client_id
         self.client_secret = client_secret
         self.redirect_uri = redirect_uri
-        self.pending: dict[str, Pending] = {}
+        self._sealer = Fernet(Fernet.generate_key())  # per process: a restart asks to sign in again
+        self._finished: OrderedDict[str, float] = OrderedDict()  # state -> when its cookie expires
 
     @property
     def issuer(self) -> str:
         return self.oauth.config.issuer
 
     async def start(self, next_path: str) -> tuple[str, str]:
-        """(the provider's authorization URL, the state to bind to this browser)."""
+        """(the provider's authorization URL, the sealed sign-in for this browser's cookie)."""
         metadata = await self.oauth.keys.metadata()
         endpoint = metadata.get("authorization_endpoint")
         if not endpoint:
             raise InvalidToken("the issuer's metadata has no authorization_endpoint")
-        self._forget_old()
-        state, nonce, verifier = secrets.token_urlsafe(24), secrets.token_urlsafe(24), secrets.token_urlsafe(48)
-        self.pending[state] = Pending(nonce, verifier, next_path, time.monotonic())
+        pending = Pending(secrets.token_urlsafe(24), secrets.token_urlsafe(24), secrets.token_urlsafe(48), next_path)
         query = {
             "response_type": "code",
             "client_id": self.client_id,
             "redirect_uri": self.redirect_uri,
             "scope": SCOPES,
-            "state": state,
-            "nonce": nonce,
-            "code_challenge": s256(verifier),
+            "state": pending.state,
+            "nonce": pending.nonce,
+            "code_challenge": s256(pending.verifier),
             "code_challenge_method": "S256",
         }
-        return f"{endpoint}{'&' if '?' in endpoint else '?'}{urlencode(query)}", state
+        sealed = self._sealer.encrypt(json.dumps(asdict(pending)).encode()).decode()
+        return f"{endpoint}{'&' if '?' in endpoint else '?'}{urlencode(query)}", sealed
 
-    def _forget_old(self) -> None:
+    def pending(self, sealed: str | None, state: str) -> Pending | None:
+        """The sign-in this browser started, when its cookie is ours, not expired, not finished, and
+        names `state`; else None (a forged, stolen, expired or replayed callback)."""
+        if not sealed or not state:
+            return None
+        try:
+            pending = Pending(**json.loads(self._sealer.decrypt(sealed.encode(), ttl=PENDING_SECONDS)))
+        except (BadSeal, ValueError, TypeError):
+            return None
+        if not secrets.compare_digest(pending.state, state) or pending.state in self._finished:
+            return None
+        return pending
+
+    def _finish_once(self, state: str) -> None:
         now = time.monotonic()
-        for state in [s for s, p in self.pending.items() if now - p.started > PENDING_SECONDS]:
-            self.pending.pop(state, None)
-        while len(self.pending) >= MAX_PENDING:
-            self.pending.pop(next(iter(self.pending)))
+        while self._finished and (next(iter(self._finished.values())) < now or len(self._finished) >= MAX_FINISHED):
+            self._finished.popitem(last=False)
+        self._finished[state] = now + PENDING_SECONDS
 
-    async def finish(self, state: str, code: str) -> tuple[SignedIn, str]:
-        """(the signed-in identity, the path to go next); InvalidToken says why a sign-in failed."""
-        pending = self.pending.pop(state, None) if state else None
-        if pending is None or time.monotonic() - pending.started > PENDING_SECONDS:
-            raise InvalidToken("unknown or expired sign-in state")
+    async def finish(self, pending: Pending, code: str) -> tuple[SignedIn, str]:
+        """(the signed-in identity, the path to go next); InvalidToken says why a sign-in failed. The
+        state is spent first: a replay of this callback is refused."""
+        self._finish_once(pending.state)
         tokens = await self._exchange(code, pending.verifier)
         id_token = tokens.get("id_token")
         if not isinstance(id_token, str):

@@ -34,11 +34,11 @@ from tests.security.support import World, all_resources, audit_rows, bearer_clie
 from tests.test_e2e import run_cli, server_env
 
 USERS = {
-    "alice": {"email": "alice@example.com", "groups": ["eng"]},  # eng -> profile pub
-    "bob": {"email": "bob@example.com", "groups": ["sales"]},  # sales -> profile sec (read-only grant)
-    "carol": {"email": "carol@partner.org"},  # the partner.org domain -> profile pub
+    "alice": {"email": "alice@example.com", "email_verified": True, "groups": ["eng"]},  # eng -> profile pub
+    "bob": {"email": "bob@example.com", "email_verified": True, "groups": ["sales"]},  # sales -> sec (read-only)
+    "carol": {"email": "carol@partner.org", "email_verified": True},  # the partner.org domain -> profile pub
     "mallory": {"email": "mallory@partner.org", "email_verified": False},  # unverified: no domain grant
-    "dave": {"email": "dave@example.com", "groups": ["interns"]},  # no grant at all
+    "dave": {"email": "dave@example.com", "email_verified": True, "groups": ["interns"]},  # no grant at all
 }
 REDIRECT = "http://127.0.0.1:9/callback"
 INITIALIZE = {

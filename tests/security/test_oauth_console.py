@@ -19,8 +19,8 @@ from tests.security.support import World, build_world, http_server
 from tests.web_helpers import chromium
 
 USERS = {
-    "alice": {"email": "alice@example.com", "groups": ["eng"]},  # eng -> profile pub
-    "dave": {"email": "dave@example.com", "groups": ["interns"]},  # no grant
+    "alice": {"email": "alice@example.com", "email_verified": True, "groups": ["eng"]},  # eng -> profile pub
+    "dave": {"email": "dave@example.com", "email_verified": True, "groups": ["interns"]},  # no grant
 }
 
 
