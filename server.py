@@ -70,12 +70,13 @@ class ArchivistServer(MCPServer):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         from access.guard import AccessMiddleware
+        from tools.app_ui import apps_extension
         from tools.tasks import JobTasks
 
         self.bus = subscriptions.ScopedBus()  # each subscriber hears only resources in its scope
         kwargs.setdefault("subscriptions", self.bus)
         kwargs.setdefault("cache_hints", CACHE_HINTS)
-        kwargs.setdefault("extensions", [JobTasks(self)])
+        kwargs.setdefault("extensions", [JobTasks(self), apps_extension()])
         super().__init__(*args, **kwargs)
         self.middleware.append(AccessMiddleware(self))  # every request but tools/call (gated below)
 

@@ -18,6 +18,7 @@ from services.search.web import web_search
 from services.validation import MAX_PER_PAGE, clean_text
 from services.versions import ResolvedVersion, resolve
 from tools import sampling
+from tools.app_ui import APP_META
 from tools.common import TITLE_LIMIT, call_time_limit, cut, document_uri, page_number_field, run_tool
 from tools.profile_search import choose_profile, leaves_out_flagged, with_defaults
 from tools.schemas import publish
@@ -168,6 +169,7 @@ def register(mcp: MCPServer, runtime: Runtime) -> None:
             title="Search knowledge base", read_only_hint=True, idempotent_hint=True, open_world_hint=False
         ),
         structured_output=False,
+        meta=APP_META,  # the MCP App renders the results (tools/app_ui.py)
     )
     async def search_knowledge_base(
         query: str,
