@@ -272,6 +272,13 @@ def main() -> None:
     parser.add_argument("--pages", type=int, default=30, help="pages per set that get planted injections")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--out", type=Path, default=None, help="write the figures as JSON")
+    parser.add_argument(
+        "--extra-clean",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="also count false flags on every HTML page under DIR (sets the rules were never tuned on)",
+    )
     args = parser.parse_args()
     settings = Settings()
     rng = random.Random(args.seed)
@@ -297,6 +304,10 @@ def main() -> None:
                 for pool in POOLS:
                     run_plant(html, path, kind, pool, rng, settings, planted, seen)
         print(f"{name}: {len(pages)} pages, {clean[name].chunks:,} clean chunks, {used} pages planted", flush=True)
+    for extra in args.extra_clean:
+        name = Path(extra).name or extra
+        clean[name] = Scan()
+        scan_clean(html_pages(Path(extra)), settings, clean[name], name)
     summary = report(clean, planted, time.perf_counter() - started)
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
