@@ -18,6 +18,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 import pytest_asyncio
 from mcp import Client
@@ -217,6 +218,16 @@ async def test_a_document_get_opens_as_a_document(page: Any, client: Client, wor
     await frame.locator("#reader-meta").filter(has_text="Characters 0–").wait_for()
     await frame.locator("#reader-next").click()  # the next window through the host
     await frame.locator("#reader-meta").filter(has_text="Characters 1,000–").wait_for()
+
+
+async def test_the_console_lists_flagged_chunks_per_source(url: str, world: dict[str, Any]) -> None:
+    base = url.removesuffix("/mcp")
+    async with httpx.AsyncClient(base_url=base, timeout=30) as http:
+        source = await http.get(f"/sources/{world['source']}")
+        assert source.status_code == 200 and f"/sources/{world['source']}/flagged" in source.text
+        flagged = await http.get(f"/sources/{world['source']}/flagged")
+    assert flagged.status_code == 200 and "Pool proxy" in flagged.text and "remote_shell" in flagged.text
+    assert "Connection pools" not in flagged.text  # only the flagged chunks
 
 
 async def test_without_apps_the_reply_is_plain_json(client: Client, world: dict[str, Any]) -> None:
