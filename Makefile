@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install run test docs lint chromium bench-beir bench-scale bench-crawl bench-cluster bench-docs bench-arrival bench-ingest-cpu bench-keyword-only bench-extraction
+.PHONY: install run test docs lint chromium screenshots app-bridge bench-beir bench-scale bench-crawl bench-cluster bench-docs bench-arrival bench-ingest-cpu bench-keyword-only bench-extraction
 
 $(STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "need $(PYTHON) (set PYTHON=...)"; exit 1; }
@@ -29,6 +29,16 @@ chromium:
 
 test: install chromium
 	PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 $(BIN)/python -m pytest -q -p no:cacheprovider
+
+# Screenshots of the MCP App for the docs (docs/screenshots/app-*.png), on request only: `make test`
+# runs the same browser test without writing them.
+screenshots: install chromium
+	ARCHIVIST_SCREENSHOTS=1 PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 $(BIN)/python -m pytest -q -p no:cacheprovider tests/test_mcp_app.py
+
+# The MCP App's bridge (tools/apps/ext-apps.js) from @modelcontextprotocol/ext-apps, pinned in
+# tools/apps/bundle/package-lock.json (needs node and npm; the built file is committed).
+app-bridge:
+	cd tools/apps/bundle && npm ci --no-audit --no-fund && node build.mjs
 
 # The documentation site (MkDocs, Material theme); --strict turns every warning into a failure.
 docs: install

@@ -107,6 +107,7 @@ def build_parser() -> argparse.ArgumentParser:
     from commands.backup import add_backup_commands
     from commands.config import add_config_command
     from commands.doctor import add_doctor_command
+    from commands.flags import add_flags_command
     from commands.jobs import add_job_commands
     from commands.kb import add_kb_commands
     from commands.serve import add_serve_command
@@ -128,6 +129,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_job_commands(sub)
     add_sync_command(sub)
     add_doctor_command(sub)
+    add_flags_command(sub)
     add_access_commands(sub)
     add_backup_commands(sub)
     add_completion_command(sub)

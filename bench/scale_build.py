@@ -85,7 +85,7 @@ async def copy_chunks(
         for j, p in enumerate(picks.tolist()):
             doc_id, source_id = docs[(offset + j) // CHUNKS_PER_DOCUMENT]
             text = pairs[p][1]
-            page = (None, None, None)  # page_start, page_end, embedded_at
+            page = (None, None, None, [])  # page_start, page_end, embedded_at, flags
             records.append(
                 (doc_id, source_id, (offset + j) % CHUNKS_PER_DOCUMENT, text, 0, len(text), [], pairs[p][0], noisy[j])
                 + page

@@ -75,6 +75,12 @@ def add_profile_commands(sub: Any) -> None:
             "--read-only", action=argparse.BooleanOptionalAction, default=None, help="forbid writes through it"
         )
         p.add_argument("--enabled", action=argparse.BooleanOptionalAction, default=None, help="switch it on or off")
+        p.add_argument(
+            "--exclude-flagged",
+            action=argparse.BooleanOptionalAction,
+            default=None,
+            help="leave chunks with injection flags (and unscanned ones) out of its searches",
+        )
         paths = p.add_mutually_exclusive_group()
         paths.add_argument(
             "--allowed-path",
@@ -145,6 +151,7 @@ async def profile_fields(app: Any, args: argparse.Namespace) -> dict[str, Any]:
         "keyword_weight": args.keyword_weight,
         "read_only": args.read_only,
         "enabled": args.enabled,
+        "exclude_flagged": args.exclude_flagged,
         "allowed_paths": [os.path.abspath(os.path.expanduser(d)) for d in args.allowed_path or []] or None,
     }
     chosen = {k: v for k, v in fields.items() if v is not None}
@@ -177,11 +184,11 @@ def show_profiles(profiles: list[Any]) -> None:
         return
     rows = [
         [p.name, ", ".join(map(str, p.source_ids)) or "-", p.search_type, p.match_count,
-         "yes" if p.read_only else "no", "yes" if p.enabled else "no", ", ".join(p.allowed_paths or []) or "-",
-         p.description]
+         "yes" if p.read_only else "no", "yes" if p.enabled else "no", "left out" if p.exclude_flagged else "shown",
+         ", ".join(p.allowed_paths or []) or "-", p.description]
         for p in profiles
     ]  # fmt: skip
-    columns = ["name", "sources", "type", "k", "read-only", "enabled", "allowed paths", "description"]
+    columns = ["name", "sources", "type", "k", "read-only", "enabled", "flagged", "allowed paths", "description"]
     print_table(columns, rows, right=["k"])
 
 

@@ -122,6 +122,7 @@ async def run_human_command(args: argparse.Namespace, settings: Settings, stop: 
     embedded PostgreSQL this process started); a service error is one readable line, exit code 2."""
     from commands.access import cli_audit, cli_profile, cli_token
     from commands.doctor import cli_doctor
+    from commands.flags import cli_flags
     from commands.jobs import cli_crawl, cli_jobs, cli_worker
     from commands.sources import cli_documents, cli_sources
     from commands.sync import cli_sync
@@ -147,6 +148,7 @@ async def run_human_command(args: argparse.Namespace, settings: Settings, stop: 
         "profile": cli_profile,
         "token": cli_token,
         "audit": cli_audit,
+        "flags": cli_flags,
     }
     stoppable = {"crawl": cli_crawl, "sync": cli_sync}
     app = await open_archivist(settings)

@@ -36,6 +36,9 @@ class SourceStats(BaseModel):
     last_updated: datetime | None
     #: chunks stored (keyword-searchable) but not embedded yet: the source's embedding backlog
     chunks_pending: int = 0
+    #: chunks whose injection scan found something (services/flags), and chunks not scanned yet
+    chunks_flagged: int = 0
+    chunks_unscanned: int = 0
 
 
 class Document(BaseModel):
@@ -77,6 +80,8 @@ class ChunkView(BaseModel):
     heading_path: list[str]
     page_start: int | None = None  # paged documents (PDF, PPTX) only
     page_end: int | None = None
+    #: injection flags (services/flags); ["unscanned"] for a chunk stored before flags existed
+    flags: list[str] = Field(default_factory=list)
 
 
 class IngestResult(BaseModel):
@@ -123,3 +128,5 @@ class SearchHit(BaseModel):
     chunk_index_end: int | None = None
     #: fetched_at or ingested_at, indexed_at, last_modified (services/documents/freshness.py)
     freshness: dict[str, Any] = Field(default_factory=dict)
+    #: injection flags of its chunks (services/flags; a merged passage has the union); [] = none found
+    flags: list[str] = Field(default_factory=list)

@@ -26,6 +26,8 @@ class Profile(BaseModel):
     #: directories a caller confined to this profile may read files under (inside the server's
     #: ARCHIVIST_ALLOWED_PATHS); None = not set: no files
     allowed_paths: list[str] | None = None
+    #: leave chunks with injection flags (and chunks not scanned yet) out of searches as this profile
+    exclude_flagged: bool = False
     created_at: datetime
     updated_at: datetime
 

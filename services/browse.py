@@ -9,6 +9,7 @@ from uuid import UUID
 from models import ChunkView, Document, Page
 from services.access.scope import current_scope
 from services.database import Database
+from services.flags import FLAGS_COLUMN
 from services.validation import check_page
 
 DOCUMENT_SORTS = {
@@ -70,8 +71,8 @@ class BrowseService:
 
     async def chunks(self, document_id: UUID, limit: int = 200) -> list[ChunkView]:
         rows = await self.db.pool.fetch(
-            "SELECT id, document_id, chunk_index, text, char_start, char_end, heading_path FROM chunks "
-            "WHERE document_id = $1 ORDER BY chunk_index LIMIT $2",
+            f"SELECT id, document_id, chunk_index, text, char_start, char_end, heading_path, {FLAGS_COLUMN} "
+            "FROM chunks c WHERE document_id = $1 ORDER BY chunk_index LIMIT $2",
             document_id,
             limit,
         )

@@ -13,6 +13,7 @@ from services.access.scope import current_scope
 from services.database import Database
 from services.documents import DOC_HINT, DOCUMENT_COLUMNS
 from services.errors import InvalidArgument, NotFound
+from services.flags import FLAGS_COLUMN
 from services.markdown_lines import atx_heading
 from services.validation import MAX_PER_PAGE, parse_uuid
 
@@ -147,7 +148,7 @@ class ReadingService:
         ids = current_scope().source_ids
         row = await self.db.pool.fetchrow(
             "SELECT c.id, c.document_id, c.chunk_index, c.text, c.char_start, c.char_end, c.heading_path, "
-            "c.page_start, c.page_end, "
+            f"c.page_start, c.page_end, {FLAGS_COLUMN}, "
             "(SELECT id FROM chunks p WHERE p.document_id = c.document_id AND p.chunk_index = c.chunk_index - 1) "
             "AS previous_chunk_id, "
             "(SELECT id FROM chunks n WHERE n.document_id = c.document_id AND n.chunk_index = c.chunk_index + 1) "

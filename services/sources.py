@@ -159,7 +159,9 @@ class SourceService:
         row = await self.db.pool.fetchrow(
             "SELECT count(*) AS documents_count, coalesce(sum(chunk_count), 0) AS chunks_count, "
             "max(updated_at) AS last_updated, (SELECT count(*) FROM chunks WHERE source_id = $1 "
-            "AND embedding IS NULL) AS chunks_pending FROM documents WHERE source_id = $1",
+            "AND embedding IS NULL) AS chunks_pending, (SELECT count(*) FROM chunks WHERE source_id = $1 "
+            "AND cardinality(flags) > 0) AS chunks_flagged, (SELECT count(*) FROM chunks WHERE source_id = $1 "
+            "AND flags IS NULL) AS chunks_unscanned FROM documents WHERE source_id = $1",
             source_id,
         )
         return SourceStats(**dict(row))

@@ -22,6 +22,7 @@ from services.access.job_limits import job_scope
 from services.access.scope import Scope, use_scope
 from services.crawl.runner import run_job, wait_any
 from services.errors import ServiceError
+from services.flags.store import run_scanner
 from services.jobs import MAX_ATTEMPTS
 
 if TYPE_CHECKING:
@@ -54,12 +55,14 @@ async def run_worker(
     logger.info("crawl worker %s started", worker_id)
     running: set[asyncio.Task[None]] = set()
     backlog = start_backlog_runner(app, stop)
+    scanner = asyncio.create_task(run_scanner(app.db, stop), name="flag-scan")  # chunks from before flags
     try:
         with use_scope(Scope.owner("worker")):  # claiming sees every job; each job runs in its own scope
             await work_until_stopped(app, worker_id, stop, running, concurrent_jobs)
     finally:
         await finish_running(running)
         await stop_backlog_runner(backlog, stop)
+        await stop_backlog_runner(scanner, stop)
         logger.info("crawl worker %s stopped", worker_id)
 
 
@@ -80,7 +83,7 @@ async def stop_backlog_runner(task: asyncio.Task[None] | None, stop: asyncio.Eve
     try:
         await asyncio.wait_for(asyncio.gather(task, return_exceptions=True), STOP_GRACE_SECONDS)
     except TimeoutError:
-        logger.warning("embedding backlog runner did not stop in time")
+        logger.warning("%s did not stop in time", task.get_name())
 
 
 async def work_until_stopped(

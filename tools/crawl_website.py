@@ -298,7 +298,7 @@ def register(mcp: MCPServer, runtime: Runtime) -> None:
         page: int = 1,
         per_page: int = 10,
     ) -> CallToolResult:
-        """Background jobs that crawl sites or sync folders into a source (replies carry crawl_job).
+        """Background jobs that crawl sites or sync folders into a source.
 
         start: url; into source_id or a source by title (default: host). recursive: follow links to
           max_depth (max 5), sitemaps, llms.txt; max_pages (max 100); include/exclude_patterns: path

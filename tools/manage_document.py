@@ -16,6 +16,7 @@ from services.paths import resolve_caller_path
 from services.reading import MAX_WINDOW, ReadingService
 from services.search.passages import MAX_PASSAGE_CHUNKS
 from services.validation import MAX_PER_PAGE, parse_uuid
+from tools.app_ui import APP_META
 from tools.common import TEXT_LIMIT, cut, dispatch, document_view, page_fields, page_number_field
 from tools.schemas import publish
 
@@ -197,6 +198,7 @@ def register(mcp: MCPServer, runtime: Runtime) -> None:
             destructive_hint=True,
         ),
         structured_output=False,
+        meta=APP_META,  # the MCP App shows a `get` (tools/app_ui.py)
     )
     async def manage_document(
         action: Literal["create", "get", "list", "update", "delete"],
@@ -216,7 +218,7 @@ def register(mcp: MCPServer, runtime: Runtime) -> None:
         extensions: list[str] | None = None,
         recursive: bool = True,
     ) -> CallToolResult:
-        """Create, read, list, update, delete documents (chunked and embedded).
+        """Create, read, list, update, delete documents.
 
         create: content, file_path (file or directory: md, code, html, pdf, docx, pptx, xlsx, csv, epub,
           odt, rtf; recursive, extensions) or url; into source_id or a source named by title.

@@ -39,6 +39,17 @@ async def choose_profile(app: Any, name: str | None) -> tuple[Profile | None, Sc
     return profile, scope.narrowed(frozenset(profile.source_ids), scope.profiles)
 
 
+async def leaves_out_flagged(app: Any, chosen: Profile | None, scope: Scope) -> bool:
+    """Whether this search leaves chunks with injection flags out: the profile it runs as says so, or,
+    with none chosen, any profile the caller is confined to does (leaving `profile` out never shows a
+    confined caller flagged chunks that one of its profiles hides)."""
+    if chosen is not None:
+        return chosen.exclude_flagged
+    if not scope.profiles:
+        return False
+    return any(p.exclude_flagged for p in await app.profiles.list() if p.name in scope.profiles)
+
+
 def with_defaults(profile: Profile | None, given: dict[str, Any]) -> dict[str, Any]:
     """Arguments the caller left out (None) take the profile's defaults, then the built-in ones."""
     out = dict(given)

@@ -4,7 +4,8 @@ archivist://jobs/{id}).
 A document resource is its content paged like manage_document get (4,000 characters from
 `offset`; the next page's URI is in `_meta`); a source resource is its JSON description; a job
 resource is what crawl_website(action="status") returns (subscribe to follow it: tools/subscriptions.py).
-`resources/list` pages through sources then documents, 20 per page.
+`resources/list` pages through the usage guide's SKILL.md (tools/skills.py), then sources, then documents,
+20 per page.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from services.errors import InvalidArgument, NotFound, ServiceError
 from services.reading import MAX_WINDOW, ReadingService
 from services.validation import MAX_PER_PAGE
 from tools.common import document_uri, source_uri, source_view, to_json
+from tools.skills import skill_listing
 
 # Where the last document window read in this task sits (offset, next_offset, total_length, next_uri).
 LAST_WINDOW: ContextVar[dict[str, Any] | None] = ContextVar("archivist_last_window", default=None)
@@ -104,9 +106,10 @@ def register(mcp: MCPServer, runtime: Runtime) -> None:
     async def list_page(cursor: str | None) -> ListResourcesResult:
         offset = parse_cursor(cursor)
         app = await runtime.get()
-        rows, more = await ReadingService(app.db).list_resources(offset, MAX_PER_PAGE)
+        fixed = [skill_listing()] if offset == 0 else []  # the usage guide (tools/skills.py) leads page one
+        rows, more = await ReadingService(app.db).list_resources(offset, MAX_PER_PAGE - len(fixed))
         return ListResourcesResult(
-            resources=[resource_entry(r) for r in rows],
+            resources=fixed + [resource_entry(r) for r in rows],
             next_cursor=str(offset + len(rows)) if more else None,
         )
 

@@ -12,6 +12,7 @@ from starlette.routing import Route
 from services.access.scope import Scope, current_scope, use_scope
 from services.browse import DOCUMENT_SORTS, BrowseService
 from services.errors import InvalidArgument
+from services.flags.store import FlagStore
 from services.search import SEARCH_TYPES
 from services.validation import parse_uuid
 from web.core import Console, query_int
@@ -60,6 +61,14 @@ def routes(console: Console) -> list[Route]:
             descending=descending,
             sorts=list(DOCUMENT_SORTS),
         )
+
+    async def flagged(request: Request) -> Response:
+        """A source's chunks with injection flags (services/flags), 20 a page."""
+        app = await console.app()
+        src = await app.sources.get(request.path_params["source_id"])
+        page = query_int(request, "page", 1)
+        rows, total = await FlagStore(app.db).flagged(src.id, page, PER_PAGE)
+        return console.render(request, "flagged.html", source=src, rows=rows, total=total, page=page, per_page=PER_PAGE)
 
     async def document(request: Request) -> Response:
         app = await console.app()
@@ -133,8 +142,10 @@ def routes(console: Console) -> list[Route]:
                     f"Invalid search type '{search_type}'.", f"Use one of: {', '.join(SEARCH_TYPES)}."
                 )
             started = time.perf_counter()
-            with use_scope(await narrowed_to_profile(app, profile)):
-                outcome = await app.search.search(query, source_id, count, search_type)
+            scope = await narrowed_to_profile(app, profile)  # checks the profile first
+            exclude = bool(profile) and (await app.profiles.get(profile)).exclude_flagged
+            with use_scope(scope):
+                outcome = await app.search.search(query, source_id, count, search_type, exclude_flagged=exclude)
             latency_ms = (time.perf_counter() - started) * 1000
         titles = {str(s["id"]): s["title"] for s in all_sources}
         return console.render(
@@ -157,6 +168,7 @@ def routes(console: Console) -> list[Route]:
         console.route("/", sources),
         console.route("/sources/{source_id}", source),
         console.route("/sources/{source_id}/delete", delete_source, methods=["GET", "POST"], write=True),
+        console.route("/sources/{source_id}/flagged", flagged),
         console.route("/documents/{document_id}", document),
         console.route("/documents/{document_id}/delete", delete_document, methods=["GET", "POST"], write=True),
         console.route("/search", search),

@@ -28,6 +28,7 @@ FIELDS = (
     "read_only",
     "enabled",
     "allowed_paths",
+    "exclude_flagged",
 )
 MAX_PATHS = 50
 COLUMNS = "name, " + ", ".join(FIELDS) + ", created_at, updated_at"
@@ -125,6 +126,7 @@ class ProfileService:
         read_only: bool = False,
         enabled: bool = True,
         allowed_paths: list[str] | None = None,
+        exclude_flagged: bool = False,
     ) -> Profile:
         check_name(name)
         fields = dict(
@@ -137,11 +139,13 @@ class ProfileService:
             read_only=read_only,
             enabled=enabled,
             allowed_paths=check_paths(allowed_paths),
+            exclude_flagged=bool(exclude_flagged),
         )
         self._check_fields(fields)
         try:
             row = await self.db.pool.fetchrow(
-                f"INSERT INTO profiles (name, {', '.join(FIELDS)}) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10) "
+                f"INSERT INTO profiles (name, {', '.join(FIELDS)}) "
+                f"VALUES ({', '.join(f'${i}' for i in range(1, len(FIELDS) + 2))}) "
                 f"RETURNING {COLUMNS}",
                 name,
                 *[fields[f] for f in FIELDS],

@@ -21,6 +21,7 @@ from services.documents import DocumentService, page_content
 from services.documents.specs import page_spec, page_spec_text
 from services.errors import NotFound, ServiceError
 from services.fetchers.base import Fetcher, FetchResult
+from services.flags.hidden import evidence
 from services.net.urls import normalize_url
 from services.pages import EXTRACTOR_VERSION
 from services.pages.indexing import NOFOLLOW, NOINDEX
@@ -282,6 +283,7 @@ class PageCrawler:
             "crawl_job_id": str(self.job.id),
             "crawl_depth": row.depth,
             **{k: v for k, v in page.metadata.items() if k in PAGE_METADATA_KEYS},
+            **evidence(page.metadata),  # hidden-text marks for the injection flags (services/flags)
         }
 
     async def _refresh_validators(self, document_id: UUID, known: KnownDocument | None, page: FetchResult) -> None:

@@ -86,7 +86,8 @@ class ChangeMixin:
                     "Use a different url, or update that document instead.",
                 ) from None
             if reindex:
-                await self._write_chunks(conn, current.id, current.source_id, new_title, chunks, vectors)
+                evidence = {**current.metadata, **(metadata or {})}  # hidden-text marks of the page
+                await self._write_chunks(conn, current.id, current.source_id, new_title, chunks, vectors, evidence)
         if reindex:
             await self.settle_embeddings([current.id], embed)
         return IngestResult(

@@ -25,6 +25,7 @@ from services.documents.text import (
 )
 from services.embeddings.base import Embedder
 from services.errors import InvalidArgument, ServiceError
+from services.flags.hidden import evidence
 from services.parsers import supported_extensions
 from services.parsers.isolation import parse_file as parse_isolated
 from services.paths import caller_roots, read_allowed_file, resolve_allowed_path, resolve_caller_path, scan_files
@@ -228,7 +229,8 @@ class FilesMixin:
         if spec is not None:  # an OpenAPI spec: one document per operation
             return await self.ingest_spec(source_id, spec, page.final_url or normalized, metadata)
         parsed_title, content, doc_type = await page_content(page, self.settings)
-        meta = {"http_status": page.status, "content_type": page.content_type, **check_metadata(metadata)}
+        meta = {"http_status": page.status, "content_type": page.content_type, **evidence(page.metadata)}
+        meta.update(check_metadata(metadata))
         doc_title = (title or parsed_title or normalized).strip()[:500]
         result = await self.ingest(source_id, doc_title, content, doc_type, page.final_url or normalized, meta)
         async with self.db.pool.acquire() as conn:

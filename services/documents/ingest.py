@@ -28,6 +28,7 @@ from services.documents.text import (
 from services.embeddings import embed_documents_async
 from services.embeddings.base import Embedder
 from services.errors import InvalidArgument
+from services.flags import chunk_flags
 from services.settings import Settings
 from services.sources import SourceService
 
@@ -71,9 +72,12 @@ class IngestMixin:
         title: str,
         chunks: list[Chunk],
         vectors: list[Any] | None = None,
+        metadata: dict[str, Any] | None = None,
     ) -> None:
         """Replace the document's chunks (in the caller's transaction), with their vectors when given,
-        else pending (the backlog embeds them)."""
+        else pending (the backlog embeds them), and their injection flags (services/flags: the text
+        rules, and `metadata`'s hidden-text evidence from the page pipeline)."""
+        flags = chunk_flags(title, chunks, metadata)  # ~50 us a chunk
         await conn.execute("DELETE FROM chunks WHERE document_id = $1", document_id)
         now = datetime.now(UTC)
         records = [
@@ -90,6 +94,7 @@ class IngestMixin:
                 c.page_start,
                 c.page_end,
                 now if vectors else None,
+                flags[i],
             )
             for i, c in enumerate(chunks)
         ]
@@ -185,7 +190,7 @@ class IngestMixin:
                 check_metadata(item.metadata),
                 len(chunks),
             )
-            await self._write_chunks(conn, row["id"], source_id, item.title, chunks, vectors)
+            await self._write_chunks(conn, row["id"], source_id, item.title, chunks, vectors, item.metadata)
         status = "updated" if row["replaced"] else "created"
         return IngestResult(document=_to_document(row), status=status, chunks_created=len(chunks))
 

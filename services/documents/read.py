@@ -16,6 +16,7 @@ from services.documents.text import (
 )
 from services.embeddings.base import Embedder
 from services.errors import InvalidArgument, NotFound
+from services.flags import FLAGS_COLUMN
 from services.settings import Settings
 from services.sources import SourceService
 from services.validation import check_page, parse_uuid
@@ -60,9 +61,8 @@ class ReadMixin:
 
     async def get_chunk(self, document_id: UUID, chunk_index: int) -> ChunkView:
         row = await self.db.pool.fetchrow(
-            "SELECT id, document_id, chunk_index, text, char_start, char_end, heading_path, page_start, page_end "
-            "FROM chunks "
-            "WHERE document_id = $1 AND chunk_index = $2",
+            "SELECT id, document_id, chunk_index, text, char_start, char_end, heading_path, page_start, page_end, "
+            f"{FLAGS_COLUMN} FROM chunks c WHERE document_id = $1 AND chunk_index = $2",
             document_id,
             chunk_index,
         )

@@ -37,6 +37,7 @@ CHUNK_COLUMNS = [
     "page_start",
     "page_end",
     "embedded_at",
+    "flags",
 ]
 WINDOW_SIZE = 1000
 MAX_METADATA_BYTES = 16_384

@@ -1,6 +1,7 @@
 """Per-content-type page pipelines: a page's source in, its article as markdown (+ title, links) out.
 
-HTML: parse -> metadata -> noindex / nofollow -> links (whole page) -> main content -> sanitize -> markdown.
+HTML: parse -> metadata -> noindex / nofollow -> links (whole page) -> main content -> hidden text (evidence for
+injection flags, services/flags) -> sanitize -> markdown.
 Markdown and plain text pass through (markdown also yields a title and its links).
 Crawled pages (services/fetchers) and ingested .html files (services/parsers/html.py) both come here.
 """
@@ -10,6 +11,7 @@ from __future__ import annotations
 from services.markdown_lines import atx_heading
 from services.net.robots import parse_llms_txt
 from services.pages.base import EXTRACTOR_VERSION, ExtractedPage, PageContext, Step
+from services.pages.hidden import FindHiddenText
 from services.pages.indexing import DetectNoIndex
 from services.pages.links import ExtractLinks
 from services.pages.main_content import SelectMainContent
@@ -27,6 +29,7 @@ HTML_STEPS: tuple[type[Step], ...] = (
     DetectNoIndex,
     ExtractLinks,
     SelectMainContent,
+    FindHiddenText,
     Sanitize,
     ToMarkdown,
 )

@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 from services.errors import InvalidArgument
+from services.flags.hidden import evidence
 from services.pages import extract_html
 from services.parsers.base import DocumentParser, ParsedDocument
 from services.parsers.text import decode_text, looks_binary
@@ -65,4 +66,5 @@ class HtmlParser(DocumentParser):
             )
         metadata = {k: v for k, v in page.metadata.items() if k in {"description", "generator", "language"}}
         metadata["extractor"] = page.metadata.get("extractor")
+        metadata.update(evidence(page.metadata))  # hidden-text marks for the injection flags
         return ParsedDocument(content=markdown, title=title, document_type="html", metadata=metadata)

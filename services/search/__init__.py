@@ -41,6 +41,7 @@ class SearchOutcome:
     capped: bool
     filtered_by_threshold: int  # chunks of the candidate pool under the threshold
     pending_embeddings: int = 0  # chunks in scope not embedded yet: keyword-searchable, unseen by `vector`
+    flagged_left_out: int = 0  # candidates with injection flags (or unscanned) a profile left out
 
 
 def check_search_args(
@@ -141,9 +142,12 @@ class SearchService:
         *,
         source_ids: list[str] | None = None,
         source_order: list[UUID] | None = None,
+        exclude_flagged: bool = False,
     ) -> SearchOutcome:
         """`source_ids` adds sources to `source_id` (each checked like it); `source_order` (a profile's
-        sources, first first) breaks near-ties, see `by_source_order`."""
+        sources, first first) breaks near-ties, see `by_source_order`; `exclude_flagged` drops candidates
+        with injection flags or not scanned yet (services/flags) from the pool (POOL_FACTOR x the results
+        wanted) before passages are formed."""
         check_search_args(query, match_count, search_type, similarity_threshold, keyword_weight)
         searched = await self.searched_sources(source_id, source_ids)
         limit = min(match_count, MAX_PER_PAGE)
@@ -156,12 +160,14 @@ class SearchService:
         pool = min(max(limit * POOL_FACTOR, limit + 10), POOL_MAX)
         request = SearchRequest(query.strip(), vector, pool, searched, keyword_weight, pending)
         hits = await strategy.search(request)
-        kept = [h for h in hits if similarity_threshold is None or h.similarity >= similarity_threshold]
+        trusted = [h for h in hits if not h.flags] if exclude_flagged else hits
+        kept = [h for h in trusted if similarity_threshold is None or h.similarity >= similarity_threshold]
         kept = by_source_order(kept, source_order or [])
         passages = distinct_passages(kept, limit, self.settings.results_per_document)
         fresh = await freshness_of(self.db.pool, [p.document_id for p in passages])  # issue 21, point 5
         passages = [p.model_copy(update={"freshness": fresh.get(p.document_id, {})}) for p in passages]
-        return SearchOutcome(passages, limit, match_count > limit, len(hits) - len(kept), pending)
+        filtered = len(trusted) - len(kept)
+        return SearchOutcome(passages, limit, match_count > limit, filtered, pending, len(hits) - len(trusted))
 
     async def pending_embeddings(self, source_ids: list[UUID] | None) -> int:
         """Chunks in the searched scope still waiting for their vector (two-phase indexing)."""

@@ -11,13 +11,14 @@ from uuid import UUID
 import numpy as np
 
 from models import SearchHit
+from services.flags import FLAGS_COLUMN
 
 # Columns of a hit, given a relation `c` (chunks), `d` (documents) and the query vector as $1. A chunk
 # not embedded yet (found by the keyword leg) has similarity 0.
 HIT_COLUMNS = (
     "c.id AS chunk_id, c.document_id, d.title AS document_title, c.source_id, d.url, c.text, "
     "c.chunk_index, c.char_start, c.char_end, c.heading_path, coalesce(1 - (c.embedding <=> $1), 0) AS similarity, "
-    "c.page_start, c.page_end"
+    "c.page_start, c.page_end, " + FLAGS_COLUMN
 )
 
 

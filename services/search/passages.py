@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from uuid import UUID
 
 from models import SearchHit
+from services.flags import merge_flags
 
 #: Results one document may take in a list, unless fewer documents match.
 PER_DOCUMENT = 2
@@ -80,6 +81,7 @@ def _merge_run(run: list[SearchHit], best_heading: bool = False) -> SearchHit:
             "heading_path": best.heading_path if best_heading else _common_prefix([h.heading_path for h in run]),
             "similarity": max(h.similarity for h in run),
             "chunk_ids": [cid for h in run for cid in _ids(h)],
+            "flags": merge_flags(h.flags for h in run),
             **_page_range(run),
         }
     )
