@@ -72,6 +72,12 @@ class Settings(BaseSettings):
     #: SearXNG instance for search_type="web" (off when unset); its settings.yml must allow the json format.
     searxng_url: str | None = None
     searxng_timeout_ms: int = Field(default=10_000, ge=100, le=120_000)
+    #: results a web search returns when the call leaves match_count out (at most 20)
+    searxng_max_results: int = Field(default=5, ge=1, le=20)
+    #: the SearXNG categories a web search may name (`categories=`), comma-separated: the instance's own
+    searxng_categories: Annotated[list[str], NoDecode] = Field(
+        default_factory=lambda: ["general", "news", "science", "it", "images", "videos", "music", "files", "map"]
+    )
 
     # --- reranking ---
     reranker_provider: Literal["onnx", "sentence-transformers", "onnx-late-interaction"] = "onnx"
@@ -211,7 +217,7 @@ class Settings(BaseSettings):
             return value.replace(",", " ").split()
         return value
 
-    @field_validator("allowed_hosts", mode="before")
+    @field_validator("allowed_hosts", "searxng_categories", mode="before")
     @classmethod
     def _split_hosts(cls, value: object) -> object:
         if isinstance(value, str):
