@@ -37,7 +37,8 @@ def add_access_commands(sub: Any) -> None:
         "audit",
         help="show the audit log of tool calls",
         description="Show the audit log of MCP tool calls, newest first (20 a page).",
-        epilog="examples:\n  archivist audit --since 24h --errors\n  archivist audit --tool search_knowledge_base",
+        epilog="examples:\n  archivist audit --since 24h --errors\n  archivist audit --tool search_knowledge_base\n"
+        "  archivist audit --stats --since 7d",
     )
     audit.add_argument(
         "--since", default="1h", metavar="DURATION", help="how far back, e.g. 15m, 12h, 7d (default: 1h)"
@@ -49,6 +50,11 @@ def add_access_commands(sub: Any) -> None:
     audit.add_argument("--errors", action="store_true", help="only calls that failed")
     audit.add_argument("--page", type=int, default=1, metavar="N", help="page number (default: 1)")
     audit.add_argument("--prune", action="store_true", help="delete entries past the retention setting")
+    audit.add_argument(
+        "--stats",
+        action="store_true",
+        help="calls per profile and tool with p50/p95 latency, and the most frequent queries",
+    )
     audit.add_argument("--json", action="store_true", help="print JSON for scripts")
 
 
@@ -267,10 +273,35 @@ async def cli_token(app: Any, args: argparse.Namespace) -> None:
             print_table(columns, rows, right=["rate/min", "jobs"])
 
 
+def show_audit_stats(summary: dict[str, Any], args: argparse.Namespace) -> None:
+    """`archivist audit --stats`: calls per profile and tool (p50/p95 ms), then the top queries."""
+    if args.json:
+        print_json(summary)
+        return
+    total = summary["total"]
+    rows = [
+        [g["profile"] or "(no profile)", g["tool"], g["calls"], g["errors"], f"{g['p50_ms']:.1f}", f"{g['p95_ms']:.1f}"]
+        for g in summary["by_profile_tool"]
+    ]
+    numbers = ["calls", "errors", "p50 ms", "p95 ms"]
+    print_table(["profile", "tool", *numbers], rows, right=numbers)
+    if total["calls"]:
+        say(f"({total['calls']} calls since {args.since} ago, {total['errors']} failed; "
+            f"p50 {total['p50_ms']:.1f} ms, p95 {total['p95_ms']:.1f} ms)")  # fmt: skip
+    else:
+        say(f"(no calls since {args.since} ago)")
+    if summary["top_queries"]:
+        say("\nMost frequent queries:")
+        print_table(["calls", "query"], [[q["calls"], q["query"]] for q in summary["top_queries"]], right=["calls"])
+
+
 async def cli_audit(app: Any, args: argparse.Namespace) -> None:
     if args.prune:
         n = await app.audit.prune(timedelta(days=app.settings.audit_retention_days))
         say(f"pruned {n} entries")
+        return
+    if args.stats:
+        show_audit_stats(await app.audit.summary(parse_duration(args.since), args.tool, args.token), args)
         return
     page = await app.audit.query(parse_duration(args.since), args.tool, args.token, args.errors, args.page, 20)
     if args.json:

@@ -62,5 +62,7 @@ class AuditEntry(BaseModel):
     profiles: list[str] = Field(default_factory=list)
     arguments: dict[str, Any] = Field(default_factory=dict)
     error_code: str | None = None
+    #: a failed call's error message, redacted and cut (services/access/audit.py)
+    error_message: str | None = None
     latency_ms: float
     response_bytes: int = 0

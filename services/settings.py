@@ -164,6 +164,9 @@ class Settings(BaseSettings):
 
     # --- access (profiles, tokens, audit, limits) ---
     rate_per_minute: int = 600  # default bucket of each token (its own; a token's --rate overrides it)
+    #: calls a caller may make at once before its per-minute rate paces it (the bucket's size); 0: a
+    #: minute's worth (the rate itself). E.g. 30/min with a burst of 5: 5 at once, then one every 2 s.
+    rate_burst: int = Field(default=0, ge=0)
     #: the local owner (stdio, loopback HTTP without a token): 0 = no call-rate limit; N = N calls per
     #: minute per MCP session (services/access/identity.py)
     local_rate_per_minute: int = Field(default=0, ge=0)

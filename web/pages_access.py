@@ -112,10 +112,12 @@ def routes(console: Console) -> list[Route]:
         page = query_int(request, "page", 1)
         entries: list[Any] = []
         total = 0
+        summary = None
         if audit is not None:
             result = await audit.query(timedelta(hours=hours), tool, token, errors_only, page, 20)
             entries = items_of(result)
             total = getattr(result, "total_count", len(entries))
+            summary = await audit.summary(timedelta(hours=hours), tool, token)  # per profile and tool
         return console.render(
             request,
             "activity.html",
@@ -128,6 +130,7 @@ def routes(console: Console) -> list[Route]:
             hours=hours,
             page=page,
             chart=latency_points(entries),
+            summary=summary,
             tokens=items_of(await tokens.list()) if tokens is not None else [],
             tools=["search_knowledge_base", "manage_document", "manage_source", "crawl_website", "console"],
         )
