@@ -81,6 +81,20 @@ def add_profile_commands(sub: Any) -> None:
             "--read-only", action=argparse.BooleanOptionalAction, default=None, help="forbid writes through it"
         )
         p.add_argument("--enabled", action=argparse.BooleanOptionalAction, default=None, help="switch it on or off")
+        p.add_argument(
+            "--snippet-chars",
+            type=int,
+            default=None,
+            metavar="N",
+            help="cut each hit's text at N characters (50-1000; 0: the default, 1000)",
+        )
+        p.add_argument(
+            "--hit-fields",
+            default=None,
+            metavar="LIST",
+            help="the fields each hit carries besides chunk_id, document_id, text, truncated, comma-separated "
+            "(e.g. document_title,url,score); 'all' for every field",
+        )
         paths = p.add_mutually_exclusive_group()
         paths.add_argument(
             "--allowed-path",
@@ -152,8 +166,14 @@ async def profile_fields(app: Any, args: argparse.Namespace) -> dict[str, Any]:
         "read_only": args.read_only,
         "enabled": args.enabled,
         "allowed_paths": [os.path.abspath(os.path.expanduser(d)) for d in args.allowed_path or []] or None,
+        "snippet_chars": args.snippet_chars or None,
     }
     chosen = {k: v for k, v in fields.items() if v is not None}
+    if args.snippet_chars == 0 and args.op == "update":
+        chosen["snippet_chars"] = None
+    if args.hit_fields is not None:  # "all": every field (None); else the listed ones, checked by the service
+        names = [f.strip() for f in args.hit_fields.split(",") if f.strip()]
+        chosen["hit_fields"] = None if names == ["all"] else names
     if args.no_allowed_paths and args.op == "update":
         chosen["allowed_paths"] = None
     return chosen
@@ -177,17 +197,25 @@ def warn_about_paths(profile: Any) -> None:
             note(f"warning: {path} lies outside ARCHIVIST_ALLOWED_PATHS and is ignored until it is inside it.")
 
 
+def output_text(profile: Any) -> str:
+    """A profile's output settings in a word or two: "300 chars; score, url", or "-" (the defaults)."""
+    parts = [f"{profile.snippet_chars} chars"] if profile.snippet_chars else []
+    if profile.hit_fields is not None:
+        parts.append(", ".join(profile.hit_fields) or "core fields")
+    return "; ".join(parts) or "-"
+
+
 def show_profiles(profiles: list[Any]) -> None:
     if not profiles:
         say("No profiles yet. Create one with: archivist profile create NAME --source SOURCE")
         return
     rows = [
-        [p.name, ", ".join(map(str, p.source_ids)) or "-", p.search_type, p.match_count,
+        [p.name, ", ".join(map(str, p.source_ids)) or "no sources", p.search_type, p.match_count,
          "yes" if p.read_only else "no", "yes" if p.enabled else "no", ", ".join(p.allowed_paths or []) or "-",
-         p.description]
+         output_text(p), p.description]
         for p in profiles
     ]  # fmt: skip
-    columns = ["name", "sources", "type", "k", "read-only", "enabled", "allowed paths", "description"]
+    columns = ["name", "sources", "type", "k", "read-only", "enabled", "allowed paths", "hits", "description"]
     print_table(columns, rows, right=["k"])
 
 

@@ -26,6 +26,10 @@ class Profile(BaseModel):
     #: directories a caller confined to this profile may read files under (inside the server's
     #: ARCHIVIST_ALLOWED_PATHS); None = not set: no files
     allowed_paths: list[str] | None = None
+    #: output settings (services/access/profile_settings.py): a hit's text cut at this many characters
+    #: (None: 1,000), and the fields a hit carries beside the core ones (None: every field)
+    snippet_chars: int | None = None
+    hit_fields: list[str] | None = None
     created_at: datetime
     updated_at: datetime
 

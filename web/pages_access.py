@@ -9,6 +9,7 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
+from services.access.profile_settings import MAX_DESCRIPTION, NAME_PATTERN
 from web import auth
 from web.core import Console, Refused, form_int, form_text, query_int
 
@@ -54,6 +55,8 @@ def routes(console: Console) -> list[Route]:
             source_titles={str(s["id"]): s["title"] for s in all_sources},
             new_secret=new_secret,
             new_token=new_token,
+            name_pattern=NAME_PATTERN,  # the form accepts exactly the names the service accepts
+            max_description=MAX_DESCRIPTION,
         )
 
     async def access_page(request: Request) -> Response:
