@@ -7,10 +7,13 @@ the caller's scope, so a source outside it reads exactly like one that does not 
 
 from __future__ import annotations
 
+from typing import Annotated
+
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.prompts.base import Message, UserMessage
 from mcp.shared.exceptions import MCPError
 from mcp.types import INVALID_PARAMS
+from pydantic import Field
 
 from services.app import Runtime
 from services.errors import InvalidArgument, ServiceError
@@ -38,10 +41,12 @@ def register(mcp: MCPServer, runtime: Runtime) -> None:
     @mcp.prompt(
         name="search_and_answer",
         title="Search and answer",
-        description="Answer a question from the knowledge base: search, read, answer citing sources. "
-        "source: a source's id or title to search only it.",
+        description="Answer a question from the knowledge base: search, read, answer citing sources.",
     )
-    async def search_and_answer(question: str, source: str | None = None) -> list[Message]:
+    async def search_and_answer(
+        question: Annotated[str, Field(description="the question to answer")],
+        source: Annotated[str | None, Field(description="a source's id or title: search only it")] = None,
+    ) -> list[Message]:
         try:
             question = (clean_text(question) or "").strip()
             if not question or len(question) > MAX_QUESTION:
