@@ -328,7 +328,7 @@ async def cli_audit(app: Any, args: argparse.Namespace) -> None:
         n = await app.audit.prune(timedelta(days=app.settings.audit_retention_days))
         say(f"pruned {n} entries")
         return
-    if args.stats:
+    if getattr(args, "stats", False):
         show_audit_stats(await app.audit.summary(parse_duration(args.since), args.tool, args.token), args)
         return
     page = await app.audit.query(parse_duration(args.since), args.tool, args.token, args.errors, args.page, 20)

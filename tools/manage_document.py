@@ -115,7 +115,7 @@ async def get_document(app: Archivist, args: dict[str, Any]) -> dict[str, Any]:
         sid = (await app.sources.get(args["source_id"])).id if args["source_id"] else None
         document = await reader.document_by_url(args["url"], sid)
     payload: dict[str, Any] = {"document": document_view(document)}
-    if args["graph"]:  # opt-in: the one-hop page graph, in the caller's scope
+    if args.get("graph"):  # opt-in: the one-hop page graph, in the caller's scope
         payload["graph"] = await app.documents.graph(document.id)
     if args["chunk_index"] is not None:
         chunk = await app.documents.get_chunk(document.id, args["chunk_index"])
@@ -148,7 +148,7 @@ async def get_chunk_by_id(app: Archivist, reader: ReadingService, chunk_id: str)
 
 
 async def list_documents(app: Archivist, args: dict[str, Any]) -> dict[str, Any]:
-    page = await app.documents.list(args["source_id"], args["page"], args["per_page"], args["order"])
+    page = await app.documents.list(args["source_id"], args["page"], args["per_page"], args.get("order"))
     return page_fields(page, "documents", [document_view(d) for d in page.items])
 
 

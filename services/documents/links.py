@@ -15,7 +15,6 @@ from uuid import UUID
 import asyncpg
 
 from services.access.scope import Scope
-from services.pages.links import markdown_links
 
 #: document types whose stored content holds its links (HTML keeps them beside: NewDocument.links)
 LINKED_TYPES = frozenset({"markdown"})
@@ -55,6 +54,8 @@ def content_links(content: str, document_type: str, url: str | None) -> list[str
     its type keeps none there (its links, if any, come from elsewhere: an HTML file's parser)."""
     if document_type not in LINKED_TYPES:
         return None
+    from services.pages.links import markdown_links  # the page pipeline (lxml) loads on first use, not at start
+
     return markdown_links(content, url)
 
 
