@@ -20,7 +20,15 @@ from pydantic import ValidationError
 from access.healthz import healthz_endpoint
 from services.app import Runtime
 from services.settings import Settings, get_settings
-from tools import crawl_website, manage_document, manage_source, resources, search_knowledge_base, subscriptions
+from tools import (
+    crawl_website,
+    manage_document,
+    manage_source,
+    prompts,
+    resources,
+    search_knowledge_base,
+    subscriptions,
+)
 from tools.arguments import unknown_arguments
 from tools.common import failure
 
@@ -216,7 +224,7 @@ def build_server(
     mcp.profiles = list(profiles or [])
     mcp.profile_notes = dict(profile_notes or {})
     mcp.auth_gate = auth_gate
-    for module in (search_knowledge_base, manage_document, manage_source, crawl_website, resources):
+    for module in (search_knowledge_base, manage_document, manage_source, crawl_website, resources, prompts):
         module.register(mcp, runtime)
     mcp.change_watch = subscriptions.install(mcp, runtime, mcp.bus)
     verifier = (auth or {}).get("token_verifier")

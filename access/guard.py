@@ -74,11 +74,15 @@ def session_of(request: Any) -> str | None:
 
 
 class Outcome:
-    """What the audit records of one call: its error code (None = success) and response size."""
+    """What the audit records of one call: its error code (None = success) and message, response size."""
 
     def __init__(self) -> None:
         self.code: str | None = "INTERNAL"
+        self.message: str | None = None
         self.size = 0
+
+    def failed(self, exc: BaseException) -> None:
+        self.code, self.message = error_code(exc), error_message(exc)
 
 
 async def gated(
@@ -102,7 +106,7 @@ async def gated(
             app = await runtime.get()
             scope = await admit(app, caller)
         except Exception as exc:  # an unknown profile, the rate limit, the database down
-            outcome.code = error_code(exc)
+            outcome.failed(exc)
             result = refuse(exc)
         else:
             with use_scope(scope):
@@ -110,7 +114,7 @@ async def gated(
         measure(result, outcome)
         return result
     except BaseException as exc:
-        outcome.code = error_code(exc)
+        outcome.failed(exc)
         raise
     finally:
         audit(runtime, caller, scope, name, arguments, outcome, started)
@@ -138,6 +142,18 @@ def error_code(exc: BaseException) -> str:
     return "INTERNAL"
 
 
+def error_message(exc: BaseException) -> str | None:
+    """What the audit keeps of a refusal: the service's or protocol's message (redacted and cut there);
+    for anything else only its kind, never an internal exception's text."""
+    if isinstance(exc, ServiceError):
+        return exc.message
+    if isinstance(exc, MCPError):
+        return exc.error.message
+    if isinstance(exc, Exception) and (mapped := service_error_from(exc)) is not None:
+        return mapped.message
+    return type(exc).__name__
+
+
 def audit(
     runtime: Any, caller: Caller, scope: Scope | None, name: str, arguments: dict[str, Any], o: Outcome, started: float
 ) -> None:
@@ -150,7 +166,7 @@ def audit(
     if name == "search_knowledge_base":
         action = "search"
     latency = (time.perf_counter() - started) * 1000
-    record(app, caller, scope, name, action, args, o.code, latency, o.size)
+    record(app, caller, scope, name, action, args, o.code, latency, o.size, o.message)
 
 
 # --- tools/call: refusals are tool results in the JSON error contract -------------------------------
@@ -174,7 +190,8 @@ def measure_tool(result: Any, outcome: Outcome) -> None:
     outcome.code, outcome.size = None, len(text)
     if getattr(result, "is_error", False):
         try:
-            outcome.code = json.loads(text).get("error_code") or "INTERNAL"
+            body = json.loads(text)
+            outcome.code, outcome.message = body.get("error_code") or "INTERNAL", body.get("error")
         except (ValueError, AttributeError):
             outcome.code = "INTERNAL"
 

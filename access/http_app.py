@@ -1,5 +1,6 @@
 """The HTTP server around MCP and the console: one Host allow-list on the whole app, bounded bodies,
-and uvicorn's own TLS (commands/serve.py runs it, with clean stops).
+X-RateLimit-* headers on /mcp (access/rate_headers.py), and uvicorn's own TLS (commands/serve.py runs
+it, with clean stops).
 
 Starlette's TrustedHostMiddleware refuses (400) any Host not on the list of services/access/hosts.py,
 on every path; the SDK's transport security on /mcp gets the same list, so both agree. Starlette's
@@ -15,6 +16,7 @@ from mcp.server.transport_security import DEFAULT_MAX_REQUEST_BODY_SIZE, Transpo
 from starlette.middleware.body_limit import RequestBodyLimitMiddleware
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 
+from access.rate_headers import RateLimitHeaders
 from services.access.hosts import HostPolicy
 from services.settings import Settings
 
@@ -51,6 +53,9 @@ def http_app(server: Any, settings: Settings, host: str, *, stateless: bool = Fa
         transport_security=transport_security(policy),
         host=host,
     )
+    for route in app.router.routes:  # the caller's rate bucket on every /mcp response
+        if getattr(route, "path", None) == "/mcp":
+            route.app = RateLimitHeaders(route.app, server)
     app.add_middleware(RequestBodyLimitMiddleware, max_body_size=body_limit(settings))
     app.add_middleware(TrustedHostMiddleware, allowed_hosts=policy.names, www_redirect=False)
     return app

@@ -37,7 +37,8 @@ def add_access_commands(sub: Any) -> None:
         "audit",
         help="show the audit log of tool calls",
         description="Show the audit log of MCP tool calls, newest first (20 a page).",
-        epilog="examples:\n  archivist audit --since 24h --errors\n  archivist audit --tool search_knowledge_base",
+        epilog="examples:\n  archivist audit --since 24h --errors\n  archivist audit --tool search_knowledge_base\n"
+        "  archivist audit --stats --since 7d",
     )
     audit.add_argument(
         "--since", default="1h", metavar="DURATION", help="how far back, e.g. 15m, 12h, 7d (default: 1h)"
@@ -49,6 +50,11 @@ def add_access_commands(sub: Any) -> None:
     audit.add_argument("--errors", action="store_true", help="only calls that failed")
     audit.add_argument("--page", type=int, default=1, metavar="N", help="page number (default: 1)")
     audit.add_argument("--prune", action="store_true", help="delete entries past the retention setting")
+    audit.add_argument(
+        "--stats",
+        action="store_true",
+        help="calls per profile and tool with p50/p95 latency, and the most frequent queries",
+    )
     audit.add_argument("--json", action="store_true", help="print JSON for scripts")
 
 
@@ -80,6 +86,20 @@ def add_profile_commands(sub: Any) -> None:
             action=argparse.BooleanOptionalAction,
             default=None,
             help="leave chunks with injection flags (and unscanned ones) out of its searches",
+        )
+        p.add_argument(
+            "--snippet-chars",
+            type=int,
+            default=None,
+            metavar="N",
+            help="cut each hit's text at N characters (50-1000; 0: the default, 1000)",
+        )
+        p.add_argument(
+            "--hit-fields",
+            default=None,
+            metavar="LIST",
+            help="the fields each hit carries besides chunk_id, document_id, text, truncated, comma-separated "
+            "(e.g. document_title,url,score); 'all' for every field",
         )
         paths = p.add_mutually_exclusive_group()
         paths.add_argument(
@@ -153,8 +173,14 @@ async def profile_fields(app: Any, args: argparse.Namespace) -> dict[str, Any]:
         "enabled": args.enabled,
         "exclude_flagged": args.exclude_flagged,
         "allowed_paths": [os.path.abspath(os.path.expanduser(d)) for d in args.allowed_path or []] or None,
+        "snippet_chars": args.snippet_chars or None,
     }
     chosen = {k: v for k, v in fields.items() if v is not None}
+    if args.snippet_chars == 0 and args.op == "update":
+        chosen["snippet_chars"] = None
+    if args.hit_fields is not None:  # "all": every field (None); else the listed ones, checked by the service
+        names = [f.strip() for f in args.hit_fields.split(",") if f.strip()]
+        chosen["hit_fields"] = None if names == ["all"] else names
     if args.no_allowed_paths and args.op == "update":
         chosen["allowed_paths"] = None
     return chosen
@@ -178,17 +204,26 @@ def warn_about_paths(profile: Any) -> None:
             note(f"warning: {path} lies outside ARCHIVIST_ALLOWED_PATHS and is ignored until it is inside it.")
 
 
+def output_text(profile: Any) -> str:
+    """A profile's output settings in a word or two: "300 chars; score, url", or "-" (the defaults)."""
+    parts = [f"{profile.snippet_chars} chars"] if profile.snippet_chars else []
+    if profile.hit_fields is not None:
+        parts.append(", ".join(profile.hit_fields) or "core fields")
+    return "; ".join(parts) or "-"
+
+
 def show_profiles(profiles: list[Any]) -> None:
     if not profiles:
         say("No profiles yet. Create one with: archivist profile create NAME --source SOURCE")
         return
     rows = [
-        [p.name, ", ".join(map(str, p.source_ids)) or "-", p.search_type, p.match_count,
+        [p.name, ", ".join(map(str, p.source_ids)) or "no sources", p.search_type, p.match_count,
          "yes" if p.read_only else "no", "yes" if p.enabled else "no", "left out" if p.exclude_flagged else "shown",
-         ", ".join(p.allowed_paths or []) or "-", p.description]
+         ", ".join(p.allowed_paths or []) or "-", output_text(p), p.description]
         for p in profiles
     ]  # fmt: skip
-    columns = ["name", "sources", "type", "k", "read-only", "enabled", "flagged", "allowed paths", "description"]
+    columns = ["name", "sources", "type", "k", "read-only", "enabled", "flagged", "allowed paths", "hits"]
+    columns.append("description")
     print_table(columns, rows, right=["k"])
 
 
@@ -274,10 +309,35 @@ async def cli_token(app: Any, args: argparse.Namespace) -> None:
             print_table(columns, rows, right=["rate/min", "jobs"])
 
 
+def show_audit_stats(summary: dict[str, Any], args: argparse.Namespace) -> None:
+    """`archivist audit --stats`: calls per profile and tool (p50/p95 ms), then the top queries."""
+    if args.json:
+        print_json(summary)
+        return
+    total = summary["total"]
+    rows = [
+        [g["profile"] or "(no profile)", g["tool"], g["calls"], g["errors"], f"{g['p50_ms']:.1f}", f"{g['p95_ms']:.1f}"]
+        for g in summary["by_profile_tool"]
+    ]
+    numbers = ["calls", "errors", "p50 ms", "p95 ms"]
+    print_table(["profile", "tool", *numbers], rows, right=numbers)
+    if total["calls"]:
+        say(f"({total['calls']} calls since {args.since} ago, {total['errors']} failed; "
+            f"p50 {total['p50_ms']:.1f} ms, p95 {total['p95_ms']:.1f} ms)")  # fmt: skip
+    else:
+        say(f"(no calls since {args.since} ago)")
+    if summary["top_queries"]:
+        say("\nMost frequent queries:")
+        print_table(["calls", "query"], [[q["calls"], q["query"]] for q in summary["top_queries"]], right=["calls"])
+
+
 async def cli_audit(app: Any, args: argparse.Namespace) -> None:
     if args.prune:
         n = await app.audit.prune(timedelta(days=app.settings.audit_retention_days))
         say(f"pruned {n} entries")
+        return
+    if getattr(args, "stats", False):
+        show_audit_stats(await app.audit.summary(parse_duration(args.since), args.tool, args.token), args)
         return
     page = await app.audit.query(parse_duration(args.since), args.tool, args.token, args.errors, args.page, 20)
     if args.json:

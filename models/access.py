@@ -28,6 +28,10 @@ class Profile(BaseModel):
     allowed_paths: list[str] | None = None
     #: leave chunks with injection flags (and chunks not scanned yet) out of searches as this profile
     exclude_flagged: bool = False
+    #: output settings (services/access/profile_settings.py): a hit's text cut at this many characters
+    #: (None: 1,000), and the fields a hit carries beside the core ones (None: every field)
+    snippet_chars: int | None = None
+    hit_fields: list[str] | None = None
     created_at: datetime
     updated_at: datetime
 
@@ -64,5 +68,7 @@ class AuditEntry(BaseModel):
     profiles: list[str] = Field(default_factory=list)
     arguments: dict[str, Any] = Field(default_factory=dict)
     error_code: str | None = None
+    #: a failed call's error message, redacted and cut (services/access/audit.py)
+    error_message: str | None = None
     latency_ms: float
     response_bytes: int = 0

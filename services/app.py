@@ -47,7 +47,7 @@ class Archivist:
         self.audit = AuditService(
             db, write_timeout=settings.audit_write_timeout_seconds, enabled=settings.audit_enabled
         )
-        self.ratelimit = RateLimiter(db)
+        self.ratelimit = RateLimiter(db, burst=settings.rate_burst)
 
     @classmethod
     async def open(cls, settings: Settings, embedder: Embedder | None = None) -> Archivist:

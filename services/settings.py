@@ -72,6 +72,12 @@ class Settings(BaseSettings):
     #: SearXNG instance for search_type="web" (off when unset); its settings.yml must allow the json format.
     searxng_url: str | None = None
     searxng_timeout_ms: int = Field(default=10_000, ge=100, le=120_000)
+    #: results a web search returns when the call leaves match_count out (at most 20)
+    searxng_max_results: int = Field(default=5, ge=1, le=20)
+    #: the SearXNG categories a web search may name (`categories=`), comma-separated: the instance's own
+    searxng_categories: Annotated[list[str], NoDecode] = Field(
+        default_factory=lambda: ["general", "news", "science", "it", "images", "videos", "music", "files", "map"]
+    )
 
     # --- reranking ---
     reranker_provider: Literal["onnx", "sentence-transformers", "onnx-late-interaction"] = "onnx"
@@ -160,6 +166,9 @@ class Settings(BaseSettings):
 
     # --- access (profiles, tokens, audit, limits) ---
     rate_per_minute: int = 600  # default bucket of each token (its own; a token's --rate overrides it)
+    #: calls a caller may make at once before its per-minute rate paces it (the bucket's size); 0: a
+    #: minute's worth (the rate itself). E.g. 30/min with a burst of 5: 5 at once, then one every 2 s.
+    rate_burst: int = Field(default=0, ge=0)
     #: the local owner (stdio, loopback HTTP without a token): 0 = no call-rate limit; N = N calls per
     #: minute per MCP session (services/access/identity.py)
     local_rate_per_minute: int = Field(default=0, ge=0)
@@ -218,7 +227,7 @@ class Settings(BaseSettings):
             return value.replace(",", " ").split()
         return value
 
-    @field_validator("allowed_hosts", mode="before")
+    @field_validator("allowed_hosts", "searxng_categories", mode="before")
     @classmethod
     def _split_hosts(cls, value: object) -> object:
         if isinstance(value, str):

@@ -64,6 +64,9 @@ async def call(client: Client, tool: str, **arguments: Any) -> dict[str, Any]:
     if not payload["success"]:
         assert payload["error"] and payload["suggestion"] and payload["error_code"], payload
         assert isinstance(payload["retryable"], bool)
+        # the chat module's nested shape beside the contract's flat fields (tools/common.failure)
+        detail = {"code": payload["error_code"], "message": payload["error"], "retryable": payload["retryable"]}
+        assert payload.get("error_detail") == detail, payload
         assert "Traceback" not in json.dumps(payload)
     return payload
 

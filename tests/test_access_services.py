@@ -45,6 +45,48 @@ async def test_profiles_crud_and_scope(app) -> None:
         await app.profiles.get("off")
 
 
+async def test_profile_output_settings_and_one_validation(app) -> None:
+    """Issue 32.1: output settings stored by the profile service, checked by the same rules the console's
+    form is drawn from, and `output_settings_for` (what the search tool's hit shaper calls)."""
+    from services.access.profile_settings import HIT_CORE, SNIPPET_CHARS, OutputSettings
+
+    src = await app.sources.create(title="Output src", source_type="api")
+    short = await app.profiles.create("out-short", "", [src.id], snippet_chars=200, hit_fields=["url", "score"])
+    assert (short.snippet_chars, short.hit_fields) == (200, ["url", "score"])
+    await app.profiles.create("out-wide", "every field", [src.id], snippet_chars=600)
+    await app.profiles.create("out-core", "core only", [src.id], hit_fields=[])
+    for bad in (
+        {"snippet_chars": 10},
+        {"snippet_chars": "lots"},
+        {"hit_fields": ["url", "password"]},
+        {"hit_fields": "url"},
+        {"description": "x" * 1001},
+        {"match_count": 21},
+        {"match_count": 2.5},
+        {"similarity_threshold": float("nan")},
+        {"search_type": "magic"},
+        {"enabled": "yes"},
+    ):
+        with pytest.raises(InvalidArgument):
+            await app.profiles.update("out-short", **bad)
+    # form values (text) are read by the same check: blank unsets, numbers are parsed
+    form = await app.profiles.update(
+        "out-wide", match_count="7", keyword_weight="0.25", search_type="", snippet_chars=""
+    )
+    assert (form.match_count, form.keyword_weight, form.search_type, form.snippet_chars) == (7, 0.25, None, None)
+    assert (await app.profiles.update("out-wide", description="  " + "y" * 1000 + " ")).description == "y" * 1000
+
+    settings = app.profiles.output_settings_for
+    assert await settings(Scope.owner()) == OutputSettings(SNIPPET_CHARS[1], None)
+    assert await settings(await app.profiles.scope_for(["out-short"])) == OutputSettings(200, ("url", "score"))
+    both = await settings(await app.profiles.scope_for(["out-short", "out-core"]))
+    assert both == OutputSettings(200, ("url", "score")) and both.keeps("chunk_id") and not both.keeps("heading_path")
+    assert (await settings(await app.profiles.scope_for(["out-short", "out-wide"]))).fields is None  # wide wins
+    chosen = await app.profiles.get("out-core")
+    core = await settings(Scope.owner(), chosen)
+    assert core.fields == () and all(core.keeps(f) for f in HIT_CORE)
+
+
 async def test_tokens_hash_only_revoke_expiry(app) -> None:
     tok, secret = await app.tokens.create("alice", ["team-a"], read_only=True, rate_per_minute=10)
     assert secret.startswith("arch_") and tok.rate_per_minute == 10

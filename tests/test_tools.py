@@ -205,6 +205,24 @@ async def test_error_paths(client: Client, tool: str, arguments: dict[str, Any],
     await err(client, tool, code, **arguments)
 
 
+async def test_error_detail_beside_the_flat_fields(client: Client) -> None:
+    """Issue 32.8: every error carries the chat module's nested `error_detail` {code, message, retryable}
+    beside the contract's flat fields, which keep their names and values (a tool error, an argument the
+    SDK refuses, an unknown tool: every path goes through tools/common.failure)."""
+    for tool, arguments in (
+        ("manage_source", {"action": "get", "source_id": ZERO_ID}),
+        ("search_knowledge_base", {"query": "x", "match_count": "many"}),
+        ("no_such_tool", {}),
+    ):
+        payload = await call(client, tool, **arguments)
+        assert list(payload)[:5] == ["success", "error", "error_code", "retryable", "suggestion"], payload
+        assert payload["error_detail"] == {
+            "code": payload["error_code"],
+            "message": payload["error"],
+            "retryable": payload["retryable"],
+        }
+
+
 async def test_get_chunk_out_of_range_and_bad_offset(client: Client, corpus_source: str) -> None:
     listed = await ok(client, "manage_document", action="list", source_id=corpus_source)
     doc_id = listed["documents"][0]["id"]

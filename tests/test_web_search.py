@@ -1,5 +1,6 @@
 """search_type="web" through a real MCP client, against a local server speaking SearXNG's JSON API
-(and one that fails, refuses JSON or answers too slowly)."""
+(and one that fails, refuses JSON or answers too slowly): results as {title, url, content, engine},
+SearXNG's suggestions, categories checked against ARCHIVIST_SEARXNG_CATEGORIES, the server's default count."""
 
 from __future__ import annotations
 
@@ -31,6 +32,7 @@ RESULTS = [
     {"title": "FTP", "url": "ftp://example.org/tides", "content": "skipped too", "engine": "x"},
     {"title": "Spring tides", "url": "https://example.com/spring", "content": "", "engine": "brave"},
 ]  # fmt: skip
+SUGGESTIONS = ["tide tables", "spring tide", 7, "", "neap tide"]
 
 
 class FakeSearxng:
@@ -51,7 +53,8 @@ class FakeSearxng:
                 fake.requests.append(query)
                 if fake.mode == "slow":
                     time.sleep(1.5)
-                status, body, kind = 200, json.dumps({"query": query.get("q", [""])[0], "results": RESULTS}), "json"
+                reply = {"query": query.get("q", [""])[0], "results": RESULTS, "suggestions": SUGGESTIONS}
+                status, body, kind = 200, json.dumps(reply), "json"
                 if parts.path != "/search":
                     status, body = 404, "{}"
                 elif fake.mode == "fail":
@@ -88,7 +91,14 @@ def searxng() -> Iterator[FakeSearxng]:
 
 @pytest_asyncio.fixture(scope="module")
 async def client(database_url: str, files_dir: Path, embedder: Any, searxng: FakeSearxng) -> AsyncIterator[Client]:
-    settings = make_settings(database_url, files_dir, searxng_url=searxng.url + "/", searxng_timeout_ms=500)
+    settings = make_settings(
+        database_url,
+        files_dir,
+        searxng_url=searxng.url + "/",
+        searxng_timeout_ms=500,
+        searxng_max_results=2,
+        searxng_categories=["general", "news", "it"],
+    )
     server = build_server(settings, runtime=Runtime(settings, embedder=embedder), run_worker=False)
     async with client_in_own_task(server) as connected:
         yield connected
@@ -108,18 +118,37 @@ async def test_web_results_from_searxng(client: Client, searxng: FakeSearxng) ->
     assert (payload["search_type"], payload["query"], payload["count"]) == ("web", "spring tides", 2)
     assert payload["results"] == [
         {"title": "Tide - Wikipedia", "url": "https://en.wikipedia.org/wiki/Tide",
-         "snippet": "Tides are the rise and fall of sea levels caused by the Moon.", "engine": "wikipedia",
+         "content": "Tides are the rise and fall of sea levels caused by the Moon.", "engine": "wikipedia",
          "match_type": "web"},
-        {"title": "Tide tables", "url": "https://tides.example.org/", "snippet": "Tide tables for 2026.",
+        {"title": "Tide tables", "url": "https://tides.example.org/", "content": "Tide tables for 2026.",
          "engine": "duckduckgo", "match_type": "web"},
     ]  # fmt: skip
+    assert payload["suggestions"] == ["tide tables", "spring tide", "neap tide"]  # strings only
     assert "crawl_website" in payload["hint"]
     sent = searxng.requests[-1]
     assert (sent["q"], sent["format"], sent["language"]) == (["spring tides"], ["json"], ["en"])
+    assert "categories" not in sent
 
-    every = await ok(client, "search_knowledge_base", query="tides", search_type="web")
+    every = await ok(client, "search_knowledge_base", query="tides", search_type="web", match_count=5)
     assert [r["url"] for r in every["results"]] == [RESULTS[0]["url"], RESULTS[1]["url"], RESULTS[4]["url"]]
     assert "language" not in searxng.requests[-1]
+
+
+async def test_web_categories_and_default_count(client: Client, searxng: FakeSearxng) -> None:
+    """categories go to SearXNG as its comma-separated parameter, only names on the server's list; a
+    call without match_count gets ARCHIVIST_SEARXNG_MAX_RESULTS results (2 here, of 3 usable)."""
+    searxng.mode = "ok"
+    payload = await ok(client, "search_knowledge_base", query="tides", search_type="web",
+                       categories=["news", "it", "news"])  # fmt: skip
+    assert payload["search_type"] == "web" and payload["count"] == 2
+    assert searxng.requests[-1]["categories"] == ["news,it"]
+    before = len(searxng.requests)
+    refused = await err(client, "search_knowledge_base", "INVALID_ARGUMENT", query="tides", search_type="web",
+                        categories=["general", "torrents"])  # fmt: skip
+    assert "torrents" in refused["error"] and "general, news, it" in refused["suggestion"]
+    assert len(searxng.requests) == before  # refused before asking the instance
+    await err(client, "search_knowledge_base", "INVALID_ARGUMENT", query="tides", categories=["news"],
+              search_type="hybrid")  # fmt: skip
 
 
 async def test_web_search_failures_are_unavailable_and_retryable(client: Client, searxng: FakeSearxng) -> None:

@@ -71,14 +71,19 @@ def success(payload: dict[str, Any]) -> CallToolResult:
 def failure(
     code: str, error: str, suggestion: str, retryable: bool = False, extra: dict[str, Any] | None = None
 ) -> CallToolResult:
+    """The error contract: the flat fields (error, error_code, retryable, suggestion) exactly as the
+    contract names them, and the same three facts nested as `error_detail` {code, message, retryable}
+    for clients that read errors in the chat module's shape."""
     suggestion = suggestion or "Check the arguments against the tool description and try again."
+    message = outgoing_text(error)  # over HTTP: no server paths; never secrets
     body = {
         "success": False,
-        "error": outgoing_text(error),  # over HTTP: no server paths; never secrets
+        "error": message,
         "error_code": code,
         "retryable": retryable,
         "suggestion": outgoing_text(suggestion),
         **(extra or {}),
+        "error_detail": {"code": code, "message": message, "retryable": retryable},
     }
     return tool_result(body, is_error=True)
 

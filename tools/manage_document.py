@@ -116,6 +116,8 @@ async def get_document(app: Archivist, args: dict[str, Any]) -> dict[str, Any]:
         sid = (await app.sources.get(args["source_id"])).id if args["source_id"] else None
         document = await reader.document_by_url(args["url"], sid)
     payload: dict[str, Any] = {"document": document_view(document)}
+    if args.get("graph"):  # opt-in: the one-hop page graph, in the caller's scope
+        payload["graph"] = await app.documents.graph(document.id)
     if args["chunk_index"] is not None:
         chunk = await app.documents.get_chunk(document.id, args["chunk_index"])
         text, text_cut = cut(chunk.text, MAX_WINDOW)
@@ -147,7 +149,7 @@ async def get_chunk_by_id(app: Archivist, reader: ReadingService, chunk_id: str)
 
 
 async def list_documents(app: Archivist, args: dict[str, Any]) -> dict[str, Any]:
-    page = await app.documents.list(args["source_id"], args["page"], args["per_page"])
+    page = await app.documents.list(args["source_id"], args["page"], args["per_page"], args.get("order"))
     return page_fields(page, "documents", [document_view(d) for d in page.items])
 
 
@@ -217,14 +219,17 @@ def register(mcp: MCPServer, runtime: Runtime) -> None:
         chunk_id: str | None = None,
         extensions: list[str] | None = None,
         recursive: bool = True,
+        order: str | None = None,
+        graph: bool | None = None,
     ) -> CallToolResult:
         """Create, read, list, update, delete documents.
 
         create: content, file_path (file or directory: md, code, html, pdf, docx, pptx, xlsx, csv, epub,
           odt, rtf; recursive, extensions) or url; into source_id or a source named by title.
         get: document_id, url (+source_id) or chunk_id. max_chars (1000, max 4000) from offset: a number
-          or an outline heading. outline: 20 headings per page. chunk_index: one chunk.
-        list: source_id, page, per_page (max 20). update: document_id + title, url, metadata, content.
+          or an outline heading. outline: 20 headings per page. chunk_index: one chunk. graph=true:
+          linked documents (20 nodes). list: source_id, page, per_page (max 20), order=newest.
+        update: document_id + title, url, metadata, content.
         delete: document_id.
         """
         return await dispatch("manage_document", runtime, ACTIONS, action, dict(locals()))

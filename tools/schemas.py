@@ -30,8 +30,7 @@ def output(**properties: Any) -> dict[str, Any]:
 
 
 SEARCH_OUTPUT = output(results=A, passages=A, count=I, tokens_used=I, answer=NS, citations=A)
-WINDOW = {"type": "object", "properties": {"offset": I, "text": S, "next_offset": NI, "total_length": I}}
-DOCUMENT_OUTPUT = output(document=O, documents=A, content=WINDOW, outline=O, chunk=O, total_count=I)
+DOCUMENT_OUTPUT = output(document=O, documents=A, content=O, outline=O, chunk=O, total_count=I)
 SOURCE_OUTPUT = output(source=O, sources=A, total_count=I)
 CRAWL_OUTPUT = output(crawl_job=O, jobs=A, total_count=I)
 

@@ -131,23 +131,33 @@ WEB_HINT = "Web results are not stored: crawl_website(action='start', url=...) a
 
 
 async def web_payload(
-    runtime: Runtime, query: str, search_type: str | None, match_count: int | None, language: str | None, others: dict
+    runtime: Runtime,
+    query: str,
+    search_type: str | None,
+    match_count: int | None,
+    web_options: tuple[str | None, list[str] | None],
+    others: dict,
 ) -> dict[str, Any]:
-    """search_type="web": results from the configured SearXNG instance, as {title, url, snippet, engine}."""
+    """search_type="web": results from the configured SearXNG instance, as {title, url, content, engine},
+    with its suggestions; `web_options` = (language, categories)."""
+    language, categories = web_options
     if search_type != "web":
-        raise InvalidArgument("language applies to search_type='web' only.", "Leave language out, or search the web.")
+        raise InvalidArgument(
+            "language and categories apply to search_type='web' only.", "Leave them out, or search the web."
+        )
     given = [name for name, value in others.items() if value not in (None, False, [])]
     if given:
         raise InvalidArgument(
             f"search_type='web' does not take {', '.join(given)}.",
             "Leave them out, or search the knowledge base with another search_type.",
         )
-    requested = 10 if match_count is None else match_count
+    requested = runtime.settings.searxng_max_results if match_count is None else match_count
     if requested < 1:
         raise InvalidArgument(f"match_count must be at least 1 (got {requested}).", "Use match_count=10.")
-    found = await web_search(runtime.settings, query, requested, language)
-    results = [{**dataclasses.asdict(r), "match_type": "web"} for r in found]
+    found = await web_search(runtime.settings, query, requested, language, categories)
+    results = [{**dataclasses.asdict(r), "match_type": "web"} for r in found.results]
     payload: dict[str, Any] = {"results": results, "count": len(results), "search_type": "web", "query": query}
+    payload["suggestions"] = found.suggestions
     if requested > MAX_PER_PAGE:
         payload.update(match_count_capped=True, note=f"match_count {requested} was capped at {MAX_PER_PAGE}.")
     payload["hint"] = WEB_HINT
@@ -186,11 +196,12 @@ def register(mcp: MCPServer, runtime: Runtime) -> None:
         keyword_weight: float | None = None,
         source_ids: list[str] | None = None,
         language: str | None = None,
+        categories: list[str] | None = None,
     ) -> CallToolResult | InputRequiredResult:
         """Search the knowledge base; distinct passages, best first.
 
         match_count: 1-20. search_type: hybrid (default), vector, keyword (BM25 only), rerank (~10x slower),
-        web (SearXNG if configured; language). keyword_weight: 0-1 (hybrid). source_ids: several sources.
+        web (SearXNG if configured; language, categories). keyword_weight: 0-1 (hybrid). source_ids: several sources.
         similarity_threshold: 0-1 cosine floor. Text cut at 1000: manage_document get by chunk_id reads on.
         max_tokens (50-8000): cited passages in that budget. answer=true: the client's model answers
         citing [n] (needs sampling). library + version ("3.11", "3.x", ">=2.1"). profile: search as it.
@@ -199,13 +210,14 @@ def register(mcp: MCPServer, runtime: Runtime) -> None:
         query, source_id, library, version = clean_text((query, source_id, library, version))
 
         async def body() -> dict[str, Any]:
-            if search_type == "web" or language is not None:
+            if search_type == "web" or language is not None or categories:
                 others = dict(
                     source_id=source_id, source_ids=source_ids, similarity_threshold=similarity_threshold,
                     max_tokens=max_tokens, answer=answer, library=library, version=version, profile=profile,
                     keyword_weight=keyword_weight,
                 )  # fmt: skip
-                return await web_payload(runtime, query, search_type, match_count, clean_text(language), others)
+                web_options = (clean_text(language), clean_text(categories))
+                return await web_payload(runtime, query, search_type, match_count, web_options, others)
             restored = sampling.restored_payload(ctx) if answer else None
             if restored is not None:
                 payload = restored

@@ -18,12 +18,12 @@ STATIC = Path(__file__).parent / "static"
 
 
 def create_web_app(runtime: Runtime, settings: Settings, host: str, tls: bool = False) -> Starlette:
-    from web import pages_access, pages_add, pages_kb, sso
+    from web import pages_access, pages_add, pages_kb, pages_profiles, sso
     from web.core import Console
 
     console = Console(runtime, settings, host, tls)
     routes: list[Any] = [Mount("/static", app=StaticFiles(directory=str(STATIC)), name="static")]
-    for module in (pages_kb, pages_add, pages_access, sso):
+    for module in (pages_kb, pages_add, pages_access, pages_profiles, sso):
         routes.extend(module.routes(console))
     return Starlette(routes=routes)
 

@@ -64,15 +64,22 @@ async def take_call(app: Any, token: Any) -> None:
 
 
 def audit_action(
-    app: Any, scope: Scope | None, action: str, request: Request, response: Response, started: float
+    app: Any,
+    scope: Scope | None,
+    action: str,
+    request: Request,
+    response: Response,
+    started: float,
+    failure: str | None = None,
 ) -> None:
-    """Queue one audit entry for a console action; never raises."""
+    """Queue one audit entry for a console action (a refusal with its message, redacted there); never raises."""
     try:
         who = scope.who if scope is not None else "console"
         profiles = list(scope.profiles) if scope is not None else []
         code = None if response.status_code < 400 else CODE_BY_STATUS.get(response.status_code, "INTERNAL")
         latency = (time.perf_counter() - started) * 1000
         size = len(getattr(response, "body", b"") or b"")
-        app.audit.record(AUDIT_TOOL, action, who, profiles, {"path": request.url.path}, code, latency, size)
+        arguments = {"path": request.url.path}
+        app.audit.record(AUDIT_TOOL, action, who, profiles, arguments, code, latency, size, failure)
     except Exception:
         logger.warning("audit record of a console action failed", exc_info=True)

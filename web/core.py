@@ -182,7 +182,7 @@ class Console:
                     return self.error(request, 401, "Sign in first.", "Paste an access token on the sign-in page.")
                 return RedirectResponse(f"/signin?next={request.url.path}", status_code=303)
             action = request.method == "POST" and not public
-            started, scope = time.perf_counter(), None
+            started, scope, failure = time.perf_counter(), None, None
             try:
                 scope = await self.scope_of(viewer)
                 viewer.scope_read_only = scope.read_only
@@ -190,16 +190,17 @@ class Console:
                 response = await self.run(request, handler, viewer, scope, write=write, action=action, limits=limits)
             except Refused as exc:
                 hint = "Reload the page and try again." if exc.status == 403 else ""
-                response = self.error(request, exc.status, exc.message, hint)
+                response, failure = self.error(request, exc.status, exc.message, hint), exc.message
             except ServiceError as exc:
                 response = self.error(request, STATUS_BY_CODE.get(exc.code, 400), exc.message, exc.suggestion)
+                failure = exc.message
                 if hasattr(exc, "retry_after_seconds"):
                     response.headers["Retry-After"] = str(max(1, round(exc.retry_after_seconds)))
             except Exception:
                 logger.exception("console page %s failed", request.url.path)
                 response = self.error(request, 500, "The console hit an internal error.", "See the server's log.")
             if action:
-                audit_action(await self.app(), scope, handler.__name__, request, response, started)
+                audit_action(await self.app(), scope, handler.__name__, request, response, started, failure)
             return response
 
         return endpoint

@@ -9,6 +9,7 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
+from services.access.profile_settings import MAX_DESCRIPTION, NAME_PATTERN
 from web import auth
 from web.core import Console, Refused, form_int, form_text, query_int
 
@@ -54,6 +55,8 @@ def routes(console: Console) -> list[Route]:
             source_titles={str(s["id"]): s["title"] for s in all_sources},
             new_secret=new_secret,
             new_token=new_token,
+            name_pattern=NAME_PATTERN,  # the form accepts exactly the names the service accepts
+            max_description=MAX_DESCRIPTION,
         )
 
     async def access_page(request: Request) -> Response:
@@ -112,10 +115,12 @@ def routes(console: Console) -> list[Route]:
         page = query_int(request, "page", 1)
         entries: list[Any] = []
         total = 0
+        summary = None
         if audit is not None:
             result = await audit.query(timedelta(hours=hours), tool, token, errors_only, page, 20)
             entries = items_of(result)
             total = getattr(result, "total_count", len(entries))
+            summary = await audit.summary(timedelta(hours=hours), tool, token)  # per profile and tool
         return console.render(
             request,
             "activity.html",
@@ -128,6 +133,7 @@ def routes(console: Console) -> list[Route]:
             hours=hours,
             page=page,
             chart=latency_points(entries),
+            summary=summary,
             tokens=items_of(await tokens.list()) if tokens is not None else [],
             tools=["search_knowledge_base", "manage_document", "manage_source", "crawl_website", "console"],
         )

@@ -1,5 +1,5 @@
-"""MkDocs hook: the tool reference page, generated from the server's own `tools/list` at build time,
-so the documentation cannot drift from the schemas agents see."""
+"""MkDocs hook: the tool reference page, generated from the server's own `tools/list` (and its
+`prompts/list`) at build time, so the documentation cannot drift from the schemas agents see."""
 
 from __future__ import annotations
 
@@ -16,14 +16,19 @@ ROOT = Path(__file__).resolve().parents[2]
 PAGE = "reference/tools.md"
 
 
-def published_tools() -> list[Any]:
+def published() -> tuple[list[Any], list[Any]]:
+    """The server's tools and prompts, as `tools/list` and `prompts/list` give them."""
     sys.path.insert(0, str(ROOT))
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from server import build_server
     from services.settings import Settings
 
     server = build_server(Settings(_env_file=None), run_worker=False, watch=False)
-    return asyncio.run(server.list_tools())
+
+    async def both() -> tuple[list[Any], list[Any]]:
+        return await server.list_tools(), await server.list_prompts()
+
+    return asyncio.run(both())
 
 
 def type_of(prop: dict[str, Any]) -> str:
@@ -65,7 +70,15 @@ def tool_section(tool: Any) -> str:
     )
 
 
-def render(tools: list[Any]) -> str:
+def prompt_section(prompt: Any) -> str:
+    rows = [f"| `{a.name}` | {'yes' if a.required else ''} | {cell(a.description)} |" for a in prompt.arguments or []]
+    return "\n".join(
+        [f"### `{prompt.name}`", "", cell(prompt.description), "", "| argument | required | description |",
+         "|---|---|---|", *rows, ""]
+    )  # fmt: skip
+
+
+def render(tools: list[Any], prompts: list[Any] = ()) -> str:
     size = len(json.dumps([t.model_dump(exclude_none=True) for t in tools]))
     head = [
         "# Tool reference",
@@ -74,9 +87,10 @@ def render(tools: list[Any]) -> str:
         f"agents receive them: {size:,} characters of JSON in all).",
         "",
     ]
-    return "\n".join(head + [tool_section(t) for t in tools])
+    tail = ["## Prompts", "", "From the server's `prompts/list` (`prompts/get` renders them).", ""] if prompts else []
+    return "\n".join(head + [tool_section(t) for t in tools] + tail + [prompt_section(p) for p in prompts])
 
 
 def on_files(files: Files, config: Any) -> Files:
-    files.append(File.generated(config, PAGE, content=render(published_tools())))
+    files.append(File.generated(config, PAGE, content=render(*published())))
     return files

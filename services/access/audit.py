@@ -4,7 +4,11 @@ background task writes batches, off the request path, so a slow or failing write
 A batch write waits at most `write_timeout` seconds (PostgreSQL's statement_timeout, e.g. behind a
 locked table); a failed batch is retried with backoff and counted in `late` once written, or in
 `dropped` after `max_attempts` (as are entries refused by a full queue). `stats()` reports the counts
-(the server's /healthz shows them)."""
+(the server's /healthz shows them).
+
+A failed call keeps its error message, redacted (services/access/redaction.py) and cut to
+ERROR_MESSAGE_LIMIT characters. `summary()` gives calls per profile and tool with p50/p95 latency, and
+the most frequent queries (`archivist audit --stats`, the console's activity page)."""
 
 from __future__ import annotations
 
@@ -18,13 +22,16 @@ from typing import Any
 
 from models import Page
 from models.access import AuditEntry
-from services.access.redaction import redact
+from services.access.redaction import redact, redact_text
 from services.database import Database
 from services.validation import check_page
 
 logger = logging.getLogger(__name__)
 LONG_TEXT = 200
-COLUMNS = "id, at, tool, action, who, profiles, arguments, error_code, latency_ms, response_bytes"
+ERROR_MESSAGE_LIMIT = 500
+COLUMNS = "id, at, tool, action, who, profiles, arguments, error_code, error_message, latency_ms, response_bytes"
+#: the arguments as a JSON object (entries written before issue 32 hold them as a JSON string of one)
+ARGUMENTS = "(CASE jsonb_typeof(arguments) WHEN 'string' THEN (arguments #>> '{}')::jsonb ELSE arguments END)"
 
 
 def shorten(arguments: dict[str, Any]) -> dict[str, Any]:
@@ -38,10 +45,19 @@ def shorten(arguments: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def stored_arguments(arguments: dict[str, Any]) -> str:
+def stored_error(message: str | None) -> str | None:
+    """An error message as stored: secrets redacted, then cut to ERROR_MESSAGE_LIMIT characters."""
+    if not message:
+        return None
+    text = redact_text(str(message))
+    return text if len(text) <= ERROR_MESSAGE_LIMIT else text[: ERROR_MESSAGE_LIMIT - 1] + "…"
+
+
+def stored_arguments(arguments: dict[str, Any]) -> dict[str, Any]:
     """The arguments as stored: long text shortened (hashed), secrets redacted at any depth first
-    (services/access/redaction.py), so no secret reaches the log whether it is short or nested."""
-    return json.dumps(shorten(redact(arguments)), default=str)
+    (services/access/redaction.py), so no secret reaches the log whether it is short or nested; made
+    JSON-safe here, and stored as a JSON object (the pool's jsonb codec encodes it)."""
+    return json.loads(json.dumps(shorten(redact(arguments)), default=str))
 
 
 class AuditService:
@@ -83,13 +99,16 @@ class AuditService:
         error_code: str | None,
         latency_ms: float,
         response_bytes: int,
+        error_message: str | None = None,
     ) -> None:
         """Queue one entry; never blocks, never raises."""
         if not self.enabled:
             return
         try:
             args = stored_arguments(arguments)
-            self._queue.put_nowait((tool, action, who, list(profiles), args, error_code, latency_ms, response_bytes))
+            message = stored_error(error_message) if error_code else None
+            row = (tool, action, who, list(profiles), args, error_code, latency_ms, response_bytes, message)
+            self._queue.put_nowait(row)
             if self._task is None or self._task.done():
                 self._task = asyncio.get_running_loop().create_task(self._run(), name="audit-writer")
         except Exception:
@@ -123,7 +142,7 @@ class AuditService:
                 await conn.execute(f"SET LOCAL statement_timeout = {max(1, int(self.write_timeout * 1000))}")
                 await conn.executemany(
                     "INSERT INTO audit_log (tool, action, who, profiles, arguments, error_code, latency_ms, "
-                    "response_bytes) VALUES ($1, $2, $3, $4, $5::jsonb, $6, $7, $8)",
+                    "response_bytes, error_message) VALUES ($1, $2, $3, $4, $5::jsonb, $6, $7, $8, $9)",
                     rows,
                 )
         except Exception as exc:
@@ -154,16 +173,41 @@ class AuditService:
         done = await self.db.pool.execute("DELETE FROM audit_log WHERE at < now() - $1::interval", keep)
         return int(done.split()[-1])
 
-    async def query(
-        self,
-        since: timedelta | None = None,
-        tool: str | None = None,
-        token: str | None = None,
-        errors_only: bool = False,
-        page: int = 1,
-        per_page: int = 20,
-    ) -> Page[AuditEntry]:
-        page, per_page = check_page(page, per_page)
+    async def summary(
+        self, since: timedelta, tool: str | None = None, token: str | None = None, top: int = 10
+    ) -> dict[str, Any]:
+        """Calls, errors and p50/p95 latency (ms) in all and per profile and tool (a call made through
+        two profiles counts for each; "" = no profile), and the `top` most frequent search queries."""
+        where, params = self._filters(since, tool, token)
+        stats = (
+            "count(*) AS calls, count(error_code) AS errors, "
+            "percentile_cont(0.5) WITHIN GROUP (ORDER BY latency_ms) AS p50_ms, "
+            "percentile_cont(0.95) WITHIN GROUP (ORDER BY latency_ms) AS p95_ms"
+        )
+        async with self.db.pool.acquire() as conn:
+            total = await conn.fetchrow(f"SELECT {stats} FROM audit_log{where}", *params)
+            groups = await conn.fetch(
+                f"SELECT coalesce(p.name, '') AS profile, tool, {stats} FROM audit_log "
+                "LEFT JOIN LATERAL unnest(profiles) AS p(name) ON true"
+                f"{where} GROUP BY 1, 2 ORDER BY calls DESC, profile, tool LIMIT 50",
+                *params,
+            )
+            searched = f"{where} AND" if where else " WHERE"
+            queries = await conn.fetch(
+                f"SELECT {ARGUMENTS}->>'query' AS query, count(*) AS calls FROM audit_log{searched} "
+                f"tool = 'search_knowledge_base' AND jsonb_typeof({ARGUMENTS}->'query') = 'string' "
+                f"GROUP BY 1 ORDER BY calls DESC, query LIMIT {int(top)}",
+                *params,
+            )
+        return {
+            "total": dict(total),
+            "by_profile_tool": [dict(r) for r in groups],
+            "top_queries": [dict(r) for r in queries],
+        }
+
+    @staticmethod
+    def _filters(since: timedelta | None, tool: str | None, token: str | None) -> tuple[str, list[Any]]:
+        """The WHERE clause (with its leading space, or "") and parameters of the common filters."""
         conds: list[str] = []
         params: list[Any] = []
         if since is not None:
@@ -175,9 +219,21 @@ class AuditService:
         if token:
             params.append(token)
             conds.append(f"who = ${len(params)}")
+        return (f" WHERE {' AND '.join(conds)}" if conds else ""), params
+
+    async def query(
+        self,
+        since: timedelta | None = None,
+        tool: str | None = None,
+        token: str | None = None,
+        errors_only: bool = False,
+        page: int = 1,
+        per_page: int = 20,
+    ) -> Page[AuditEntry]:
+        page, per_page = check_page(page, per_page)
+        where, params = self._filters(since, tool, token)
         if errors_only:
-            conds.append("error_code IS NOT NULL")
-        where = f" WHERE {' AND '.join(conds)}" if conds else ""
+            where = f"{where} AND error_code IS NOT NULL" if where else " WHERE error_code IS NOT NULL"
         rows, total = await self.db.fetch_page(COLUMNS, f"audit_log{where}", "at DESC, id DESC", params, page, per_page)
         items = []
         for r in rows:

@@ -114,10 +114,13 @@ def record(
     error_code: str | None,
     latency_ms: float,
     response_size: int,
+    error_message: str | None = None,
 ) -> None:
-    """Queue one audit entry (arguments redacted there); never blocks, never raises."""
+    """Queue one audit entry (arguments and error message redacted there); never blocks, never raises."""
     try:
         profiles = scope.profiles if scope is not None else list(caller.profiles)
-        app.audit.record(name, action, caller.who, profiles, arguments, error_code, latency_ms, response_size)
+        app.audit.record(
+            name, action, caller.who, profiles, arguments, error_code, latency_ms, response_size, error_message
+        )
     except Exception:
         logger.warning("audit record failed", exc_info=True)

@@ -1,23 +1,22 @@
-"""Profiles: named, ordered sets of sources with default search settings and flags."""
+"""Profiles: named, ordered sets of sources with default search settings, output settings and flags
+(what each may hold is checked in services/access/profile_settings.py, for every door)."""
 
 from __future__ import annotations
 
 import logging
-import re
 from pathlib import Path
 from typing import Any
 from uuid import UUID
 
 import asyncpg
 
-from models import SEARCH_TYPES
 from models.access import Profile
+from services.access.profile_settings import OutputSettings, check_name, check_values, output_settings_of
 from services.access.scope import Scope
 from services.database import Database
 from services.errors import Conflict, InvalidArgument, NotFound
 
 logger = logging.getLogger(__name__)
-NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
 FIELDS = (
     "description",
     "source_ids",
@@ -29,6 +28,8 @@ FIELDS = (
     "enabled",
     "allowed_paths",
     "exclude_flagged",
+    "snippet_chars",
+    "hit_fields",
 )
 MAX_PATHS = 50
 COLUMNS = "name, " + ", ".join(FIELDS) + ", created_at, updated_at"
@@ -36,14 +37,6 @@ COLUMNS = "name, " + ", ".join(FIELDS) + ", created_at, updated_at"
 
 def _to_profile(row: asyncpg.Record) -> Profile:
     return Profile(**dict(row))
-
-
-def check_name(name: str) -> str:
-    if not isinstance(name, str) or not NAME_RE.match(name):
-        raise InvalidArgument(
-            f"Invalid profile name {name!r}.", "Use a slug: lowercase letters, digits, '-' or '_' (max 63)."
-        )
-    return name
 
 
 def check_paths(paths: list[str] | None) -> list[str] | None:
@@ -97,22 +90,14 @@ class ProfileService:
         return list(dict.fromkeys(ids))
 
     @staticmethod
-    def _check_fields(fields: dict[str, Any]) -> None:
+    def _check_fields(fields: dict[str, Any]) -> dict[str, Any]:
+        """The fields checked and normalised (services/access/profile_settings.check_values)."""
         unknown = set(fields) - set(FIELDS)
         if unknown:
             raise InvalidArgument(
                 f"Unknown profile field(s): {', '.join(sorted(unknown))}.", f"Use: {', '.join(FIELDS)}."
             )
-        st = fields.get("search_type")
-        if st is not None and st not in SEARCH_TYPES:
-            raise InvalidArgument(f"Invalid search_type '{st}'.", f"Use one of: {', '.join(SEARCH_TYPES)}.")
-        mc = fields.get("match_count")
-        if mc is not None and not 1 <= int(mc) <= 20:
-            raise InvalidArgument(f"match_count must be 1..20 (got {mc}).", "Use 20 or less.")
-        for key in ("similarity_threshold", "keyword_weight"):
-            v = fields.get(key)
-            if v is not None and not 0.0 <= float(v) <= 1.0:
-                raise InvalidArgument(f"{key} must be between 0 and 1 (got {v}).", "Use a value in [0, 1].")
+        return check_values(fields)
 
     async def create(
         self,
@@ -127,6 +112,8 @@ class ProfileService:
         enabled: bool = True,
         allowed_paths: list[str] | None = None,
         exclude_flagged: bool = False,
+        snippet_chars: int | None = None,
+        hit_fields: list[str] | None = None,
     ) -> Profile:
         check_name(name)
         fields = dict(
@@ -140,13 +127,14 @@ class ProfileService:
             enabled=enabled,
             allowed_paths=check_paths(allowed_paths),
             exclude_flagged=bool(exclude_flagged),
+            snippet_chars=snippet_chars,
+            hit_fields=hit_fields,
         )
-        self._check_fields(fields)
+        fields = self._check_fields(fields)
+        values = ", ".join(f"${i}" for i in range(1, len(FIELDS) + 2))
         try:
             row = await self.db.pool.fetchrow(
-                f"INSERT INTO profiles (name, {', '.join(FIELDS)}) "
-                f"VALUES ({', '.join(f'${i}' for i in range(1, len(FIELDS) + 2))}) "
-                f"RETURNING {COLUMNS}",
+                f"INSERT INTO profiles (name, {', '.join(FIELDS)}) VALUES ({values}) RETURNING {COLUMNS}",
                 name,
                 *[fields[f] for f in FIELDS],
             )
@@ -155,11 +143,10 @@ class ProfileService:
         return _to_profile(row)
 
     async def update(self, name: str, **fields: Any) -> Profile:
-        self._check_fields(fields)
+        """Change the given fields (None unsets a default; source_ids in search order)."""
+        fields = self._check_fields(fields)
         if "source_ids" in fields:
             fields["source_ids"] = await self._check_sources(fields["source_ids"] or [])
-        if "description" in fields and fields["description"] is None:
-            fields["description"] = ""
         if "allowed_paths" in fields:  # None clears them (not set: no files)
             fields["allowed_paths"] = check_paths(fields["allowed_paths"])
         if not fields:
@@ -187,6 +174,19 @@ class ProfileService:
             name,
             source_id,
         )
+
+    async def output_settings_for(self, scope: Scope, chosen: Profile | None = None) -> OutputSettings:
+        """How a caller's hits are shaped (the hit shaper of search_knowledge_base calls this): the
+        profile it searches as (`chosen`, the `profile=` argument), else its profiles' combined settings
+        (profile_settings.output_settings_of); the defaults (every field, 1,000 characters) without one."""
+        if chosen is not None:
+            return output_settings_of([chosen])
+        if not scope.profiles:
+            return OutputSettings()
+        rows = await self.db.pool.fetch(
+            "SELECT snippet_chars, hit_fields FROM profiles WHERE name = ANY($1)", list(scope.profiles)
+        )
+        return output_settings_of([Profile.model_construct(**dict(r)) for r in rows])
 
     async def scope_for(self, names: list[str], read_only: bool = False, who: str = "local") -> Scope:
         """The union of the named (enabled) profiles' sources; no names = every source (but not the

@@ -11,6 +11,7 @@ from models import IngestResult
 from services.access.scope import current_scope
 from services.chunking.base import Chunk
 from services.database import Database
+from services.documents.links import content_links, write_links
 from services.documents.text import (
     DOC_HINT,
     check_metadata,
@@ -88,6 +89,9 @@ class ChangeMixin:
             if reindex:
                 evidence = {**current.metadata, **(metadata or {})}  # hidden-text marks of the page
                 await self._write_chunks(conn, current.id, current.source_id, new_title, chunks, vectors, evidence)
+            links = content_links(new_content, doc_type, url or current.url) if new_content is not None else None
+            if links is not None:  # the new content's links replace the old
+                await write_links(conn, current.id, current.source_id, links)
         if reindex:
             await self.settle_embeddings([current.id], embed)
         return IngestResult(
@@ -98,12 +102,7 @@ class ChangeMixin:
 
     async def set_links(self, conn: asyncpg.Connection, document_id: UUID, source_id: UUID, urls: list[str]) -> None:
         """Replace a document's outlinks (absolute, normalised URLs)."""
-        await conn.execute("DELETE FROM document_links WHERE from_document_id = $1", document_id)
-        await conn.executemany(
-            "INSERT INTO document_links (from_document_id, source_id, to_url) VALUES ($1, $2, $3) "
-            "ON CONFLICT DO NOTHING",
-            [(document_id, source_id, u) for u in dict.fromkeys(urls)],
-        )
+        await write_links(conn, document_id, source_id, urls)
 
     @staticmethod
     def _updated_type(current_type: str, content: str | None) -> str:

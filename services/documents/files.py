@@ -92,7 +92,7 @@ class FilesMixin:
             raise InvalidArgument(f"{name.name} has no text content.", "Skip empty files.")
         meta = {"file_path": file_path, "file_size": len(data), **parsed.metadata, **check_metadata(metadata)}
         doc_title = (title or parsed.title or name.name).strip()[:500]
-        return NewDocument(doc_title, parsed.content, parsed.document_type, url, meta)
+        return NewDocument(doc_title, parsed.content, parsed.document_type, url, meta, parsed.links)
 
     async def create_from_file(
         self,

@@ -15,6 +15,7 @@ from services.chunking import get_chunker
 from services.chunking.base import Chunk
 from services.database import Database
 from services.documents.backlog import EmbeddingBacklog
+from services.documents.links import content_links, write_links
 from services.documents.text import (
     CHUNK_COLUMNS,
     DOCUMENT_COLUMNS,
@@ -191,6 +192,9 @@ class IngestMixin:
                 len(chunks),
             )
             await self._write_chunks(conn, row["id"], source_id, item.title, chunks, vectors, item.metadata)
+            links = item.links if item.links is not None else content_links(item.content, item.document_type, item.url)
+            if links is not None:  # the page graph of ingested text and files (crawls write theirs too)
+                await write_links(conn, row["id"], source_id, links)
         status = "updated" if row["replaced"] else "created"
         return IngestResult(document=_to_document(row), status=status, chunks_created=len(chunks))
 

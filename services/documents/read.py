@@ -1,4 +1,4 @@
-"""Reading documents: get, content windows, single chunks, listing and links."""
+"""Reading documents: get, content windows, single chunks, listing, links and the page graph."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from uuid import UUID
 from models import ChunkView, ContentWindow, Document, Page
 from services.access.scope import current_scope
 from services.database import Database
+from services.documents.links import link_graph, scoped_links
 from services.documents.text import (
     DOC_HINT,
     DOCUMENT_COLUMNS,
@@ -20,6 +21,9 @@ from services.flags import FLAGS_COLUMN
 from services.settings import Settings
 from services.sources import SourceService
 from services.validation import check_page, parse_uuid
+
+#: document list orders (manage_document list `order`): None is the oldest first, as always
+LIST_ORDERS = {None: "created_at, id", "oldest": "created_at, id", "newest": "created_at DESC, id DESC"}
 
 
 class ReadMixin:
@@ -76,8 +80,14 @@ class ReadMixin:
             )
         return ChunkView(**dict(row))
 
-    async def list(self, source_id: str | UUID | None, page: int = 1, per_page: int = 10) -> Page[Document]:
+    async def list(
+        self, source_id: str | UUID | None, page: int = 1, per_page: int = 10, order: str | None = None
+    ) -> Page[Document]:
+        """A source's documents (every source for the unrestricted owner), oldest first, or newest first
+        with order="newest"."""
         page, per_page = check_page(page, per_page)
+        if order not in LIST_ORDERS:
+            raise InvalidArgument(f"Invalid order {str(order)[:40]!r}.", "Use order='newest' or order='oldest'.")
         sid = None
         if source_id:
             sid = (await self.sources.get(source_id)).id
@@ -86,7 +96,7 @@ class ReadMixin:
         rows, total = await self.db.fetch_page(
             DOCUMENT_COLUMNS,
             "documents WHERE $1::uuid IS NULL OR source_id = $1",
-            "created_at, id",
+            LIST_ORDERS[order],
             [sid],
             page,
             per_page,
@@ -94,42 +104,12 @@ class ReadMixin:
         return Page[Document](items=[_to_document(r) for r in rows], total_count=total, page=page, per_page=per_page)
 
     async def links(self, document_id: UUID, limit: int = 20) -> dict[str, Any] | None:
-        """Outlinks and backlinks inside the knowledge base (None when the document has neither)."""
-        async with self.db.pool.acquire() as conn:
-            doc = await conn.fetchrow("SELECT source_id, url FROM documents WHERE id = $1", document_id)
-            out_total = await conn.fetchval(
-                "SELECT count(*) FROM document_links WHERE from_document_id = $1", document_id
-            )
-            back_total = 0
-            if doc["url"]:
-                back_total = await conn.fetchval(
-                    "SELECT count(*) FROM document_links WHERE source_id = $1 AND to_url = $2",
-                    doc["source_id"],
-                    doc["url"],
-                )
-            if not out_total and not back_total:
-                return None
-            outlinks = await conn.fetch(
-                "SELECT l.to_url AS url, d.id AS document_id, d.title FROM document_links l "
-                "LEFT JOIN documents d ON d.source_id = l.source_id AND d.url = l.to_url "
-                "WHERE l.from_document_id = $1 ORDER BY (d.id IS NULL), l.to_url LIMIT $2",
-                document_id,
-                limit,
-            )
-            backlinks = await conn.fetch(
-                "SELECT d.url, d.id AS document_id, d.title FROM document_links l "
-                "JOIN documents d ON d.id = l.from_document_id "
-                "WHERE l.source_id = $1 AND l.to_url = $2 ORDER BY d.url LIMIT $3",
-                doc["source_id"],
-                doc["url"],
-                limit,
-            )
-        return {
-            "outlinks": [dict(r) for r in outlinks],
-            "outlinks_total": out_total,
-            "backlinks": [dict(r) for r in backlinks],
-            "backlinks_total": back_total,
-        }
+        """Outlinks and backlinks inside the caller's scope (None when the document has neither)."""
+        return await scoped_links(self.db.pool, document_id, current_scope(), limit)
+
+    async def graph(self, document_id: UUID) -> dict[str, Any]:
+        """The document's one-hop page graph inside the caller's scope (services/documents/links.py)."""
+        return await link_graph(self.db.pool, document_id, current_scope())
 
     async def _content(self, document_id: UUID) -> str:
         return await self.db.pool.fetchval("SELECT content FROM documents WHERE id = $1", document_id)

@@ -127,6 +127,8 @@ class NewDocument:
     document_type: str
     url: str | None = None
     metadata: dict[str, Any] | None = None
+    #: outlinks known from the source (an HTML file's); None: read from the content (markdown)
+    links: list[str] | None = None
 
 
 def _to_document(row: asyncpg.Record) -> Document:

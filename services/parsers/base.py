@@ -22,6 +22,9 @@ class ParsedDocument:
     # "docx", "pptx", "xlsx", "csv", "epub", "odt", "rtf"
     document_type: str
     metadata: dict[str, Any] = field(default_factory=dict)
+    #: the document's outlinks when its content no longer holds them (HTML, whose article markdown
+    #: keeps no link targets); None: read them from the content (services/documents/ingest.py)
+    links: list[str] | None = None
 
 
 class DocumentParser(ABC):

@@ -67,4 +67,4 @@ class HtmlParser(DocumentParser):
         metadata = {k: v for k, v in page.metadata.items() if k in {"description", "generator", "language"}}
         metadata["extractor"] = page.metadata.get("extractor")
         metadata.update(evidence(page.metadata))  # hidden-text marks for the injection flags
-        return ParsedDocument(content=markdown, title=title, document_type="html", metadata=metadata)
+        return ParsedDocument(content=markdown, title=title, document_type="html", metadata=metadata, links=page.links)

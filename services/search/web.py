@@ -1,7 +1,10 @@
 """Web search through a SearXNG instance (`search_type="web"`, off unless ARCHIVIST_SEARXNG_URL is set).
 
-One GET of SearXNG's JSON API, `/search?q=...&format=json[&language=...]`, whose reply is
-`{"results": [{"title", "url", "content", "engine", ...}, ...]}`. Results are not stored: an agent
+One GET of SearXNG's JSON API, `/search?q=...&format=json[&language=...][&categories=...]`, whose reply
+is `{"results": [{"title", "url", "content", "engine", ...}, ...], "suggestions": [...]}`: each result is
+passed on as {title, url, content, engine} (the chat module's shape), with the instance's suggestions.
+`categories` must be among ARCHIVIST_SEARXNG_CATEGORIES; a call without match_count gets
+ARCHIVIST_SEARXNG_MAX_RESULTS results. Results are not stored: an agent
 that wants a page in the knowledge base crawls it (crawl_website). The instance is the operator's own
 (loopback or LAN), so its address is not put through the crawler's SSRF check.
 """
@@ -25,14 +28,21 @@ SNIPPET_LIMIT = 1000
 TITLE_LIMIT = 200
 LANGUAGE = re.compile(r"^(all|auto|[A-Za-z]{2,3}(-[A-Za-z0-9]{2,8})?)$")
 SETTING = "ARCHIVIST_SEARXNG_URL"
+MAX_SUGGESTIONS = 10
 
 
 @dataclass
 class WebResult:
     title: str
     url: str
-    snippet: str
+    content: str  # the instance's snippet of the page
     engine: str | None
+
+
+@dataclass
+class WebAnswer:
+    results: list[WebResult]
+    suggestions: list[str]
 
 
 def _cut(text: str, limit: int) -> str:
@@ -48,6 +58,29 @@ def check_language(language: str | None) -> str | None:
             f"Invalid language '{language[:40]}'.", "Use a language code such as 'en', 'de' or 'pt-BR', or 'all'."
         )
     return language
+
+
+def check_categories(categories: list[str] | None, allowed: list[str]) -> list[str]:
+    """The named categories, each one of `allowed` (ARCHIVIST_SEARXNG_CATEGORIES), de-duplicated."""
+    if not categories:
+        return []
+    if isinstance(categories, str) or len(categories) > len(allowed):
+        raise InvalidArgument("categories must be a list of category names.", f"Use some of: {', '.join(allowed)}.")
+    unknown = [str(c)[:40] for c in categories if c not in allowed]
+    if unknown:
+        raise InvalidArgument(
+            f"Unknown web search categor{'y' if len(unknown) == 1 else 'ies'}: {', '.join(unknown)}.",
+            f"Use some of: {', '.join(allowed)} (ARCHIVIST_SEARXNG_CATEGORIES on the server).",
+        )
+    return list(dict.fromkeys(categories))
+
+
+def parse_suggestions(body: Any) -> list[str]:
+    """SearXNG's `suggestions` (related searches), strings only, cut, at most MAX_SUGGESTIONS."""
+    items = body.get("suggestions") if isinstance(body, dict) else None
+    if not isinstance(items, list):
+        return []
+    return [_cut(item, TITLE_LIMIT) for item in items if isinstance(item, str) and item.strip()][:MAX_SUGGESTIONS]
 
 
 def parse_results(body: Any, limit: int) -> list[WebResult]:
@@ -67,7 +100,7 @@ def parse_results(body: Any, limit: int) -> list[WebResult]:
             WebResult(
                 title=_cut(str(item.get("title") or url), TITLE_LIMIT),
                 url=url,
-                snippet=_cut(str(item.get("content") or ""), SNIPPET_LIMIT),
+                content=_cut(str(item.get("content") or ""), SNIPPET_LIMIT),
                 engine=str(engine) if engine else None,
             )
         )
@@ -76,7 +109,9 @@ def parse_results(body: Any, limit: int) -> list[WebResult]:
     return results
 
 
-async def web_search(settings: Settings, query: str, match_count: int, language: str | None) -> list[WebResult]:
+async def web_search(
+    settings: Settings, query: str, match_count: int, language: str | None, categories: list[str] | None = None
+) -> WebAnswer:
     """Ask the configured SearXNG instance; INVALID_ARGUMENT when none is, UNAVAILABLE (retryable)
     when it fails, times out or does not answer JSON."""
     base = (settings.searxng_url or "").strip()
@@ -92,6 +127,9 @@ async def web_search(settings: Settings, query: str, match_count: int, language:
     lang = check_language(language)
     if lang:
         params["language"] = lang
+    chosen = check_categories(categories, settings.searxng_categories)
+    if chosen:
+        params["categories"] = ",".join(chosen)
     timeout = settings.searxng_timeout_ms / 1000
     url = base.rstrip("/") + "/search"
     try:
@@ -123,4 +161,4 @@ async def web_search(settings: Settings, query: str, match_count: int, language:
         raise Unavailable(
             "The SearXNG instance did not answer JSON.", "Enable `formats: [html, json]` in its settings.yml."
         ) from None
-    return parse_results(body, min(max(match_count, 1), MAX_PER_PAGE))
+    return WebAnswer(parse_results(body, min(max(match_count, 1), MAX_PER_PAGE)), parse_suggestions(body))

@@ -1,0 +1,161 @@
+"""What a profile may hold, checked in one place for every door (the command line, the console, the
+services): its name, description, search defaults and output settings. The console's form is drawn
+from these constants (its name pattern, choices and ranges) and posts to the same check, so a form
+and the service never disagree on what is accepted.
+
+Output settings say how the hits of a caller searching as a profile are shaped: how long a hit's
+text may be (`snippet_chars`) and which fields a hit carries (`hit_fields`; a hit always carries
+HIT_CORE). `output_settings_of` combines a caller's profiles; the search tool's hit shaper applies them.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from models import SEARCH_TYPES
+from services.errors import InvalidArgument
+
+#: a profile name: a slug (sql/005_access.sql checks the same); `\-`, so browsers' `pattern` reads it too
+NAME_PATTERN = r"[a-z0-9][a-z0-9_\-]{0,62}"
+NAME_RE = re.compile(rf"^{NAME_PATTERN}$")
+MAX_DESCRIPTION = 1000
+MATCH_COUNT = (1, 20)
+SNIPPET_CHARS = (50, 1000)
+#: what every hit carries, whatever a profile selects: enough to cite it and read on
+HIT_CORE = ("chunk_id", "document_id", "text", "truncated")
+#: the fields a profile may select for its hits (the search tool's hit fields beyond HIT_CORE)
+HIT_FIELDS = (
+    "chunk_ids",
+    "uri",
+    "document_title",
+    "source_id",
+    "source_title",
+    "url",
+    "score",
+    "similarity",
+    "match_type",
+    "chunk_index",
+    "chunk_index_end",
+    "char_start",
+    "char_end",
+    "heading_path",
+    "page_number",
+    "metadata",
+    "document_metadata",
+    "fetched_at",
+    "ingested_at",
+    "indexed_at",
+    "last_modified",
+)
+
+
+@dataclass(frozen=True)
+class OutputSettings:
+    """How a caller's hits are shaped: text cut at `snippet_chars`; `fields` None = every field, else
+    HIT_CORE and these."""
+
+    snippet_chars: int = SNIPPET_CHARS[1]
+    fields: tuple[str, ...] | None = None
+
+    def keeps(self, field: str) -> bool:
+        return self.fields is None or field in HIT_CORE or field in self.fields
+
+
+def output_settings_of(profiles: Iterable[Any]) -> OutputSettings:
+    """The output settings of a caller with these profiles: the shortest snippet any of them sets, and
+    the fields any of them selects (every field as soon as one selects none)."""
+    snippets = [p.snippet_chars for p in profiles if getattr(p, "snippet_chars", None)]
+    selections = [getattr(p, "hit_fields", None) for p in profiles]
+    fields: tuple[str, ...] | None = None
+    if selections and all(s is not None for s in selections):
+        chosen = {f for s in selections for f in s or ()}
+        fields = tuple(f for f in HIT_FIELDS if f in chosen)
+    return OutputSettings(min(snippets) if snippets else SNIPPET_CHARS[1], fields)
+
+
+def check_name(name: Any) -> str:
+    if not isinstance(name, str) or not NAME_RE.match(name):
+        raise InvalidArgument(
+            f"Invalid profile name {str(name)[:100]!r}.", "Use a slug: lowercase letters, digits, '-' or '_' (max 63)."
+        )
+    return name
+
+
+def check_description(value: Any) -> str:
+    """Up to MAX_DESCRIPTION characters (what agents read in the search tool); empty = none."""
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise InvalidArgument("description must be text.", "Describe what the profile is for, in a sentence.")
+    text = value.strip()
+    if len(text) > MAX_DESCRIPTION:
+        raise InvalidArgument(
+            f"description is {len(text):,} characters, over the {MAX_DESCRIPTION:,}-character limit.",
+            "Shorten it: agents read it in the search tool's description.",
+        )
+    return text
+
+
+def _number(value: Any, name: str, low: float, high: float, kind: type) -> Any:
+    """None (unset) for None or blank; else a number of `kind` within [low, high]."""
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    try:
+        if isinstance(value, bool):
+            raise ValueError
+        number = float(value)
+        if kind is int and not number.is_integer():
+            raise ValueError
+    except (TypeError, ValueError):
+        raise InvalidArgument(
+            f"{name} must be a number (got {str(value)[:40]!r}).", f"Use {low:g} to {high:g}."
+        ) from None
+    if not math.isfinite(number) or not low <= number <= high:
+        raise InvalidArgument(
+            f"{name} must be {low:g} to {high:g} (got {value}).", f"Use a value in [{low:g}, {high:g}]."
+        )
+    return kind(number)
+
+
+def check_hit_fields(value: Any) -> list[str] | None:
+    """None = every field; else a list of HIT_FIELDS names (HIT_CORE names are always kept anyway)."""
+    if value is None:
+        return None
+    if isinstance(value, str) or not isinstance(value, list | tuple):
+        raise InvalidArgument("hit_fields must be a list of field names.", f"Use some of: {', '.join(HIT_FIELDS)}.")
+    unknown = [str(f)[:40] for f in value if f not in HIT_FIELDS and f not in HIT_CORE]
+    if unknown:
+        raise InvalidArgument(f"Unknown hit field(s): {', '.join(unknown)}.", f"Use some of: {', '.join(HIT_FIELDS)}.")
+    return [f for f in dict.fromkeys(value) if f in HIT_FIELDS]
+
+
+def check_values(fields: dict[str, Any]) -> dict[str, Any]:
+    """A checked copy of profile fields (the ones present), values normalised: blank numbers are unset."""
+    out = dict(fields)
+    if "description" in out:
+        out["description"] = check_description(out["description"])
+    if "search_type" in out:
+        out["search_type"] = out["search_type"] or None
+        if out["search_type"] is not None and out["search_type"] not in SEARCH_TYPES:
+            raise InvalidArgument(
+                f"Invalid search_type '{str(out['search_type'])[:40]}'.", f"Use one of: {', '.join(SEARCH_TYPES)}."
+            )
+    numbers = {
+        "match_count": (*MATCH_COUNT, int),
+        "similarity_threshold": (0.0, 1.0, float),
+        "keyword_weight": (0.0, 1.0, float),
+        "snippet_chars": (*SNIPPET_CHARS, int),
+    }
+    for key, (low, high, kind) in numbers.items():
+        if key in out:
+            out[key] = _number(out[key], key, low, high, kind)
+    if "hit_fields" in out:
+        out["hit_fields"] = check_hit_fields(out["hit_fields"])
+    for key in ("read_only", "enabled", "exclude_flagged"):
+        if key in out and not isinstance(out[key], bool):
+            raise InvalidArgument(f"{key} must be true or false.", f"Pass {key}=true or {key}=false.")
+    return out

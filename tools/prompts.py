@@ -1,0 +1,64 @@
+"""MCP prompts: `search_and_answer(question, source?)`, the 12-tool plan's template that guides an agent
+to search the knowledge base, read what it found and answer citing its sources.
+
+Gated like every request: `prompts/get` passes access/guard.AccessMiddleware (the caller's scope, one
+call from its rate bucket, the call timeout, one audit record). A `source` (id or title) is looked up in
+the caller's scope, so a source outside it reads exactly like one that does not exist."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.prompts.base import Message, UserMessage
+from mcp.shared.exceptions import MCPError
+from mcp.types import INVALID_PARAMS
+from pydantic import Field
+
+from services.app import Runtime
+from services.errors import InvalidArgument, ServiceError
+from services.validation import clean_text
+
+MAX_QUESTION = 2000
+STEPS = (
+    "1. Search: call search_knowledge_base with the question as query{where}, and max_tokens=2000 for "
+    "numbered passages with citations. If little comes back, search again with the key terms, or with "
+    'search_type="keyword" for exact names, codes and error messages.\n'
+    "2. Read: where a passage is cut or needs its context, read on with "
+    'manage_document(action="get", chunk_id=...) or (action="get", document_id=..., offset=...).\n'
+    "3. Answer from what you read, and only from it: cite each claim with the document's title and URL "
+    "(or its id). If the knowledge base does not hold the answer, say so instead of guessing."
+)
+
+
+def prompt_error(exc: ServiceError) -> MCPError:
+    """A refusal as the JSON-RPC error of prompts/get (the error_code travels in `data`)."""
+    data = {"error_code": exc.code, "retryable": exc.retryable}
+    return MCPError(code=INVALID_PARAMS, message=f"{exc.message} {exc.suggestion}".strip(), data=data)
+
+
+def register(mcp: MCPServer, runtime: Runtime) -> None:
+    @mcp.prompt(
+        name="search_and_answer",
+        title="Search and answer",
+        description="Answer a question from the knowledge base: search, read, answer citing sources.",
+    )
+    async def search_and_answer(
+        question: Annotated[str, Field(description="the question to answer")],
+        source: Annotated[str | None, Field(description="a source's id or title: search only it")] = None,
+    ) -> list[Message]:
+        try:
+            question = (clean_text(question) or "").strip()
+            if not question or len(question) > MAX_QUESTION:
+                raise InvalidArgument(
+                    f"question must be 1 to {MAX_QUESTION} characters.", "Ask one question, in a sentence or two."
+                )
+            where = ""
+            if source and source.strip():
+                app = await runtime.get()
+                found = await app.sources.resolve(clean_text(source))  # in the caller's scope
+                where = f' and source_id="{found.id}" (the source "{found.title}")'
+        except ServiceError as exc:
+            raise prompt_error(exc) from None
+        text = f"Answer this question from the Archivist knowledge base:\n\n{question}\n\n{STEPS.format(where=where)}"
+        return [UserMessage(text)]
