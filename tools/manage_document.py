@@ -224,8 +224,8 @@ def register(mcp: MCPServer, runtime: Runtime) -> None:
     ) -> CallToolResult:
         """Create, read, list, update, delete documents.
 
-        create: content, file_path (file or directory: md, code, html, pdf, docx, pptx, xlsx, csv, epub,
-          odt, rtf; recursive, extensions) or url; into source_id or a source named by title.
+        create: content, file_path (file or directory: text, code, html, pdf, office, epub; recursive,
+          extensions) or url; into source_id or a source named by title.
         get: document_id, url (+source_id) or chunk_id. max_chars (1000, max 4000) from offset: a number
           or an outline heading. outline: 20 headings per page. chunk_index: one chunk. graph=true:
           linked documents (20 nodes). list: source_id, page, per_page (max 20), order=newest.
