@@ -103,6 +103,11 @@ def chromium() -> Iterator[Any]:
             context.close()
 
 
-def screenshot(page: Any, name: str) -> None:
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=True)
+def screenshot(page: Any, name: str, into: Path | None = None) -> Path:
+    """A full-page screenshot, into docs/screenshots unless `into` names another directory (new
+    checks write theirs to the test's own temporary directory, never into the tracked docs)."""
+    folder = into or SCREENSHOTS
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{name}.png"
+    page.screenshot(path=str(path), full_page=True)
+    return path
