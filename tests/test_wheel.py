@@ -9,6 +9,7 @@ environment's dependencies are borrowed through a .pth file, so nothing is downl
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import site
@@ -70,6 +71,9 @@ def test_the_installed_package_is_the_wheel_not_the_checkout(installed: Path, tm
     assert all(p.resolve().is_relative_to(installed.resolve()) for p in paths), done.stdout
     assert len(list(paths[1].glob("0*.sql"))) >= 19 and (paths[2] / "base.html").is_file()
     assert (installed / "bin" / "archivist").is_file()
+    (metadata,) = installed.glob("lib/python*/site-packages/archivist-*.dist-info/METADATA")
+    name = json.loads((ROOT / "server.json").read_text())["name"]
+    assert f"mcp-name: {name}" in metadata.read_text()  # what the MCP registry looks for on PyPI
 
 
 async def test_uvx_style_install_serves_over_stdio(installed: Path, database_url: str, tmp_path: Path) -> None:
