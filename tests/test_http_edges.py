@@ -19,34 +19,18 @@ import httpx
 import pytest
 
 from tests.test_cli import ROOT, archivist, cli_env, free_port
+from tests.web_helpers import console_server
 
 METADATA = ("/.well-known/oauth-protected-resource", "/.well-known/oauth-protected-resource/mcp")
 
 
 @pytest.fixture(scope="module")
 def server(database_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
-    data = tmp_path_factory.mktemp("edges")
-    env = cli_env(DATABASE_URL=database_url, ARCHIVIST_DATA_DIR=str(data), ARCHIVIST_LOG_LEVEL="INFO")
-    port = free_port()
-    log_path = data / "server.log"
-    with log_path.open("w") as log:
-        command = [sys.executable, "-c", "import cli; cli.main()", "serve", "--http", "--port", str(port)]
-        proc = subprocess.Popen(command, cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stderr=log)
-        base = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 180
-        while True:
-            try:
-                if httpx.get(f"{base}/healthz", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert proc.poll() is None and time.monotonic() < deadline, log_path.read_text()[-3000:]
-            time.sleep(0.3)
-        try:
-            yield {"base": base, "env": env, "log": log_path}
-        finally:
-            proc.terminate()
-            proc.wait(timeout=15)
+    files = tmp_path_factory.mktemp("edges")
+    log = files / "server.log"
+    with console_server(database_url, files, log_path=log, ARCHIVIST_LOG_LEVEL="INFO") as base:
+        env = cli_env(DATABASE_URL=database_url, ARCHIVIST_DATA_DIR=str(files.parent / "web-data"))
+        yield {"base": base, "env": env, "log": log}
 
 
 INITIALIZE = {

@@ -36,8 +36,11 @@ def free_port() -> int:
 
 
 @contextmanager
-def console_server(database_url: str, files_dir: Path, **env_overrides: str) -> Iterator[str]:
-    """A real `archivist serve --http` (with its crawl worker) on 127.0.0.1; yields its base URL."""
+def console_server(
+    database_url: str, files_dir: Path, log_path: Path | None = None, **env_overrides: str
+) -> Iterator[str]:
+    """A real `archivist serve --http` (with its crawl worker) on 127.0.0.1; yields its base URL. Its
+    stderr goes to `log_path` when given (else ARCHIVIST_TEST_SERVER_LOG, else a temporary file)."""
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("ARCHIVIST_")}
     env.update(
@@ -53,7 +56,7 @@ def console_server(database_url: str, files_dir: Path, **env_overrides: str) -> 
         }
     )
     # a file, not a pipe: a chatty server never blocks on it (ARCHIVIST_TEST_SERVER_LOG keeps it)
-    keep = os.environ.get("ARCHIVIST_TEST_SERVER_LOG")
+    keep = log_path or os.environ.get("ARCHIVIST_TEST_SERVER_LOG")
     log = open(keep, "w+") if keep else tempfile.TemporaryFile(mode="w+")  # noqa: SIM115
     proc = subprocess.Popen([ARCHIVIST, "serve", "--http", "--port", str(port)], env=env, stderr=log, text=True)
     base = f"http://127.0.0.1:{port}"
