@@ -21,7 +21,6 @@ from models import Page
 from models.jobs import ACTIVE_STATUSES, JOB_STATUSES, CrawlJob, CrawlParams, PageError, StartedJob
 from services.access.job_limits import insert_job, scoped_ids
 from services.access.scope import current_scope
-from services.crawl.empty_source import remove_if_empty
 from services.crawl.job_sql import COUNTERS_JOIN, JOB_COLUMNS
 from services.crawl.params import SCOPES, build_params, check_start_url, default_source_title
 from services.crawl.politeness import HostThrottle, SharedHostGate
@@ -388,8 +387,7 @@ class JobService:
     async def finish(
         self, job_id: UUID, worker_id: str, status: str, error: str | None = None, warnings: list[str] | None = None
     ) -> bool:
-        """Record a job's final status; False if the job was no longer this worker's. A failed crawl
-        removes the empty source it created (services/crawl/empty_source.py)."""
+        """Record a job's final status; False if the job was no longer this worker's."""
         finished = await self.db.pool.fetchval(
             "UPDATE crawl_jobs SET status = $3, error = $4, warnings = $5, completed_at = now(), "
             "heartbeat_at = now(), updated_at = now() "
@@ -400,6 +398,4 @@ class JobService:
             error,
             warnings or [],
         )
-        if finished is not None and status == "failed":
-            await remove_if_empty(self.db, job_id)
         return finished is not None
