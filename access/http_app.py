@@ -5,7 +5,8 @@ it, with clean stops).
 Starlette's TrustedHostMiddleware refuses (400) any Host not on the list of services/access/hosts.py,
 on every path; the SDK's transport security on /mcp gets the same list, so both agree. Starlette's
 RequestBodyLimitMiddleware caps every body (counted as it streams, chunked ones included); routes
-lower it further (web/core.py)."""
+lower it further (web/core.py). A client that hangs up mid-request is ordinary: one short line at
+INFO, never an ERROR with a traceback (`QuietDisconnects`)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from typing import Any
 from mcp.server.transport_security import DEFAULT_MAX_REQUEST_BODY_SIZE, TransportSecuritySettings
 from starlette.middleware.body_limit import RequestBodyLimitMiddleware
 from starlette.middleware.trustedhost import TrustedHostMiddleware
+from starlette.requests import ClientDisconnect
 
 from access.rate_headers import RateLimitHeaders
 from services.access.hosts import HostPolicy
@@ -23,6 +25,31 @@ from services.settings import Settings
 logger = logging.getLogger(__name__)
 #: multipart framing around the one uploaded file
 UPLOAD_OVERHEAD = 64 * 1024
+
+
+#: loggers that report a client's hang-up as an error with its traceback (the SDK's transport, uvicorn)
+DISCONNECT_LOGGERS = ("mcp.server.streamable_http", "uvicorn.error")
+
+
+class QuietDisconnects(logging.Filter):
+    """Turns a record carrying ClientDisconnect into one INFO line (dropped below INFO)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        error = record.exc_info[1] if record.exc_info else None
+        if not isinstance(error, ClientDisconnect):
+            return True
+        record.msg, record.args = "a client disconnected before its request was read", ()
+        record.exc_info, record.exc_text, record.stack_info = None, None, None
+        record.levelno, record.levelname = logging.INFO, "INFO"
+        return logging.getLogger().isEnabledFor(logging.INFO)
+
+
+def quiet_disconnects() -> None:
+    """Install the filter once on each logger that reports hang-ups."""
+    for name in DISCONNECT_LOGGERS:
+        target = logging.getLogger(name)
+        if not any(isinstance(f, QuietDisconnects) for f in target.filters):
+            target.addFilter(QuietDisconnects())
 
 
 def host_policy(settings: Settings, host: str) -> HostPolicy:
@@ -46,6 +73,7 @@ def body_limit(settings: Settings) -> int:
 
 def http_app(server: Any, settings: Settings, host: str, *, stateless: bool = False) -> Any:
     """The streamable-HTTP app (with the console mounted by the caller), hardened."""
+    quiet_disconnects()
     policy = host_policy(settings, host)
     app = server.streamable_http_app(
         streamable_http_path="/mcp",

@@ -12,6 +12,10 @@ access tokens (checked by services/access/oauth.py), the protected-resource meta
 that issuer, and /mcp always needs a bearer: a 401 tells MCP clients where to sign in. A valid token
 without ARCHIVIST_OAUTH_REQUIRED_SCOPES is passed on with its own scopes, so the SDK's middleware
 answers it 403 `insufficient_scope` (RFC 6750 section 3.1) rather than 401.
+
+Without an issuer there is no authorization server to advertise: the SDK's protected-resource metadata
+(which would name this server itself, whose /.well-known/oauth-authorization-server does not exist) is
+taken off the app, and the 401 names no metadata and says a bearer token is needed (issue 28).
 """
 
 from __future__ import annotations
@@ -34,6 +38,12 @@ from services.access.oauth import WRITE_SCOPE, InvalidToken, OAuthConfig, OAuthV
 from services.access.tokens import PREFIX, TokenService
 
 logger = logging.getLogger(__name__)
+METADATA_PATH = "/.well-known/oauth-protected-resource"
+#: the 401's error_description without an issuer (quoted in WWW-Authenticate: no double quotes)
+TOKEN_NEEDED = (
+    "This server needs a bearer token (Authorization: Bearer <token>); "
+    "create one on the server with: archivist token create --name NAME"
+)
 ACTIVE_TOKENS_SQL = (
     "SELECT EXISTS (SELECT 1 FROM access_tokens WHERE revoked_at IS NULL "
     "AND (expires_at IS NULL OR expires_at > now()))"
@@ -158,11 +168,15 @@ class AuthGate:
 
     def install(self, app: Any, path: str = "/mcp") -> None:
         """Swap the SDK's RequireAuthMiddleware on `path` for one that consults this gate (and, with
-        an issuer, the SDK's protected-resource metadata for one that also lists the write scope)."""
+        an issuer, the SDK's protected-resource metadata for one that also lists the write scope;
+        without one, no metadata at all)."""
         if self.metadata:
             paths = {r.path for r in self.metadata}
             kept = [r for r in app.router.routes if getattr(r, "path", None) not in paths]
             app.router.routes[:] = self.metadata + kept
+        else:
+            kept = [r for r in app.router.routes if not str(getattr(r, "path", "")).startswith(METADATA_PATH)]
+            app.router.routes[:] = kept
         for route in getattr(app, "routes", []):
             if getattr(route, "path", None) == path and isinstance(route.app, RequireAuthMiddleware):
                 gated = BearerUnlessOpen(route.app, self)
@@ -173,11 +187,17 @@ class AuthGate:
 
 class BearerUnlessOpen(RequireAuthMiddleware):
     """The SDK's RequireAuthMiddleware (401 + WWW-Authenticate), unless the gate is open and the
-    request carries no Authorization header (a wrong token is refused even then)."""
+    request carries no Authorization header (a wrong token is refused even then). Without an issuer
+    the challenge points at no metadata and says what is needed: one of Archivist's tokens."""
 
     def __init__(self, inner: RequireAuthMiddleware, gate: AuthGate) -> None:
-        super().__init__(inner.app, inner.required_scopes, inner.resource_metadata_url)
+        super().__init__(inner.app, inner.required_scopes, inner.resource_metadata_url if gate.metadata else None)
         self.gate = gate
+
+    async def _send_auth_error(self, send: Send, status_code: int, error: str, description: str) -> None:
+        if not self.gate.metadata and status_code == 401:
+            description = TOKEN_NEEDED
+        await super()._send_auth_error(send, status_code, error, description)
 
     async def __call__(self, scope: AsgiScope, receive: Receive, send: Send) -> None:
         authed = isinstance(scope.get("user"), AuthenticatedUser)
@@ -212,7 +232,7 @@ def resource_metadata(config: OAuthConfig, url: str) -> list[Route]:
     scopes = list(dict.fromkeys([*config.required_scopes, WRITE_SCOPE]))
     # strings, not AnyHttpUrl: the issuer is compared exactly, and AnyHttpUrl would add a trailing slash
     routes = create_protected_resource_routes(url, [config.issuer], scopes, resource_name="Archivist")  # type: ignore[arg-type]
-    bare = "/.well-known/oauth-protected-resource"
+    bare = METADATA_PATH
     if routes[0].path != bare:
         routes.append(Route(bare, endpoint=routes[0].endpoint, methods=["GET", "OPTIONS"]))
     return routes

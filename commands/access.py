@@ -9,7 +9,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from commands.output import note, print_json, print_table, say, when
+from commands.output import note, print_json, print_table, say, usage, when
 from models import SEARCH_TYPES
 from services.settings import get_settings
 
@@ -19,14 +19,14 @@ UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"
 def parse_duration(text: str) -> timedelta:
     m = re.fullmatch(r"(\d+)\s*([smhdw])", text.strip())
     if not m:
-        raise SystemExit(f"error: bad duration {text!r}; use e.g. 30d, 12h, 15m")
+        usage(f"bad duration {text!r}", "Use a number and a unit, e.g. 30d, 12h, 15m.")
     return timedelta(**{UNITS[m.group(2)]: int(m.group(1))})
 
 
 def parse_rate(text: str) -> int:
     m = re.fullmatch(r"(\d+)(?:/min)?", text.strip())
     if not m:
-        raise SystemExit(f"error: bad rate {text!r}; use e.g. 120/min")
+        usage(f"bad rate {text!r}", "Use calls per minute, e.g. 120/min.")
     return int(m.group(1))
 
 
@@ -240,7 +240,7 @@ async def cli_grant(app: Any, args: argparse.Namespace) -> None:
     claims = [("group", v) for v in args.group] + [("subject", v) for v in args.subject]
     claims += [("email_domain", v) for v in args.email_domain]
     if not claims:
-        raise SystemExit("error: name at least one --group, --subject or --email-domain")
+        usage("name at least one --group, --subject or --email-domain", "See: archivist profile grant --help")
     for kind, value in claims:
         if args.op == "grant":
             g = await app.grants.grant(args.name, kind, value, write=args.write)

@@ -12,7 +12,7 @@ import math
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from commands.output import note, print_json, print_table, progress_bar, say, when
+from commands.output import fail, note, print_json, print_table, progress_bar, say, when
 
 JOB_STATUSES = ["queued", "running", "completed", "failed", "cancelled"]
 
@@ -46,10 +46,12 @@ def add_job_commands(sub: Any) -> None:
     crawl.add_argument("--detach", action="store_true", help="queue the job and return at once")
     jobs = sub.add_parser(
         "jobs",
-        help="list crawl and sync jobs, newest first",
-        description="List crawl and sync jobs, newest first.",
-        epilog="examples:\n  archivist jobs\n  archivist jobs --status running --json",
+        help="list crawl and sync jobs, or show one with its errors",
+        description="List crawl and sync jobs, newest first; with a job id, show that job: its counters, "
+        "error, warnings and the pages that failed.",
+        epilog="examples:\n  archivist jobs\n  archivist jobs --status running --json\n  archivist jobs JOB_ID",
     )
+    jobs.add_argument("id", nargs="?", default=None, metavar="JOB_ID", help="show this job with its failed pages")
     jobs.add_argument("--status", default=None, choices=JOB_STATUSES, help="only jobs in this state")
     jobs.add_argument("--json", action="store_true", help="print JSON for scripts")
     worker = sub.add_parser(
@@ -132,18 +134,35 @@ async def cli_crawl(app: Any, args: argparse.Namespace, stop: asyncio.Event) -> 
         job = await app.jobs.get(started.job.id)
         note(f"stopped: crawl job {job.id} is {job.status}; `archivist worker` or `archivist serve` resumes it")
         return
+    job = await app.jobs.get(job.id)  # with its most recent page errors
     report_job(job)
+    exit_if_failed(job)
 
 
-def report_job(job: Any) -> None:
+def report_job(job: Any, remark: Callable[[str], None] = note) -> None:
+    """A finished job in a few lines: the outcome, then (as remarks, stderr by default) its error,
+    warnings and the pages that failed."""
     say(
-        f"crawl {job.id}: {job.status} — {job.pages_crawled} pages ({job.documents_created} new, "
+        f"{job.kind} {job.id}: {job.status} — {job.pages_crawled} pages ({job.documents_created} new, "
         f"{job.documents_updated} updated, {job.documents_unchanged} unchanged), {job.pages_failed} failed, "
         f"{job.pages_skipped} skipped"
     )
     for message in [job.error, *job.warnings]:
         if message:
-            note(message)
+            remark(message)
+    for error in job.recent_errors:
+        remark(f"failed: {error.url}: {error.error}")
+    if job.pages_failed > len(job.recent_errors):
+        remark(f"({job.pages_failed - len(job.recent_errors)} more failed pages not shown)")
+
+
+def exit_if_failed(job: Any) -> None:
+    """A job that failed ends the command with exit code 1, naming the job and the next step."""
+    if job.status == "failed":
+        fail(
+            f"{job.kind} {job.id} failed: {job.error or 'see the errors above'}",
+            f"Fix the cause, then run it again; `archivist jobs {job.id}` shows it again.",
+        )
 
 
 async def all_jobs(app: Any, status: str | None) -> list[Any]:
@@ -157,15 +176,30 @@ async def all_jobs(app: Any, status: str | None) -> list[Any]:
 
 
 async def cli_jobs(app: Any, args: argparse.Namespace) -> None:
+    if args.id:
+        job = await app.jobs.get(args.id)
+        if args.json:
+            print_json(job)
+        else:
+            show_job(job)
+        return
     jobs = await all_jobs(app, args.status)
-    if args.json:
-        print_json(jobs)
+    if args.json:  # a listing carries no page errors: `archivist jobs ID --json` has them
+        print_json([j.model_dump(mode="json", exclude={"recent_errors"}) for j in jobs])
         return
     if not jobs:
         say("No jobs yet. Start one with: archivist crawl URL")
         return
-    rows = [[j.id, j.kind, j.status, j.pages_crawled, when(j.created_at), j.params.url] for j in jobs]
-    print_table(["id", "kind", "status", "pages", "created", "url"], rows, right=["pages"])
+    rows = [[j.id, j.kind, j.status, j.pages_crawled, j.pages_failed, when(j.created_at), j.params.url] for j in jobs]
+    print_table(["id", "kind", "status", "pages", "failed", "created", "url"], rows, right=["pages", "failed"])
+    if any(j.pages_failed or j.status == "failed" for j in jobs):
+        note("Show a job with its failed pages: archivist jobs JOB_ID")
+
+
+def show_job(job: Any) -> None:
+    say(f"{job.kind} {job.id}: {job.status}\nurl: {job.params.url}\nsource: {job.source_id or '(removed)'}")
+    say(f"created {when(job.created_at)}, started {when(job.started_at)}, finished {when(job.completed_at)}")
+    report_job(job, remark=say)  # what was asked for: on stdout
 
 
 async def cli_worker(settings: Any, args: argparse.Namespace, stop: asyncio.Event) -> None:

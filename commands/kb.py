@@ -4,14 +4,19 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from commands.output import fail, note, print_json, progress_bar, say
 from commands.owner import open_archivist
 from models import SEARCH_TYPES
+from services.errors import ServiceError
 from services.settings import Settings
 
+#: how a re-ingest counts its files (IngestResult.status)
+INGEST_LABELS = {"created": "new", "updated": "updated", "unchanged": "unchanged"}
+SHOWN_SKIPPED = 20
 #: commands that stop themselves on a signal (handing jobs back); the others are cancelled
 GRACEFUL = {"crawl", "sync", "worker"}
 
@@ -53,7 +58,7 @@ def add_kb_commands(sub: Any) -> None:
 def existing_path(raw: str) -> Path:
     path = Path(raw).expanduser()
     if not path.exists():
-        fail(f"no such file or directory: {raw}")
+        fail(f"no such file or directory: {raw}", "Check the path (a file, or a directory to ingest everything in).")
     return path.resolve()
 
 
@@ -68,6 +73,8 @@ def count_files(path: Path, extensions: list[str] | None) -> int:
 
 
 async def cli_ingest(app: Any, args: argparse.Namespace) -> None:
+    """Ingest files and folders, then say what happened: new / updated / unchanged documents, and every
+    file that failed or was passed over, by name."""
     from services.errors import NotFound
 
     paths = [existing_path(raw) for raw in args.paths]
@@ -75,24 +82,60 @@ async def cli_ingest(app: Any, args: argparse.Namespace) -> None:
         source = await app.sources.resolve(args.source)
     except NotFound:
         source = (await app.sources.get_or_create(args.source))[0]
-    failures: list[str] = []
+    outcome = IngestOutcome()
     with progress_bar("files") as bar:
         task = bar.add_task("ingesting", total=sum(count_files(p, args.ext) for p in paths), extra="")
 
         def progress(path: Path, result: Any, error: str | None) -> None:
             bar.advance(task)
-            if error:
-                failures.append(f"{path}: {error}")
+            outcome.add(path, result, error)
 
         for path in paths:
             if path.is_dir():
-                await app.documents.create_from_directory(source.id, path, args.ext, progress=progress)
+                await app.documents.create_from_directory(
+                    source.id, path, args.ext, progress=progress, passed_over=outcome.skipped
+                )
             else:
-                progress(path, await app.documents.create_from_file(source.id, path), None)
-    for failure in failures:
-        note(f"failed: {failure}")
+                try:
+                    progress(path, await app.documents.create_from_file(source.id, path), None)
+                except ServiceError as exc:  # one file of several: name it, go on with the rest
+                    progress(path, None, exc.message)
+    outcome.report()
     stats = await app.sources.stats(source.id)
-    say(f"{source.title}: {stats.documents_count} documents, {stats.chunks_count} chunks")
+    say(f"{source.title}: {outcome.counts_line()}; {stats.documents_count} documents, {stats.chunks_count} chunks")
+    if outcome.failed and not outcome.statuses:
+        fail(f"no file could be ingested ({len(outcome.failed)} failed).", "See the reasons above.")
+
+
+@dataclass
+class IngestOutcome:
+    """What one `archivist ingest` did, file by file."""
+
+    statuses: dict[str, int] = field(default_factory=dict)  # created / updated / unchanged
+    failed: list[str] = field(default_factory=list)
+    skipped: list[tuple[Path, str]] = field(default_factory=list)
+
+    def add(self, path: Path, result: Any, error: str | None) -> None:
+        if error:
+            self.failed.append(f"{path}: {error}")
+        elif result is not None:
+            self.statuses[result.status] = self.statuses.get(result.status, 0) + 1
+
+    def counts_line(self) -> str:
+        parts = [f"{self.statuses.get(k, 0)} {label}" for k, label in INGEST_LABELS.items()]
+        return ", ".join(parts + [f"{len(self.failed)} failed", f"{len(self.skipped)} skipped"])
+
+    def report(self) -> None:
+        for failure in self.failed:
+            note(f"failed: {failure}")
+        for path, reason in self.skipped[:SHOWN_SKIPPED]:
+            note(f"skipped: {path} ({reason})")
+        if len(self.skipped) > SHOWN_SKIPPED:
+            reasons: dict[str, int] = {}
+            for _, reason in self.skipped[SHOWN_SKIPPED:]:
+                reasons[reason] = reasons.get(reason, 0) + 1
+            more = ", ".join(f"{n} {reason}" for reason, n in reasons.items())
+            note(f"skipped {len(self.skipped) - SHOWN_SKIPPED} more files ({more})")
 
 
 async def cli_search(app: Any, args: argparse.Namespace) -> None:
@@ -111,22 +154,61 @@ async def cli_search(app: Any, args: argparse.Namespace) -> None:
     if served is not None:
         note(f"{served.library} {served.version or '(unversioned)'}")
     if not outcome.hits:
-        say("No results. Try other words, or --type vector for meaning over keywords.")
+        await say_why_nothing(app, source)
     for i, hit in enumerate(outcome.hits, 1):
-        snippet = " ".join(hit.text.split())[:200]
-        say(f"{i}. [{hit.score:.3f}] {hit.document_title} (chunk {hit.chunk_index})\n   {snippet}")
+        show_hit(i, hit, args.query)
+
+
+def hit_label(hit: Any) -> str:
+    """Where a hit is: its document, heading path and pages (a chunk number only when there is none)."""
+    headings = hit.heading_path[1:] if hit.heading_path[:1] == [hit.document_title] else hit.heading_path
+    where = " › ".join([hit.document_title, *headings])
+    if hit.page_start:
+        pages = hit.page_start if hit.page_end in (None, hit.page_start) else f"{hit.page_start}-{hit.page_end}"
+        where += f" (p. {pages})"
+    elif not hit.heading_path:
+        where += f" (chunk {hit.chunk_index})"
+    return where
+
+
+def show_hit(rank: int, hit: Any, query: str) -> None:
+    """The label, then the passage's matching window with the query's words in bold (on a terminal)."""
+    from rich.text import Text
+
+    from commands.output import out
+    from commands.snippets import snippet
+
+    shown = snippet(hit.text, query)
+    body = Text("   " + shown.text)
+    for start, end in shown.spans:
+        body.stylize("bold", start + 3, end + 3)
+    console = out()
+    console.print(Text(f"{rank}. [{hit.score:.3f}] {hit_label(hit)}"))
+    if hit.url:
+        console.print(Text(f"   {hit.url}", style="dim"))
+    console.print(body)
+
+
+async def say_why_nothing(app: Any, source: Any) -> None:
+    """No hit: an empty knowledge base (or source) says how to add to it; otherwise, other words."""
+    stored = await app.documents.list(source, 1, 1)
+    if stored.total_count == 0:
+        where = "This source is empty" if source else "The knowledge base is empty"
+        say(f"{where}: nothing to search yet. Add documents with: archivist ingest PATH --source NAME "
+            "(or archivist crawl URL).")  # fmt: skip
+        return
+    say("No results. Try other words, or --type vector for meaning over keywords.")
 
 
 async def run_human_command(args: argparse.Namespace, settings: Settings, stop: asyncio.Event) -> None:
     """Open the knowledge base, run the command, close it (which flushes the audit log and stops the
-    embedded PostgreSQL this process started); a service error is one readable line, exit code 2."""
+    embedded PostgreSQL this process started); a service error reaches cli.main, which prints it (exit 1)."""
     from commands.access import cli_audit, cli_profile, cli_token
     from commands.doctor import cli_doctor
     from commands.flags import cli_flags
     from commands.jobs import cli_crawl, cli_jobs, cli_worker
     from commands.sources import cli_documents, cli_sources
     from commands.sync import cli_sync
-    from services.errors import ServiceError
 
     if args.command == "reembed":
         from services.reembed import reembed_all
@@ -157,7 +239,5 @@ async def run_human_command(args: argparse.Namespace, settings: Settings, stop: 
             await stoppable[args.command](app, args, stop)
         else:
             await commands[args.command](app, args)
-    except ServiceError as exc:
-        fail(exc.message, exc.suggestion)
     finally:
         await app.close()

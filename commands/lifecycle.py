@@ -13,6 +13,7 @@ import contextlib
 import logging
 import os
 import signal
+import socket
 import sys
 import threading
 from collections.abc import Awaitable, Callable, Iterator
@@ -147,20 +148,19 @@ def quiet_uvicorn_server(config: Any) -> Any:
     return QuietServer(config)
 
 
-async def serve_http(app: Any, host: str, port: int, **uvicorn_options: Any) -> None:
-    """The Starlette app under uvicorn until a stop signal; `uvicorn_options` pass through (e.g. TLS files).
-    uvicorn logs through our stderr logging (its per-request access log only at debug)."""
+async def serve_http(app: Any, listening: socket.socket, **uvicorn_options: Any) -> None:
+    """The Starlette app under uvicorn on a bound socket until a stop signal; `uvicorn_options` pass
+    through (e.g. TLS files). uvicorn logs through our stderr logging (its per-request access log only
+    at debug)."""
     import uvicorn
 
     level = logging.getLogger().getEffectiveLevel()
     config = uvicorn.Config(
         app,
-        host=host,
-        port=port,
         log_config=None,
         log_level=level,
         access_log=level <= logging.DEBUG,
         timeout_graceful_shutdown=HTTP_GRACE_SECONDS,
         **uvicorn_options,
     )
-    await quiet_uvicorn_server(config).serve()
+    await quiet_uvicorn_server(config).serve(sockets=[listening])

@@ -75,12 +75,18 @@ def note(message: str) -> None:
     err().print(message, markup=False, style="dim")
 
 
-def fail(message: str, suggestion: str | None = None, code: int = 2) -> NoReturn:
+def fail(message: str, suggestion: str | None = None, code: int = 1) -> NoReturn:
+    """Stop with `error: message` and the next step on stderr: exit 1 for a failure, 2 for a usage error."""
     console = err()
     console.print(f"error: {message}", style="red", markup=False)
     if suggestion:
         console.print(suggestion, markup=False)
     raise SystemExit(code)
+
+
+def usage(message: str, suggestion: str | None = None) -> NoReturn:
+    """A command line that cannot be run as given (exit 2, like argparse's own usage errors)."""
+    fail(message, suggestion, code=2)
 
 
 def progress_bar(unit: str) -> Progress:

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import errno
+import socket
 import sys
 from typing import Any
 
 from commands.lifecycle import serve_http, serve_stdio
+from commands.output import fail, usage
 from services.settings import Settings
 
 
@@ -37,12 +40,25 @@ def refuse_open_public_bind(settings: Settings, host: str) -> None:
     from access.http_auth import is_loopback, tokens_exist
 
     if not is_loopback(host) and not settings.oauth_issuer and not asyncio.run(tokens_exist(settings)):
-        print(
-            f"error: refusing to serve on {host} without access tokens.\n"
+        fail(
+            f"refusing to serve on {host} without access tokens.",
             "Create one first: archivist token create --name NAME [--profile P]",
-            file=sys.stderr,
         )
-        raise SystemExit(2)
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """The listening socket, bound before anything is announced: a port another server holds fails here,
+    with what to do, instead of after a ready line that would point at that other server."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    try:
+        return socket.create_server((host, port), family=family)
+    except OSError as exc:
+        if exc.errno == errno.EADDRINUSE:
+            fail(
+                f"port {port} on {host} is already in use (another Archivist, or another program).",
+                "Stop that server, or pick another port: archivist serve --http --port N (or ARCHIVIST_HTTP_PORT).",
+            )
+        fail(f"cannot listen on {host}:{port}: {exc.strerror or exc}.", "Check --host and --port.")
 
 
 def serve(args: argparse.Namespace, settings: Settings) -> None:
@@ -58,7 +74,7 @@ def serve(args: argparse.Namespace, settings: Settings) -> None:
     runtime = Runtime(settings)
     auth, gate = None, None
     if bool(args.tls_cert) != bool(args.tls_key):
-        raise SystemExit("error: --tls-cert and --tls-key go together")
+        usage("--tls-cert and --tls-key go together", "Give both files, or neither.")
     if args.http:
         from access.http_auth import http_auth
 
@@ -92,6 +108,7 @@ def serve_console(
     mount_console(server, runtime, settings, host, tls=tls)
     set_remote_errors(True)  # error messages leave this process over HTTP: no server paths in them
     app = http_app(server, settings, host, stateless=bool(args.stateless or settings.stateless_http))
+    listening = bind(host, port)
     base = f"{'https' if tls else 'http'}://{host}:{port}"
     print(f"Archivist console: {base}/  (MCP: {base}/mcp)", file=sys.stderr)
-    asyncio.run(serve_http(app, host, port, ssl_certfile=args.tls_cert, ssl_keyfile=args.tls_key))
+    asyncio.run(serve_http(app, listening, ssl_certfile=args.tls_cert, ssl_keyfile=args.tls_key))

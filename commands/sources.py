@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import Any
 
-from commands.output import fail, print_json, print_table, say, when
+from commands.output import fail, print_json, print_table, say, usage, when
 
 EMPTY_SOURCES = "No sources yet. Add one with: archivist ingest PATH --source NAME"
 
@@ -57,7 +57,7 @@ def confirm(question: str, yes: bool) -> None:
     if yes:
         return
     if not sys.stdin.isatty():
-        fail(f"{question} Refusing without confirmation.", "Add --yes to confirm.")
+        usage(f"{question} Refusing without confirmation.", "Add --yes to confirm.")
     if input(f"{question} [y/N] ").strip().lower() not in ("y", "yes"):
         fail("cancelled", code=1)
 

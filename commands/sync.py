@@ -9,8 +9,8 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-from commands.jobs import follow, with_worker
-from commands.output import fail, note, progress_bar, say
+from commands.jobs import exit_if_failed, follow, with_worker
+from commands.output import note, progress_bar, say, usage
 from services.errors import NotFound
 
 
@@ -47,7 +47,7 @@ async def queue_sync(app: Any, args: argparse.Namespace) -> tuple[Any, str]:
         )
         return started, f"{args.git} ({args.ref or 'HEAD'})"
     if not args.source:
-        fail("name a folder source, a directory, or --git URL", "See: archivist sync --help")
+        usage("name a folder source, a directory, or --git URL", "See: archivist sync --help")
     if Path(args.source).expanduser().is_dir():
         recursive = False if args.no_recursive else None
         config, _ = await app.sync.bind(args.source, None, args.title, args.include, args.exclude, recursive)
@@ -84,6 +84,10 @@ async def cli_sync(app: Any, args: argparse.Namespace, stop: asyncio.Event) -> N
         f"{job.documents_created} created, {job.documents_updated} updated, {job.documents_unchanged} unchanged, "
         f"{job.documents_deleted} deleted, {job.pages_failed} failed, {job.chunks_embedded} chunks embedded"
     )
+    job = await app.jobs.get(job.id)  # with its most recent file errors
     for message in [job.error, *job.warnings]:
         if message:
             note(message)
+    for error in job.recent_errors:
+        note(f"failed: {error.url}: {error.error}")
+    exit_if_failed(job)

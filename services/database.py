@@ -5,10 +5,12 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import logging
+import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from pathlib import Path
+from importlib.resources import files
+from importlib.resources.abc import Traversable
 from typing import Any
 
 import asyncpg
@@ -20,7 +22,9 @@ from services.settings import Settings
 
 logger = logging.getLogger(__name__)
 
-SQL_DIR = Path(__file__).resolve().parent.parent / "sql"
+#: The migrations, found in the installed `sql` package (package data of the wheel, or the checkout).
+SQL_DIR = files("sql")
+MIGRATION_NAME = re.compile(r"[0-9]{3}_\w+\.sql")
 MIGRATION_LOCK_KEY = 0x41524348  # "ARCH": one advisory lock id for every Archivist process
 # The replica pool for `Database.pool` inside `Database.reading()`; None outside it.
 _use_replica: contextvars.ContextVar[asyncpg.Pool | None] = contextvars.ContextVar("use_replica", default=None)
@@ -95,8 +99,16 @@ async def ensure_vector_extension(dsn: str) -> None:
         await conn.close()
 
 
-def migration_files() -> list[Path]:
-    return sorted(p for p in SQL_DIR.glob("[0-9][0-9][0-9]_*.sql"))
+def migration_files() -> list[Traversable]:
+    found = sorted((p for p in SQL_DIR.iterdir() if MIGRATION_NAME.fullmatch(p.name)), key=lambda p: p.name)
+    if not found:  # a server without its schema would fail later, table by table
+        raise RuntimeError(f"no migrations found in {SQL_DIR}: the installed package is incomplete")
+    return found
+
+
+def migration_file(number: str) -> Traversable:
+    """The migration whose name starts with `number` (e.g. "007")."""
+    return next(p for p in migration_files() if p.name.startswith(f"{number}_"))
 
 
 async def read_index_config(conn: asyncpg.Connection) -> IndexConfig | None:
@@ -149,7 +161,7 @@ async def apply_migrations(conn: asyncpg.Connection, wanted: IndexConfig) -> Ind
             raise mismatch_error(stored, wanted)
         applied = {r["version"] for r in await conn.fetch("SELECT version FROM schema_migrations")}
         for path in migration_files():
-            version = path.stem
+            version = path.name.removesuffix(".sql")
             if version in applied:
                 continue
             logger.info("applying migration %s", version)

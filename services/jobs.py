@@ -53,6 +53,13 @@ class Heartbeat:
     cancel_requested: bool
 
 
+def visible(row: asyncpg.Record) -> bool:
+    """A job is seen through its source; one whose source was removed (a failed crawl's own, empty) by
+    whoever started it."""
+    scope = current_scope()
+    return scope.allows(row["source_id"]) or (row["source_id"] is None and row["started_by"] == scope.who)
+
+
 def _to_job(row: asyncpg.Record, errors: list[PageError] | None = None) -> CrawlJob:
     values: dict[str, Any] = dict(row)
     values["warnings"] = values.get("warnings") or []
@@ -114,7 +121,7 @@ class JobService:
             source_title = (title or "").strip() or default_source_title(params.url)
             source, created = await self.app.sources.get_or_create(source_title, source_type="crawl", url=params.url)
             sid = source.id
-        job = await self._insert(sid, "crawl", params)
+        job = await self._insert(sid, "crawl", params, created)
         return StartedJob(job=job, source_created=created, notes=notes)
 
     async def recrawl(
@@ -156,6 +163,11 @@ class JobService:
             raise InvalidArgument(
                 "recrawl needs source_id, job_id or url.", "Pass the source_id of a crawled source, or a job_id."
             )
+        if sid is None:  # a failed crawl whose empty source was removed
+            raise InvalidArgument(
+                "That crawl stored nothing and its source was removed, so there is nothing to re-crawl.",
+                "Start a new crawl with crawl_website(action='start', url=...).",
+            )
         await self._refuse_if_active(sid)
         original = CrawlParams(**raw_params)
         given = {k: v for k, v in overrides.items() if v is not None}
@@ -195,8 +207,10 @@ class JobService:
                 f"Watch it with crawl_website(action='status', job_id='{active['id']}'), or cancel it first.",
             )
 
-    async def _insert(self, source_id: UUID, kind: str, params: CrawlParams) -> CrawlJob:
+    async def _insert(self, source_id: UUID, kind: str, params: CrawlParams, created: bool = False) -> CrawlJob:
         job_id = await insert_job(self.db, self.settings, source_id, kind, params.model_dump())
+        if created:  # the source exists for this job: a failure that stores nothing removes it again
+            await self.db.pool.execute("UPDATE crawl_jobs SET created_source = true WHERE id = $1", job_id)
         logger.info("queued %s job %s for %s", kind, job_id, params.url)
         self.wakeup.set()
         return await self.get(job_id)
@@ -207,8 +221,10 @@ class JobService:
         """A job with its counters and most recent page errors."""
         jid = parse_uuid(job_id, "job_id", JOB_HINT)
         async with self.db.pool.acquire() as conn:
-            row = await conn.fetchrow(f"SELECT {JOB_COLUMNS} FROM crawl_jobs j {COUNTERS_JOIN} WHERE j.id = $1", jid)
-            if row is None or not current_scope().allows(row["source_id"]):  # out of scope reads as missing
+            row = await conn.fetchrow(
+                f"SELECT {JOB_COLUMNS}, j.started_by FROM crawl_jobs j {COUNTERS_JOIN} WHERE j.id = $1", jid
+            )
+            if row is None or not visible(row):  # out of scope reads as missing
                 raise NotFound(f"Crawl job not found: {jid}", JOB_HINT)
             errors = await conn.fetch(
                 "SELECT url, error, http_status FROM crawl_frontier WHERE job_id = $1 AND state = 'failed' "
@@ -231,9 +247,9 @@ class JobService:
         rows, total = await self.db.fetch_page(
             JOB_COLUMNS,
             "crawl_jobs j WHERE ($1::text IS NULL OR j.status = $1) AND ($2::uuid IS NULL OR j.source_id = $2) "
-            "AND ($3::uuid[] IS NULL OR j.source_id = ANY($3::uuid[]))",
+            "AND ($3::uuid[] IS NULL OR j.source_id = ANY($3::uuid[]) OR (j.source_id IS NULL AND j.started_by = $4))",
             "j.created_at DESC, j.id",
-            [status, sid, scoped_ids()],
+            [status, sid, scoped_ids(), current_scope().who],
             page,
             per_page,
             join=COUNTERS_JOIN,

@@ -257,6 +257,7 @@ class SourceService:
                 "FROM documents WHERE source_id = $1",
                 sid,
             )
+            await conn.execute("DELETE FROM crawl_jobs WHERE source_id = $1", sid)  # its jobs go with it
             await conn.execute("DELETE FROM sources WHERE id = $1", sid)
         return {
             "source_id": str(sid),
@@ -264,6 +265,15 @@ class SourceService:
             "documents_deleted": counts["documents"],
             "chunks_deleted": counts["chunks"],
         }
+
+    async def discard_if_empty(self, source_id: UUID) -> bool:
+        """Remove a source that holds no document and no job (one created for a write that failed)."""
+        removed = await self.db.pool.fetchval(
+            "DELETE FROM sources s WHERE s.id = $1 AND NOT EXISTS (SELECT 1 FROM documents d WHERE d.source_id = s.id) "
+            "AND NOT EXISTS (SELECT 1 FROM crawl_jobs j WHERE j.source_id = s.id) RETURNING s.id",
+            source_id,
+        )
+        return removed is not None
 
     async def counts(self, source_ids: list[UUID]) -> dict[UUID, dict[str, int]]:
         """documents_count and chunks_count of several sources in one query (sources without any omitted)."""

@@ -41,7 +41,7 @@ def test_token_profile_audit_cli(database_url: str, files_dir: Path) -> None:
     audit = run_cli(["audit", "--since", "1h"], env)
     assert audit.returncode == 0 and "entries" in audit.stdout
     bad = run_cli(["token", "create", "--name", "x", "--profile", "nope"], env)
-    assert bad.returncode == 2 and "nope" in bad.stderr
+    assert bad.returncode == 1 and "nope" in bad.stderr  # a failure (unknown profile), not a usage error
 
 
 def test_profile_output_settings_cli(database_url: str, files_dir: Path) -> None:

@@ -107,11 +107,11 @@ def test_completion_script() -> None:
 
 def test_ingest_own_files_outside_allowed_paths(kb: dict[str, str], notes: Path) -> None:
     done = archivist("ingest", str(notes), "--source", "Kitchen notes", env=kb)
-    assert "Kitchen notes: 2 documents" in done.stdout
+    assert "Kitchen notes: 2 new, 0 updated, 0 unchanged" in done.stdout and "2 documents" in done.stdout
     assert "ingesting" in done.stderr and "2/2" in done.stderr
     assert "allowed paths" not in done.stderr.lower()
     missing = archivist("ingest", str(notes / "nope.md"), "--source", "Kitchen notes", env=kb, check=False)
-    assert missing.returncode == 2 and "no such file or directory" in missing.stderr
+    assert missing.returncode == 1 and "no such file or directory" in missing.stderr
     assert "ARCHIVIST_ALLOWED_PATHS" not in missing.stderr and "server" not in missing.stderr
 
 
@@ -157,7 +157,7 @@ def test_documents_delete_and_sources_delete_by_title(kb: dict[str, str], notes:
     assert "deleted source 'Kitchen notes'" in done.stdout
     assert all(s["title"] != "Kitchen notes" for s in as_json("sources", env=kb))
     gone = archivist("sources", "delete", "Kitchen notes", "--yes", env=kb, check=False)
-    assert gone.returncode == 2 and "No source is named" in gone.stderr
+    assert gone.returncode == 1 and "No source is named" in gone.stderr
 
 
 async def test_keyword_search_and_a_keyword_profile_end_to_end(kb: dict[str, str], tmp_path: Path) -> None:

@@ -144,7 +144,8 @@ async def test_limits_are_capped_with_notes(client: Client, site: FixtureSite) -
         client, action="start", url=site.url_for("/docs/a"), max_pages=5000, max_depth=9, wait_seconds=99
     )
     assert (started["crawl_job"]["params"]["max_pages"], started["crawl_job"]["params"]["max_depth"]) == (100, 5)
-    assert len(started["notes"]) == 3
+    assert len(started["notes"]) == 4  # three caps, and: without recursive, only the start page (issue 28)
+    assert any("Only the start page" in note for note in started["notes"])
     assert started["crawl_job"]["status"] == "completed" and started["crawl_job"]["pages_crawled"] == 1
 
 

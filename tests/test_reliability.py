@@ -15,7 +15,7 @@ from mcp import Client
 
 from server import build_server
 from services.app import Archivist, Runtime
-from services.database import SQL_DIR, Database
+from services.database import Database, migration_file
 from services.errors import Conflict, service_error_from
 from tests.conftest import make_settings
 from tests.mcp_helpers import call, client_in_own_task, err, ok
@@ -145,7 +145,7 @@ async def test_migration_006_merges_duplicates_without_losing_documents(app: Arc
     await docs.create_from_text(dupe2, "Another page about beavers, changed.", "Diff2", "https://e.org/diff")
     await docs.create_from_text(dupe2, "Only here: herons.", "Heron")
     async with app.db.pool.acquire() as conn:
-        sql = (SQL_DIR / "006_reliability.sql").read_text().format(embedding_dim=0, fts_config="english")
+        sql = migration_file("006").read_text().format(embedding_dim=0, fts_config="english")
         async with conn.transaction():
             await conn.execute(sql)
         rows = await conn.fetch("SELECT id FROM sources WHERE lower(title) = 'merged'")
@@ -160,7 +160,7 @@ async def test_migration_006_merges_duplicates_without_losing_documents(app: Arc
         assert orphans == 0
         assert await conn.fetchval("SELECT count(*) FROM pg_indexes WHERE indexname = 'sources_identity_uq'") == 1
         async with conn.transaction():
-            await conn.execute((SQL_DIR / "023_source_namespaces.sql").read_text())
+            await conn.execute(migration_file("023").read_text())
         indexes = await conn.fetch("SELECT indexname FROM pg_indexes WHERE indexname LIKE 'sources_%identity_uq'")
         assert [r["indexname"] for r in indexes] == ["sources_namespace_identity_uq"]
     with pytest.raises(Conflict):

@@ -30,4 +30,4 @@ def test_sync_command(database_url: str, files_dir: Path) -> None:
     assert again.returncode == 0, again.stderr[-2000:]
     assert "0 created, 0 updated, 1 unchanged, 1 deleted" in again.stdout, again.stdout
     missing = archivist("sync", "No such source", database_url=database_url, allowed=files_dir)
-    assert missing.returncode == 2 and "No folder source matches" in missing.stderr
+    assert missing.returncode == 1 and "No folder source matches" in missing.stderr

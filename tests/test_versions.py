@@ -13,7 +13,7 @@ from mcp import Client
 
 from server import build_server
 from services.app import Archivist, Runtime
-from services.database import SQL_DIR
+from services.database import migration_file
 from services.errors import InvalidArgument
 from services.versions import pick
 from tests.mcp_helpers import client_in_own_task, err, ok
@@ -60,7 +60,7 @@ async def test_migration_007_extends_the_identity_index(app: Archivist) -> None:
         had_index = await conn.fetchval("SELECT count(*) FROM pg_indexes WHERE indexname = 'sources_identity_uq'")
         await conn.execute("DROP INDEX IF EXISTS sources_identity_uq")
         await conn.execute("CREATE UNIQUE INDEX sources_identity_uq ON sources (lower(title), coalesce(url, ''))")
-        sql = next(SQL_DIR.glob("007_*.sql")).read_text().format(embedding_dim=0, fts_config="english")
+        sql = migration_file("007").read_text().format(embedding_dim=0, fts_config="english")
         await conn.execute(sql)
         definition = await conn.fetchval("SELECT indexdef FROM pg_indexes WHERE indexname = 'sources_identity_uq'")
         assert "version" in definition
@@ -84,7 +84,7 @@ async def test_migration_023_makes_the_identity_unique_per_namespace(app: Archiv
                 "coalesce(version, ''))"
             )
             old = await conn.fetchval("INSERT INTO sources (title, version) VALUES ('ns-lib', '1.0') RETURNING id")
-            await conn.execute(next(SQL_DIR.glob("023_*.sql")).read_text())
+            await conn.execute(migration_file("023").read_text())
         assert await conn.fetchval("SELECT namespace FROM sources WHERE id = $1", old) == ""
         assert not await conn.fetchval("SELECT count(*) FROM pg_indexes WHERE indexname = 'sources_identity_uq'")
         await conn.execute("INSERT INTO sources (title, version, namespace) VALUES ('NS-lib', '1.0', 'team')")

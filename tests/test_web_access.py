@@ -131,9 +131,11 @@ def test_profiles_tokens_connect_and_read_only(browser: Any, base_url: str) -> N
         expect(page.locator("#copy-claude-code")).to_have_text("Copied")
         copied = page.evaluate("navigator.clipboard.readText()")
         assert copied.startswith(f"claude mcp add --transport http archivist {base_url}/mcp")
-        assert f"Authorization: Bearer {admin}" in copied
-        entry = json.loads(copied.split("\n\n", 1)[1])
+        assert f"Authorization: Bearer {admin}" in copied and "\n" not in copied  # one thing to paste
+        page.click("#copy-claude-code-json")
+        entry = json.loads(page.evaluate("navigator.clipboard.readText()"))
         assert entry["mcpServers"]["archivist"]["url"] == f"{base_url}/mcp"
+        assert entry["mcpServers"]["archivist"]["headers"] == {"Authorization": f"Bearer {admin}"}
         page.keyboard.press("Escape")
         screenshot(page, "access")
 

@@ -36,8 +36,11 @@ def free_port() -> int:
 
 
 @contextmanager
-def console_server(database_url: str, files_dir: Path, **env_overrides: str) -> Iterator[str]:
-    """A real `archivist serve --http` (with its crawl worker) on 127.0.0.1; yields its base URL."""
+def console_server(
+    database_url: str, files_dir: Path, log_path: Path | None = None, **env_overrides: str
+) -> Iterator[str]:
+    """A real `archivist serve --http` (with its crawl worker) on 127.0.0.1; yields its base URL. Its
+    stderr goes to `log_path` when given (else ARCHIVIST_TEST_SERVER_LOG, else a temporary file)."""
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("ARCHIVIST_")}
     env.update(
@@ -53,7 +56,7 @@ def console_server(database_url: str, files_dir: Path, **env_overrides: str) -> 
         }
     )
     # a file, not a pipe: a chatty server never blocks on it (ARCHIVIST_TEST_SERVER_LOG keeps it)
-    keep = os.environ.get("ARCHIVIST_TEST_SERVER_LOG")
+    keep = log_path or os.environ.get("ARCHIVIST_TEST_SERVER_LOG")
     log = open(keep, "w+") if keep else tempfile.TemporaryFile(mode="w+")  # noqa: SIM115
     proc = subprocess.Popen([ARCHIVIST, "serve", "--http", "--port", str(port)], env=env, stderr=log, text=True)
     base = f"http://127.0.0.1:{port}"
@@ -103,6 +106,11 @@ def chromium() -> Iterator[Any]:
             context.close()
 
 
-def screenshot(page: Any, name: str) -> None:
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=True)
+def screenshot(page: Any, name: str, into: Path | None = None) -> Path:
+    """A full-page screenshot, into docs/screenshots unless `into` names another directory (new
+    checks write theirs to the test's own temporary directory, never into the tracked docs)."""
+    folder = into or SCREENSHOTS
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{name}.png"
+    page.screenshot(path=str(path), full_page=True)
+    return path

@@ -174,6 +174,11 @@ async def start_crawl(app: Archivist, args: dict[str, Any]) -> dict[str, Any]:
         cookies=args["cookies"],
         auth_hosts=args["auth_hosts"],
     )
+    if not args["recursive"] and (args["max_pages"] or 1) > 1:  # recursive=false stays the default (spec)
+        started.notes.append(
+            f"Only the start page is crawled: recursive is false, and max_pages={args['max_pages']} counts only "
+            "for recursive crawls. Pass recursive=true to follow links."
+        )
     return await started_payload(app, started, args)
 
 

@@ -90,17 +90,19 @@ async def create_document(app: Archivist, args: dict[str, Any]) -> dict[str, Any
         )
     # a path the caller may not read is refused before any source is created for it
     path = resolve_caller_path(args["file_path"], app.settings.allowed_paths) if args["file_path"] else None
-    source_id, source_created = await app.documents.resolve_source(args["source_id"], args["title"])
-    extra = {"source_id": source_id, "source_created": source_created}
     docs = app.documents
-    if args["content"]:
-        result = await docs.create_from_text(source_id, args["content"], args["title"], args["url"], args["metadata"])
-    elif path is not None:
-        if path.is_dir():
-            return {**await create_from_directory(app, source_id, path, args), **extra}
-        result = await docs.create_from_file(source_id, path, args["title"], args["url"], args["metadata"])
-    else:
-        result = await docs.create_from_url(source_id, args["url"], args["title"], args["metadata"])
+    async with docs.source_for_write(args["source_id"], args["title"]) as (source_id, source_created):
+        extra = {"source_id": source_id, "source_created": source_created}
+        if args["content"]:
+            result = await docs.create_from_text(
+                source_id, args["content"], args["title"], args["url"], args["metadata"]
+            )
+        elif path is not None:
+            if path.is_dir():
+                return {**await create_from_directory(app, source_id, path, args), **extra}
+            result = await docs.create_from_file(source_id, path, args["title"], args["url"], args["metadata"])
+        else:
+            result = await docs.create_from_url(source_id, args["url"], args["title"], args["metadata"])
     if isinstance(result, SpecIngestResult):  # an OpenAPI spec: one document per operation
         return {**result.summary(), **extra}
     return {**await ingest_view(app, result), **extra}

@@ -6,6 +6,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
+from urllib.parse import quote
 
 from starlette.datastructures import FormData
 from starlette.exceptions import HTTPException
@@ -46,6 +47,31 @@ class Refused(Exception):
         super().__init__(message)
         self.status = status
         self.message = message
+
+
+def came_from(request: Request) -> str:
+    """The page asked for, query string included, to return to after signing in."""
+    query = request.url.query
+    return request.url.path + (f"?{query}" if query else "")
+
+
+#: where a person finds again what a console link pointed to, by the link's first path segment
+WHERE_TO_LOOK = {
+    "documents": "It may have been deleted, or the link is incomplete. Find the document on its source's page "
+    "(Sources), or search for it.",
+    "sources": "It may have been deleted, or the link is incomplete. See every source on the Sources page.",
+    "jobs": "It may have been deleted with its source, or the link is incomplete. See the Jobs page.",
+}
+
+
+def for_a_person(path: str, exc: ServiceError) -> str:
+    """The next step of a service error, for someone at the console: a missing item, or advice written
+    for an agent (tool calls), becomes where to look in the console."""
+    agent_advice = "(action=" in exc.suggestion or "_knowledge_base(" in exc.suggestion
+    if exc.code != "NOT_FOUND" and not agent_advice:
+        return exc.suggestion
+    section = path.strip("/").split("/", 1)[0]
+    return WHERE_TO_LOOK.get(section, "Go back to the Sources page and look for it there.")
 
 
 class Console:
@@ -113,7 +139,7 @@ class Console:
     def error(self, request: Request, status: int, message: str, suggestion: str = "") -> HTMLResponse:
         """An error page; its text leaves the server, so no secrets or server paths are in it."""
         message, suggestion = public_text(message), public_text(suggestion)
-        return self.render(request, "error.html", status=status, message=message, suggestion=suggestion)
+        return self.render(request, "error.html", status=status, message=message, suggestion=suggestion, code=status)
 
     def set_cookie(self, response: Response, request: Request, name: str, value: str) -> None:
         auth.set_cookie(response, name, value, secure=auth.secure_cookie(request, self.secure_cookies))
@@ -180,7 +206,7 @@ class Console:
             if viewer.sign_in_required and not viewer.signed_in and not public:
                 if request.method != "GET":
                     return self.error(request, 401, "Sign in first.", "Paste an access token on the sign-in page.")
-                return RedirectResponse(f"/signin?next={request.url.path}", status_code=303)
+                return RedirectResponse(f"/signin?next={quote(came_from(request), safe='/')}", status_code=303)
             action = request.method == "POST" and not public
             started, scope, failure = time.perf_counter(), None, None
             try:
@@ -192,7 +218,8 @@ class Console:
                 hint = "Reload the page and try again." if exc.status == 403 else ""
                 response, failure = self.error(request, exc.status, exc.message, hint), exc.message
             except ServiceError as exc:
-                response = self.error(request, STATUS_BY_CODE.get(exc.code, 400), exc.message, exc.suggestion)
+                advice = for_a_person(request.url.path, exc)
+                response = self.error(request, STATUS_BY_CODE.get(exc.code, 400), exc.message, advice)
                 failure = exc.message
                 if hasattr(exc, "retry_after_seconds"):
                     response.headers["Retry-After"] = str(max(1, round(exc.retry_after_seconds)))

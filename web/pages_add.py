@@ -119,7 +119,7 @@ def routes(console: Console) -> list[Route]:
     async def job(request: Request) -> Response:
         app = await console.app()
         current = await app.jobs.get(request.path_params["job_id"])
-        src = await app.sources.get(current.source_id)
+        src = await app.sources.get(current.source_id) if current.source_id else None  # None: removed, empty
         return console.render(request, "job.html", job=current, source=src)
 
     async def job_status(request: Request) -> Response:

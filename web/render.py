@@ -22,6 +22,16 @@ def markdown_html(text: str) -> Markup:
     return Markup(_markdown.render(text[:MAX_RENDERED_CHARS]))
 
 
+#: documents whose text is lines, not markdown: shown with their line breaks kept
+LINE_TYPES = frozenset({"pdf", "text"})
+
+
+def pages(text: str) -> list[str]:
+    """A document's text split at its page breaks (a form feed between pages, services/parsers/base.py),
+    so a page shows as a labelled section instead of a control character."""
+    return [page.strip("\n") for page in text.split("\f")]
+
+
 def query_terms(query: str) -> list[str]:
     words = {w.lower() for w in re.findall(r"\w{3,}", query or "")}
     return sorted(words, key=len, reverse=True)[:20]
@@ -63,5 +73,7 @@ def build_environment() -> Environment:
     env.filters["when"] = when
     env.filters["number"] = number
     env.filters["markdown"] = markdown_html
+    env.filters["pages"] = pages
+    env.globals["LINE_TYPES"] = LINE_TYPES
     env.globals["highlight"] = highlight
     return env

@@ -24,8 +24,11 @@ def server_command() -> list[str]:
 
 def client_env(settings: Settings) -> dict[str, str]:
     """The environment a stdio client entry needs to reach this knowledge base (the database password
-    as an environment reference, never its value)."""
-    env = {"ARCHIVIST_ALLOWED_PATHS": os.pathsep.join(str(p) for p in settings.allowed_paths)}
+    as an environment reference, never its value). ARCHIVIST_ALLOWED_PATHS only when it was chosen: its
+    default, the working directory of whoever prints the entry, is not the client's to inherit."""
+    env: dict[str, str] = {}
+    if "allowed_paths" in settings.model_fields_set:
+        env["ARCHIVIST_ALLOWED_PATHS"] = os.pathsep.join(str(p) for p in settings.allowed_paths)
     if settings.database_url:
         env["DATABASE_URL"] = dsn_for_entry(settings.database_url)
     else:
@@ -44,7 +47,7 @@ def stdio_entry(settings: Settings) -> dict[str, Any]:
     return {"command": command, "args": args, "env": client_env(settings)}
 
 
-def client_entries(settings: Settings, mcp_url: str, token: str | None, needs_token: bool) -> list[dict[str, str]]:
+def client_entries(settings: Settings, mcp_url: str, token: str | None, needs_token: bool) -> list[dict[str, Any]]:
     """Claude Code, Claude Desktop, Cursor and VS Code entries for this server's /mcp endpoint.
 
     Claude Desktop gets the local stdio entry only when no token is needed (an open loopback console,
@@ -65,30 +68,40 @@ def client_entries(settings: Settings, mcp_url: str, token: str | None, needs_to
             }
         }
     cursor = {"mcpServers": {"archivist": {"url": mcp_url, **({"headers": headers} if headers else {})}}}
+    mcp_json = json.dumps({"mcpServers": {"archivist": http}}, indent=2)
     return [
         {
             "id": "claude-code",
             "name": "Claude Code",
-            "where": "Run in a terminal (or put the JSON in .mcp.json):",
-            "text": f"claude mcp add --transport http archivist {mcp_url}{header_flag}\n\n"
-            + json.dumps({"mcpServers": {"archivist": http}}, indent=2),
+            "blocks": [  # two ways, each copied on its own: a command for the terminal, or the JSON
+                block(
+                    "claude-code",
+                    "Run in a terminal:",
+                    f"claude mcp add --transport http archivist {mcp_url}{header_flag}",
+                ),
+                block("claude-code-json", "Or put this in .mcp.json:", mcp_json),
+            ],
         },
         {
             "id": "claude-desktop",
             "name": "Claude Desktop",
-            "where": "Add to claude_desktop_config.json:",
-            "text": json.dumps(desktop, indent=2),
+            "blocks": [block("claude-desktop", "Add to claude_desktop_config.json:", json.dumps(desktop, indent=2))],
         },
         {
             "id": "cursor",
             "name": "Cursor",
-            "where": "Add to ~/.cursor/mcp.json:",
-            "text": json.dumps(cursor, indent=2),
+            "blocks": [block("cursor", "Add to ~/.cursor/mcp.json:", json.dumps(cursor, indent=2))],
         },
         {
             "id": "vscode",
             "name": "VS Code",
-            "where": "Add to .vscode/mcp.json:",
-            "text": json.dumps({"servers": {"archivist": http}}, indent=2),
+            "blocks": [
+                block("vscode", "Add to .vscode/mcp.json:", json.dumps({"servers": {"archivist": http}}, indent=2))
+            ],
         },
     ]
+
+
+def block(block_id: str, where: str, text: str) -> dict[str, str]:
+    """One thing to copy: where it goes, and its text (the console gives each its own Copy button)."""
+    return {"id": block_id, "where": where, "text": text}

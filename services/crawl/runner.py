@@ -30,6 +30,7 @@ import asyncpg
 
 from models.jobs import CrawlJob, CrawlParams
 from services.crawl.discovery import discover
+from services.crawl.empty_source import remove_if_empty
 from services.crawl.frontier import Frontier, FrontierRow, RowResult, short_error
 from services.crawl.page_crawl import PageCrawler
 from services.crawl.robots_cache import RobotsCache
@@ -253,7 +254,9 @@ class CrawlRunner:
             skipped = await self.frontier.skipped_summary()
             reasons = ", ".join(f"{k}: {v}" for k, v in skipped.items()) or "nothing found"
             self.warnings.append(f"Nothing was ingested: every page was skipped ({reasons}).")
-        await self.app.jobs.finish(self.job.id, self.worker_id, status, error, self.warnings)
+        finished = await self.app.jobs.finish(self.job.id, self.worker_id, status, error, self.warnings)
+        if finished and status == "failed":  # every page failed: the source it created for itself goes
+            await remove_if_empty(self.app.db, self.job.id)
         logger.info("job %s %s: %d pages crawled, %d failed", self.job.id, status, crawled, failed)
 
     async def _remove_unreached(self, complete: bool) -> None:

