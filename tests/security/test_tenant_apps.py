@@ -46,7 +46,7 @@ async def test_app_and_skill_reads_are_audited_as_the_token(pub: Any, app: Any) 
     guide = (await pub.read_resource(SKILL_URI)).contents[0].text
     assert "# Using Archivist" in guide
     rows = await audit_rows(app, "pub-reader", before + 2, "resources/read")
-    read = [json.loads(r["arguments"]).get("uri") for r in rows[before:]]
+    read = [(json.loads(a) if isinstance(a := r["arguments"], str) else a).get("uri") for r in rows[before:]]
     assert APP_URI in read and SKILL_URI in read, rows
 
 
