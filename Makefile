@@ -22,7 +22,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 $(DEV_STAMP): $(STAMP)
-	$(BIN)/python -m pip install --quiet torch==2.13.0 --extra-index-url $(TORCH_INDEX)
+	$(BIN)/python -m pip install --quiet --retries 1 --timeout 15 torch==2.13.0 --extra-index-url $(TORCH_INDEX)
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $(DEV_STAMP)
 
