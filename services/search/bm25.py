@@ -26,7 +26,7 @@ from services.database import Database
 #: `$3`, whose df the statistics estimate) and the corpus totals.
 TERM_STATS_SQL = """
 WITH tot AS (SELECT coalesce(sum(chunks), 0)::float8 AS n, coalesce(sum(length), 0)::float8 AS len FROM bm25_totals),
-terms AS (SELECT DISTINCT unnest(tsvector_to_array(to_tsvector('{fts_config}'::regconfig, $1))) AS term)
+terms AS (SELECT DISTINCT unnest(tsvector_to_array(archivist_tsvector('{fts_config}'::regconfig, $1))) AS term)
 SELECT terms.term, tot.n, tot.len,
        CASE WHEN terms.term = ANY($3::text[]) THEN NULL  -- estimated from the statistics: not counted
             ELSE (SELECT count(*) FROM (SELECT 1 FROM chunk_terms t WHERE t.term = terms.term LIMIT $2) x) END AS df
@@ -85,11 +85,25 @@ class QueryTerms:
     terms: list[str] = field(default_factory=list)
     idfs: list[float] = field(default_factory=list)
     avgdl: float = 1.0
+    #: share of the query's idf carried by rare lexemes (see `exactness`): 1.0 for a query that is
+    #: nothing but a rare name or marker word, near 0 for a question in common words
+    exactness: float = 0.0
 
 
 def idf(chunks: float, df: float) -> float:
     """BM25 idf (the Lucene form: never negative)."""
     return math.log(1.0 + (chunks - df + 0.5) / (df + 0.5))
+
+
+def exactness(df: Mapping[str, int], chunks: float, rare_share: float) -> float:
+    """How much of a query is exact terms: the idf of its lexemes found in at most `rare_share` of the
+    chunks (at least one chunk) over the idf of every lexeme the corpus holds. Lexemes absent from the
+    corpus count for nothing (no chunk holds them)."""
+    present = [n for n in df.values() if n > 0]
+    total = sum(idf(chunks, n) for n in present)
+    limit = max(1.0, rare_share * chunks)
+    rare = sum(idf(chunks, n) for n in present if n <= limit)
+    return rare / total if total > 0 else 0.0
 
 
 def bm25_term(tf: float, dl: float, avgdl: float, idf_value: float, k1: float, b: float) -> float:
@@ -98,7 +112,11 @@ def bm25_term(tf: float, dl: float, avgdl: float, idf_value: float, k1: float, b
 
 
 async def query_terms(
-    db: Database, text: str, max_frequency: float, estimates: Mapping[str, float] | None = None
+    db: Database,
+    text: str,
+    max_frequency: float,
+    estimates: Mapping[str, float] | None = None,
+    rare_share: float = 0.0,
 ) -> QueryTerms:
     """The query's lexemes rarer than `max_frequency` of all chunks (else the `MIN_TERMS` rarest).
 
@@ -124,4 +142,5 @@ async def query_terms(
             if term not in estimates:
                 df[term] = int(await db.pool.fetchval(EXACT_DF_SQL, term))
         kept = sorted(present, key=lambda t: (df[t], t))[:MIN_TERMS]
-    return QueryTerms(kept, [idf(chunks, df[t]) for t in kept], avgdl)
+    exact = exactness(df, chunks, rare_share) if rare_share > 0 else 0.0
+    return QueryTerms(kept, [idf(chunks, df[t]) for t in kept], avgdl, exact)

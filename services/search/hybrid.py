@@ -99,7 +99,7 @@ kw AS (
     ) k
 )"""
 
-QUERY_LEXEMES_SQL = "SELECT tsvector_to_array(to_tsvector('{fts_config}'::regconfig, $1))"
+QUERY_LEXEMES_SQL = "SELECT tsvector_to_array(archivist_tsvector('{fts_config}'::regconfig, $1))"
 TERM_STATS_SQL = """
 SELECT s.most_common_elems::text::text[] AS elems, s.most_common_elem_freqs AS freqs,
        (SELECT coalesce(sum(chunks), 0) FROM bm25_totals) AS chunks
@@ -189,21 +189,22 @@ class HybridSearch(SearchStrategy):
         vec_filter = "embedding IS NOT NULL AND " if pending else ""
         return HYBRID_SQL.format(keyword_leg=leg, fusion=fusion, hit_columns=HIT_COLUMNS, vec_filter=vec_filter)
 
-    async def keyword_args(self, text: str, depth: int = 0, pending: bool = False) -> list:
-        """Query parameters of the keyword leg ($4, and $9-$12 for BM25, $13-$14 over impact order);
-        `pending` (BM25): the pending leg's terms and idfs follow."""
+    async def keyword_args(self, text: str, depth: int = 0, pending: bool = False) -> tuple[list, float]:
+        """Query parameters of the keyword leg ($4, and $9-$12 for BM25, $13-$14 over impact order),
+        and the query's exactness (services/search/bm25.py `exactness`; 0 with ts_rank); `pending`
+        (BM25): the pending leg's terms and idfs follow."""
         s = self.settings
         if s.keyword_ranking != "bm25":
-            return [await self.keyword_query(text)]
+            return [await self.keyword_query(text)], 0.0
         frequencies = await self.term_stats.frequencies()
-        terms = await query_terms(self.db, text, s.keyword_max_term_frequency, frequencies)
+        terms = await query_terms(self.db, text, s.keyword_max_term_frequency, frequencies, s.hybrid_rare_term_share)
         args = [terms.terms, terms.idfs, float(s.bm25_k1), float(s.bm25_b), terms.avgdl]
         if s.bm25_postings_per_term:
             args += [s.bm25_postings_per_term, max(s.bm25_candidates, s.hybrid_candidates, depth)]
         if pending:
             every = await query_terms(self.db, text, s.keyword_pending_max_term_frequency, frequencies)
             args += [every.terms, every.idfs]
-        return args
+        return args, terms.exactness
 
     async def keyword_query(self, text: str) -> str | None:
         """The query's informative lexemes ORed, as tsquery text (None when there are none)."""
@@ -215,8 +216,8 @@ class HybridSearch(SearchStrategy):
         s = self.settings
         depth = max(s.hybrid_candidates, limit)
         pending = request.pending_embeddings
-        keyword, *bm25 = await self.keyword_args(request.query, depth, pending > 0)
-        vector_weight, keyword_weight = self.weights(request)
+        (keyword, *bm25), exact = await self.keyword_args(request.query, depth, pending > 0)
+        vector_weight, keyword_weight = self.weights(request, exact)
         return await self.db.pool.fetch(
             self._sql(pending),
             request.query_vector,
@@ -230,11 +231,20 @@ class HybridSearch(SearchStrategy):
             *bm25,
         )
 
-    def weights(self, request: SearchRequest | None = None) -> tuple[float, float]:
-        """(vector, keyword) weights: the request's keyword weight (a profile's default), else the settings'."""
+    def weights(self, request: SearchRequest | None = None, exact: float = 0.0) -> tuple[float, float]:
+        """(vector, keyword) weights: the request's keyword weight (a profile's default) as given; else the
+        settings', the keyword weight raised toward `hybrid_exact_keyword_weight` by the query's exactness
+        (a query of rare names or marker words is decided by the chunks holding them, a question in
+        common words mostly by meaning)."""
         if request is not None and request.keyword_weight is not None:
             return 1.0 - float(request.keyword_weight), float(request.keyword_weight)
-        return float(self.settings.hybrid_vector_weight), float(self.settings.hybrid_keyword_weight)
+        s = self.settings
+        vector, keyword = float(s.hybrid_vector_weight), float(s.hybrid_keyword_weight)
+        share = keyword / max(vector + keyword, 1e-9)
+        target = max(share, float(s.hybrid_exact_keyword_weight))
+        raised = share + (target - share) * min(max(exact, 0.0), 1.0)
+        total = vector + keyword
+        return total * (1.0 - raised), total * raised
 
     def max_rrf(self, request: SearchRequest | None = None) -> float:
         s = self.settings

@@ -41,7 +41,7 @@ class KeywordSearch(SearchStrategy):
 
     async def search(self, request: SearchRequest) -> list[SearchHit]:
         depth = max(self.settings.hybrid_candidates, request.limit)
-        keyword, *bm25 = await self.hybrid.keyword_args(request.query, depth)
+        (keyword, *bm25), _ = await self.hybrid.keyword_args(request.query, depth)
         if not keyword:
             return []
         rows = await self.db.pool.fetch(
