@@ -63,6 +63,8 @@ DOC_SETS: dict[str, tuple[str, Path, str, str]] = {
     "mkdocs": ("mkdocs-doc", Path("/usr/share/doc/mkdocs/html"), "index.html", "mkdocs"),
 }
 QUESTIONS = ROOT / "bench" / "docs_questions.json"
+#: Title prefix of the sources a run crawls (`<prefix>-<set>`); bench/identifiers.py uses its own.
+PREFIX = "bench-docs"
 STRATEGIES = ("vector", "hybrid", "rerank")
 _WORD = re.compile(r"\w+")
 
@@ -162,19 +164,19 @@ def bench_settings(args: argparse.Namespace) -> Settings:
     )
 
 
-async def drop_leftovers(app: Archivist) -> None:
+async def drop_leftovers(app: Archivist, prefix: str = PREFIX) -> None:
     """Delete the sources (with their jobs, pages and chunks) an interrupted earlier run left behind."""
-    rows = await app.db.pool.fetch("SELECT id FROM sources WHERE title LIKE 'bench-docs-%'")
+    rows = await app.db.pool.fetch("SELECT id FROM sources WHERE title LIKE $1", f"{prefix}-%")
     for row in rows:
         await app.db.pool.execute("DELETE FROM sources WHERE id = $1", row["id"])
 
 
-async def reused_crawl(app: Archivist, name: str) -> tuple[dict[str, Any], str] | None:
+async def reused_crawl(app: Archivist, name: str, prefix: str = PREFIX) -> tuple[dict[str, Any], str] | None:
     """A crawl kept by an earlier `--keep` run of this set (its stats, and the base URL it was served at)."""
     row = await app.db.pool.fetchrow(
         "SELECT s.id, min(d.url) AS url, count(*) AS pages FROM sources s JOIN documents d ON d.source_id = s.id "
         "WHERE s.title = $1 GROUP BY s.id",
-        f"bench-docs-{name}",
+        f"{prefix}-{name}",
     )
     if row is None:
         return None
@@ -185,13 +187,15 @@ async def reused_crawl(app: Archivist, name: str) -> tuple[dict[str, Any], str] 
     return {"source_id": row["id"], "status": "reused", "pages": row["pages"], "chunks": chunks}, match.group(0)
 
 
-async def crawl_set(app: Archivist, timing: TimingEmbedder, name: str, url: str, max_pages: int) -> dict[str, Any]:
+async def crawl_set(
+    app: Archivist, timing: TimingEmbedder, name: str, url: str, max_pages: int, prefix: str = PREFIX
+) -> dict[str, Any]:
     """Crawl one doc set through the job path; wall time, pages, chunks and embedder busy time."""
     stop = asyncio.Event()
-    worker = asyncio.create_task(run_worker(app, stop, f"bench-docs-{name}"))
+    worker = asyncio.create_task(run_worker(app, stop, f"{prefix}-{name}"))
     busy_before = timing.busy
     began = time.perf_counter()
-    started = await app.jobs.start(url, title=f"bench-docs-{name}", recursive=True, max_depth=10, max_pages=max_pages)
+    started = await app.jobs.start(url, title=f"{prefix}-{name}", recursive=True, max_depth=10, max_pages=max_pages)
     try:
         job = await app.jobs.wait(started.job.id, timeout=3600, interval=0.2)
     finally:
@@ -269,7 +273,8 @@ async def ask(app: Archivist, source_id: Any, base: str, questions: list[str], s
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
     settings = bench_settings(args)
-    questions = json.loads(QUESTIONS.read_text())["questions"]
+    questions = json.loads(Path(getattr(args, "questions", QUESTIONS)).read_text())["questions"]
+    prefix = getattr(args, "prefix", PREFIX)
     wanted = [s.strip() for s in args.sets.split(",") if s.strip()]
     available = []
     for name in wanted:
@@ -295,18 +300,18 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     }
     try:
         if not args.reuse_crawl:
-            await drop_leftovers(app)
+            await drop_leftovers(app, prefix)
         for name in available:
             _, directory, start, layout = DOC_SETS[name]
             asked = [q for q in questions if q["set"] == name]
             server = serve(directory, [t for q in asked for t in q["targets"]])
             base = f"http://127.0.0.1:{server.server_address[1]}/"
             try:
-                kept = await reused_crawl(app, name) if args.reuse_crawl else None
+                kept = await reused_crawl(app, name, prefix) if args.reuse_crawl else None
                 if kept is not None:
                     crawl, base = kept
                 else:
-                    crawl = await crawl_set(app, timing, name, base + start, args.max_pages)
+                    crawl = await crawl_set(app, timing, name, base + start, args.max_pages, prefix)
                 pages, indexed = await stored_pages(app, crawl["source_id"], base)
                 texts = [q["q"] for q in asked]
                 targets = [q["targets"] for q in asked]
