@@ -259,16 +259,34 @@ def bm25_rankings(pages: dict[str, str], questions: list[str]) -> list[list[str]
     return rankings
 
 
+def reply_size(outcome: Any, question: str, strategy: str) -> tuple[int, int]:
+    """(characters of the tool's JSON reply at defaults, characters of passage text in it): what an agent
+    reads for this search through search_knowledge_base (issue 29, point 7)."""
+    from tools.common import to_json
+    from tools.search_knowledge_base import search_payload
+
+    payload = {"success": True, **search_payload(outcome, question, strategy, 10)}
+    return len(to_json(payload)), sum(len(r["text"]) for r in payload["results"])
+
+
 async def ask(app: Archivist, source_id: Any, base: str, questions: list[str], strategy: str) -> dict[str, Any]:
     await app.search.search(questions[0], source_id=source_id, match_count=10, search_type=strategy)  # warm up
-    rankings, latencies = [], []
+    rankings, latencies, replies, texts = [], [], [], []
     for question in questions:
         began = time.perf_counter()
         outcome = await app.search.search(question, source_id=source_id, match_count=10, search_type=strategy)
         latencies.append(1000 * (time.perf_counter() - began))
         paths = [page_path(hit.url, base) for hit in outcome.hits]
         rankings.append([p for p in dict.fromkeys(paths) if p])
-    return {"rankings": rankings, "p50_ms": round(statistics.median(latencies), 1)}
+        reply, text = reply_size(outcome, question, strategy)
+        replies.append(reply)
+        texts.append(text)
+    return {
+        "rankings": rankings,
+        "p50_ms": round(statistics.median(latencies), 1),
+        "reply_chars": round(statistics.mean(replies)),
+        "passage_share": round(sum(texts) / max(1, sum(replies)), 3),
+    }
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -331,6 +349,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                         entry["strategies"][strategy] = {
                             **hit_scores(answer["rankings"], targets),
                             "p50_ms": answer["p50_ms"],
+                            "reply_chars": answer["reply_chars"],
+                            "passage_share": answer["passage_share"],
                             "ranks": first_ranks(answer["rankings"], targets),
                         }
                     bm25 = bm25_rankings(pages, texts)
@@ -363,12 +383,17 @@ def report(results: dict[str, Any]) -> str:
             f"| {name} | {e['pages']} | {e['pages_per_second']} | {e['chunks_per_second']} | "
             f"{e['embedder_busy']:.0%} | {e['indexed_over_article']} | {e['extracted_over_article']} |"
         )
-    lines += ["", "| set | strategy | hit@1 | hit@5 | MRR@10 | p50 ms |", "|---|---|---|---|---|---|"]
+    lines += [
+        "",
+        "| set | strategy | hit@1 | hit@5 | MRR@10 | p50 ms | reply chars | passage share |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for name, e in results["sets"].items():
         for strategy, s in e["strategies"].items():
-            p50 = s.get("p50_ms", "")
+            p50, chars, share = s.get("p50_ms", ""), s.get("reply_chars", ""), s.get("passage_share", "")
             lines.append(
-                f"| {name} ({e['questions']} q) | {strategy} | {s['hit@1']} | {s['hit@5']} | {s['mrr@10']} | {p50} |"
+                f"| {name} ({e['questions']} q) | {strategy} | {s['hit@1']} | {s['hit@5']} | {s['mrr@10']} | {p50} "
+                f"| {chars} | {share} |"
             )
     return "\n".join(lines)
 

@@ -121,5 +121,15 @@ class SearchHit(BaseModel):
     #: (empty / None for a single chunk; then the passage is chunk `chunk_index` alone).
     chunk_ids: list[UUID] = Field(default_factory=list)
     chunk_index_end: int | None = None
+    #: (char_start, char_end, chunk_index) of each chunk in `chunk_ids`, in the same order (empty for a
+    #: single chunk).
+    chunk_spans: list[tuple[int, int, int]] = Field(default_factory=list)
     #: fetched_at or ingested_at, indexed_at, last_modified (services/documents/freshness.py)
     freshness: dict[str, Any] = Field(default_factory=dict)
+    #: Filled after ranking (services/search/details.py): the document's type and own metadata, its
+    #: source's title and version, and for code the newlines before `char_start` (lines are counted from it).
+    document_type: str | None = None
+    document_metadata: dict[str, Any] = Field(default_factory=dict)
+    source_title: str | None = None
+    version: str | None = None
+    lines_before: int | None = None

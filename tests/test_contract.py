@@ -3,6 +3,7 @@ outline, chunk/url look-ups, resources, answer-ready context within a token budg
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import AsyncIterator
 from typing import Any
@@ -164,7 +165,7 @@ async def test_resources_list_read_and_links_resolve(client: Client, long_doc: d
         with pytest.raises(MCPError):
             await client.read_resource(missing)
     source = await client.read_resource(f"archivist://sources/{long_doc['source_id']}")
-    assert '"documents_count": 1' in source.contents[0].text
+    assert json.loads(source.contents[0].text)["documents_count"] == 1
 
     result = await client.call_tool("search_knowledge_base", {"query": "volcanoes", "source_id": long_doc["source_id"]})
     links = [b for b in result.content if b.type == "resource_link"]

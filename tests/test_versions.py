@@ -125,7 +125,7 @@ async def test_versioned_search(client: Client, library: dict[str, str]) -> None
         payload = await search(client, library="FixtureLib", version=requested)
         assert payload["version"] == served and payload["library"] == "fixturelib", payload
         assert payload["source_id"] == library[served]
-        assert payload["results"] and {r["source_id"] for r in payload["results"]} == {library[served]}
+        assert payload["results"] and {r["metadata"]["source_id"] for r in payload["results"]} == {library[served]}
         assert DOCS[served] in payload["results"][0]["text"]
     # version alone applies to the library of source_id
     payload = await search(client, source_id=library["2.3.1"], version="1.x")

@@ -51,7 +51,10 @@ def _finite(value: Any) -> Any:
 
 
 def to_json(payload: dict[str, Any]) -> str:
-    return json.dumps(_finite(payload), default=_json_default, ensure_ascii=False, allow_nan=False)
+    """Compact JSON (no spaces after separators: every reply is read by a model, token by token)."""
+    return json.dumps(
+        _finite(payload), default=_json_default, ensure_ascii=False, allow_nan=False, separators=(",", ":")
+    )
 
 
 def tool_result(body: dict[str, Any], is_error: bool = False) -> CallToolResult:
@@ -94,7 +97,7 @@ def resource_links(body: dict[str, Any]) -> list[ResourceLink]:
     items += [i for key in ("results", "passages") for i in body.get(key) or [] if isinstance(i, dict)]
     links: dict[str, ResourceLink] = {}
     for item in items:
-        uri = item.get("uri")
+        uri = item.get("uri") or (document_uri(item["document_id"]) if item.get("document_id") else None)
         cited = item.get("citation") if isinstance(item.get("citation"), dict) else {}
         title = item.get("title") or item.get("document_title") or cited.get("document_title") or "document"
         if isinstance(uri, str) and uri not in links and len(links) < MAX_LINKS:

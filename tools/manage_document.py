@@ -14,7 +14,6 @@ from services.documents.specs import SpecIngestResult
 from services.errors import InvalidArgument
 from services.paths import resolve_caller_path
 from services.reading import MAX_WINDOW, ReadingService
-from services.search.passages import MAX_PASSAGE_CHUNKS
 from services.validation import MAX_PER_PAGE, parse_uuid
 from tools.common import TEXT_LIMIT, cut, dispatch, document_view, page_fields, page_number_field
 from tools.schemas import publish
@@ -108,7 +107,7 @@ async def create_document(app: Archivist, args: dict[str, Any]) -> dict[str, Any
 async def get_document(app: Archivist, args: dict[str, Any]) -> dict[str, Any]:
     reader = ReadingService(app.db)
     if args["chunk_id"]:
-        return await get_chunk_by_id(app, reader, args["chunk_id"])
+        return await get_chunk_by_id(app, reader, args["chunk_id"], args["offset"], args["max_chars"])
     if args["document_id"] or not args["url"]:
         document = await app.documents.get(args["document_id"])
     else:
@@ -135,11 +134,18 @@ async def get_document(app: Archivist, args: dict[str, Any]) -> dict[str, Any]:
     return payload
 
 
-async def get_chunk_by_id(app: Archivist, reader: ReadingService, chunk_id: str) -> dict[str, Any]:
+async def get_chunk_by_id(
+    app: Archivist, reader: ReadingService, chunk_id: str, offset: int | str | None, max_chars: int | None
+) -> dict[str, Any]:
+    """A chunk and the text around it (it holds the window of any result focused in the chunk); with
+    `offset` (a result's char_start), the content opens there."""
     chunk = await reader.chunk_by_id(chunk_id)
     document = await app.documents.get(chunk["document_id"])
     text, text_cut = cut(chunk["text"], MAX_WINDOW)
-    window = await reader.passage_window(chunk, MAX_PASSAGE_CHUNKS - 1, TEXT_LIMIT)
+    if offset is None:
+        window = await reader.chunk_window(chunk, TEXT_LIMIT)
+    else:
+        window = (await reader.window(document.id, offset, max_chars, by_section=False))["content"]
     pages = page_number_field(chunk.pop("page_start"), chunk.pop("page_end"))
     view = {**chunk, "text": text, "truncated": text_cut, **pages}
     return {"document": document_view(document), "chunk": view, "content": window}

@@ -8,7 +8,7 @@ from typing import Any, Literal
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import CallToolResult, InputRequiredResult, ToolAnnotations
 
-from models import SearchHit, SearchType
+from models import SearchType
 from services.access.scope import use_scope
 from services.app import Archivist, Runtime
 from services.errors import InvalidArgument
@@ -16,41 +16,16 @@ from services.search import SearchOutcome
 from services.search.context import check_max_tokens, pack_context, token_counter
 from services.search.web import web_search
 from services.validation import MAX_PER_PAGE, clean_text
-from services.versions import ResolvedVersion, resolve
+from services.versions import ResolvedVersion, resolve, served_note
 from tools import sampling
-from tools.common import TITLE_LIMIT, call_time_limit, cut, document_uri, page_number_field, run_tool
+from tools.common import call_time_limit, document_uri, run_tool
+from tools.hits import HitShape, hit_views
 from tools.profile_search import choose_profile, with_defaults
 from tools.schemas import publish
 
-READ_HINT = "Read a cut result in full with manage_document(action='get', chunk_id=...)."
+READ_HINT = "text is a window of its passage: manage_document(action='get', chunk_id=..., offset=char_start) reads on."
 DEFAULT_ANSWER_TOKENS = 2000
-
-
-def hit_view(hit: SearchHit) -> dict[str, Any]:
-    text, text_cut = cut(hit.text)
-    title, title_cut = cut(hit.document_title, TITLE_LIMIT)
-    return {
-        "chunk_id": hit.chunk_id,
-        "chunk_ids": hit.chunk_ids or [hit.chunk_id],
-        "document_id": hit.document_id,
-        "uri": document_uri(hit.document_id),
-        "document_title": title,
-        "source_id": hit.source_id,
-        "url": hit.url,
-        "text": text,
-        "truncated": text_cut or title_cut,
-        "score": hit.score,
-        "similarity": round(hit.similarity, 6),
-        "match_type": hit.match_type,
-        "chunk_index": hit.chunk_index,
-        "char_start": hit.char_start,
-        "char_end": hit.char_end,
-        "heading_path": hit.heading_path,
-        "metadata": {"source_id": hit.source_id, "chunk_index": hit.chunk_index, "url": hit.url},
-        **page_number_field(hit.page_start, hit.page_end),
-        **({"chunk_index_end": hit.chunk_index_end} if hit.chunk_index_end is not None else {}),
-        **hit.freshness,
-    }
+DEFAULT_SHAPE = HitShape()
 
 
 def outcome_notes(payload: dict[str, Any], outcome: SearchOutcome, requested: int) -> dict[str, Any]:
@@ -67,8 +42,15 @@ def outcome_notes(payload: dict[str, Any], outcome: SearchOutcome, requested: in
     return payload
 
 
-def search_payload(outcome: SearchOutcome, query: str, search_type: str, requested: int) -> dict[str, Any]:
-    results = [hit_view(h) for h in outcome.hits]
+def search_payload(
+    outcome: SearchOutcome,
+    query: str,
+    search_type: str,
+    requested: int,
+    shape: HitShape = DEFAULT_SHAPE,
+    fts_config: str = "english",
+) -> dict[str, Any]:
+    results = hit_views(outcome.hits, shape, outcome.query_terms, fts_config)
     payload: dict[str, Any] = {
         "results": results,
         "count": len(results),
@@ -167,6 +149,7 @@ def register(mcp: MCPServer, runtime: Runtime) -> None:
         keyword_weight: float | None = None,
         source_ids: list[str] | None = None,
         language: str | None = None,
+        fields: list[str] | None = None,
     ) -> CallToolResult | InputRequiredResult:
         """Search the knowledge base; distinct passages, best first.
 
@@ -184,7 +167,7 @@ def register(mcp: MCPServer, runtime: Runtime) -> None:
                 others = dict(
                     source_id=source_id, source_ids=source_ids, similarity_threshold=similarity_threshold,
                     max_tokens=max_tokens, answer=answer, library=library, version=version, profile=profile,
-                    keyword_weight=keyword_weight,
+                    keyword_weight=keyword_weight, fields=fields,
                 )  # fmt: skip
                 return await web_payload(runtime, query, search_type, match_count, clean_text(language), others)
             restored = sampling.restored_payload(ctx) if answer else None
@@ -198,6 +181,7 @@ def register(mcp: MCPServer, runtime: Runtime) -> None:
                 budget = max_tokens or (DEFAULT_ANSWER_TOKENS if answer else None)
                 if budget is not None:
                     check_max_tokens(budget)
+                shape = HitShape().including(clean_text(fields))
                 app = await runtime.get()
                 chosen, scope = await choose_profile(app, clean_text(profile))
                 given = dict(match_count=match_count, search_type=search_type, keyword_weight=keyword_weight)
@@ -219,11 +203,14 @@ def register(mcp: MCPServer, runtime: Runtime) -> None:
                                 source_order=chosen.source_ids if chosen else None,
                             )
                         if budget is None:
-                            payload = search_payload(outcome, query, kind, count)
+                            payload = search_payload(outcome, query, kind, count, shape, app.db.fts_config)
                         else:
                             payload = await context_payload(app, outcome, query, kind, count, budget)
                 if served is not None:
                     payload.update(library=served.library, version=served.version, source_id=served.source_id)
+                    payload["requested_version"] = served.requested
+                    if note := served_note(served):
+                        payload["version_note"] = note
                 if chosen is not None:
                     payload["profile"] = chosen.name
                 if not answer:

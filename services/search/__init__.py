@@ -4,18 +4,18 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from uuid import UUID
 
 from models import SEARCH_TYPES, SearchHit
 from services.access.scope import current_scope
 from services.database import Database
-from services.documents.freshness import freshness_of
 from services.embeddings import embed_query_async
 from services.embeddings.base import Embedder
 from services.errors import InvalidArgument
 from services.reranking.base import Reranker
-from services.search.base import SearchRequest, SearchStrategy
+from services.search.base import QUERY_LEXEMES_SQL, SearchRequest, SearchStrategy
+from services.search.details import with_details
 from services.search.passages import distinct_passages
 from services.settings import Settings
 from services.sources import SourceService
@@ -41,6 +41,9 @@ class SearchOutcome:
     capped: bool
     filtered_by_threshold: int  # chunks of the candidate pool under the threshold
     pending_embeddings: int = 0  # chunks in scope not embedded yet: keyword-searchable, unseen by `vector`
+    #: the query's lexemes as the keyword index analyses it (stop words out, stemmed, names whole): what
+    #: a result's window looks for (services/search/window.py)
+    query_terms: list[str] = field(default_factory=list)
 
 
 def check_search_args(
@@ -149,8 +152,10 @@ class SearchService:
         limit = min(match_count, MAX_PER_PAGE)
         if searched == []:  # a scope without sources: nothing to find
             return SearchOutcome([], limit, match_count > limit, 0)
-        vector, pending = await asyncio.gather(
-            embed_query_async(self.embedder, query.strip()), self.pending_embeddings(searched)
+        vector, pending, terms = await asyncio.gather(
+            embed_query_async(self.embedder, query.strip()),
+            self.pending_embeddings(searched),
+            self.query_lexemes(query.strip()),
         )
         strategy = self.strategy(search_type)
         pool = min(max(limit * POOL_FACTOR, limit + 10), POOL_MAX)
@@ -158,10 +163,12 @@ class SearchService:
         hits = await strategy.search(request)
         kept = [h for h in hits if similarity_threshold is None or h.similarity >= similarity_threshold]
         kept = by_source_order(kept, source_order or [])
-        passages = distinct_passages(kept, limit, self.settings.results_per_document)
-        fresh = await freshness_of(self.db.pool, [p.document_id for p in passages])  # issue 21, point 5
-        passages = [p.model_copy(update={"freshness": fresh.get(p.document_id, {})}) for p in passages]
-        return SearchOutcome(passages, limit, match_count > limit, len(hits) - len(kept), pending)
+        passages = await with_details(self.db, distinct_passages(kept, limit, self.settings.results_per_document))
+        return SearchOutcome(passages, limit, match_count > limit, len(hits) - len(kept), pending, terms)
+
+    async def query_lexemes(self, query: str) -> list[str]:
+        """The query as the keyword index analyses it (sql/024's archivist_tsvector)."""
+        return list(await self.db.pool.fetchval(QUERY_LEXEMES_SQL.format(fts_config=self.db.fts_config), query) or [])
 
     async def pending_embeddings(self, source_ids: list[UUID] | None) -> int:
         """Chunks in the searched scope still waiting for their vector (two-phase indexing)."""

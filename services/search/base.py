@@ -20,6 +20,9 @@ HIT_COLUMNS = (
     "c.page_start, c.page_end"
 )
 
+#: The query's lexemes as the keyword index analyses text (sql/024_identifier_terms.sql), $1 the query.
+QUERY_LEXEMES_SQL = "SELECT tsvector_to_array(archivist_tsvector('{fts_config}'::regconfig, $1))"
+
 
 @dataclass
 class SearchRequest:

@@ -24,7 +24,7 @@ import time
 
 from models import SearchHit
 from services.database import Database
-from services.search.base import HIT_COLUMNS, SearchRequest, SearchStrategy, to_hit
+from services.search.base import HIT_COLUMNS, QUERY_LEXEMES_SQL, SearchRequest, SearchStrategy, to_hit
 from services.search.bm25 import BM25_LEG, BM25_TOPK_LEG, query_terms
 from services.search.pending import pending_fusion, pending_leg
 from services.settings import Settings
@@ -99,7 +99,6 @@ kw AS (
     ) k
 )"""
 
-QUERY_LEXEMES_SQL = "SELECT tsvector_to_array(archivist_tsvector('{fts_config}'::regconfig, $1))"
 TERM_STATS_SQL = """
 SELECT s.most_common_elems::text::text[] AS elems, s.most_common_elem_freqs AS freqs,
        (SELECT coalesce(sum(chunks), 0) FROM bm25_totals) AS chunks
