@@ -36,6 +36,8 @@ class SourceStats(BaseModel):
     last_updated: datetime | None
     #: chunks stored (keyword-searchable) but not embedded yet: the source's embedding backlog
     chunks_pending: int = 0
+    #: the titles of its first documents (oldest first, at most 5)
+    sample_documents: list[str] = Field(default_factory=list)
 
 
 class Document(BaseModel):
@@ -48,6 +50,8 @@ class Document(BaseModel):
     document_type: str
     content_hash: str
     content_length: int
+    #: the content's size in bytes (UTF-8)
+    size_bytes: int | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
     chunk_count: int
     created_at: datetime
@@ -56,6 +60,8 @@ class Document(BaseModel):
     fetched_at: datetime | None = None
     ingested_at: datetime | None = None
     indexed_at: datetime | None = None
+    #: some chunks still wait for their vector (read by get and list only; None elsewhere)
+    embedding_pending: bool | None = None
 
 
 class ContentWindow(BaseModel):

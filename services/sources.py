@@ -159,7 +159,9 @@ class SourceService:
         row = await self.db.pool.fetchrow(
             "SELECT count(*) AS documents_count, coalesce(sum(chunk_count), 0) AS chunks_count, "
             "max(updated_at) AS last_updated, (SELECT count(*) FROM chunks WHERE source_id = $1 "
-            "AND embedding IS NULL) AS chunks_pending FROM documents WHERE source_id = $1",
+            "AND embedding IS NULL) AS chunks_pending, (SELECT coalesce(array_agg(title ORDER BY created_at, id), "
+            "'{}') FROM (SELECT title, created_at, id FROM documents WHERE source_id = $1 "
+            "ORDER BY created_at, id LIMIT 5) s) AS sample_documents FROM documents WHERE source_id = $1",
             source_id,
         )
         return SourceStats(**dict(row))

@@ -18,6 +18,7 @@ from models import Document, Page, Source
 from services.access.disclosure import outgoing_text
 from services.access.scope import current_scope
 from services.documents.freshness import freshness_fields
+from services.documents.text import mime_type
 from services.errors import CallTimeout, InvalidArgument, ServiceError, service_error_from
 from services.validation import MAX_PER_PAGE, clean_text
 
@@ -246,14 +247,25 @@ def document_view(document: Document) -> dict[str, Any]:
         "title": title,
         "url": document.url,
         "document_type": document.document_type,
+        "mime_type": mime_type(document),
         "content_length": document.content_length,
+        **({"size_bytes": document.size_bytes} if document.size_bytes is not None else {}),
         "chunks_count": document.chunk_count,
+        **document_status(document),
         "metadata": metadata,
         "created_at": document.created_at,
         "updated_at": document.updated_at,
         **freshness_fields(document.fetched_at, document.ingested_at, document.indexed_at, document.metadata),
         "truncated": title_cut or metadata_cut,
     }
+
+
+def document_status(document: Document) -> dict[str, str]:
+    """`status`: `ready` (every chunk embedded) or `pending_embedding` (keyword-searchable, vectors to come),
+    where it was read (get, list)."""
+    if document.embedding_pending is None:
+        return {}
+    return {"status": "pending_embedding" if document.embedding_pending else "ready"}
 
 
 def page_number_field(page_start: int | None, page_end: int | None) -> dict[str, int | str]:

@@ -97,11 +97,23 @@ async def create_document(app: Archivist, args: dict[str, Any]) -> dict[str, Any
         if path.is_dir():
             return {**await create_from_directory(app, source_id, path, args), **extra}
         result = await docs.create_from_file(source_id, path, args["title"], args["url"], args["metadata"])
+        extra.update(file_fields(path, result))
     else:
         result = await docs.create_from_url(source_id, args["url"], args["title"], args["metadata"])
     if isinstance(result, SpecIngestResult):  # an OpenAPI spec: one document per operation
         return {**result.summary(), **extra}
     return {**await ingest_view(app, result), **extra}
+
+
+def file_fields(path: Path, result: Any) -> dict[str, Any]:
+    """A single file's name, type (its extension) and size in bytes, as read."""
+    documents = [result.document] if isinstance(result, IngestResult) else []
+    size = documents[0].metadata.get("file_size") if documents else None
+    return {
+        "filename": path.name,
+        "file_type": path.suffix.lstrip(".").lower() or "text",
+        "file_size": size if isinstance(size, int) else path.stat().st_size,
+    }
 
 
 async def get_document(app: Archivist, args: dict[str, Any]) -> dict[str, Any]:
@@ -167,6 +179,7 @@ async def update_document(app: Archivist, args: dict[str, Any]) -> dict[str, Any
     )
     view = await ingest_view(app, result)
     view["updated_fields"] = updated_fields(before, result.document)
+    view["old_chunk_count"] = before.chunk_count
     view["message"] = (
         f"Document updated; re-chunked and re-embedded into {result.chunks_created} chunks."
         if result.chunks_created
