@@ -11,8 +11,9 @@ from pydantic import BaseModel, Field
 T = TypeVar("T")
 
 SourceType = Literal["upload", "crawl", "api", "folder", "git"]
-SearchType = Literal["hybrid", "vector", "rerank", "keyword"]
-#: the search methods, in the order people are offered them (the CLI, the console, profiles, the tool)
+SearchType = Literal["hybrid", "vector", "rerank", "keyword", "code", "question"]
+#: the search methods, in the order people are offered them (the CLI, the console, profiles, the tool):
+#: `code` is hybrid over code documents only, `question` another name for hybrid (profiles design)
 SEARCH_TYPES: tuple[str, ...] = get_args(SearchType)
 IngestStatus = Literal["created", "updated", "unchanged"]
 

@@ -142,7 +142,7 @@ def register(mcp: MCPServer, runtime: Runtime) -> None:
         search_type: Literal[SearchType, "web"] | None = None,
         similarity_threshold: float | None = None,
         max_tokens: int | None = None,
-        answer: bool = False,
+        answer: bool | None = None,
         library: str | None = None,
         version: str | None = None,
         profile: str | None = None,
@@ -150,14 +150,14 @@ def register(mcp: MCPServer, runtime: Runtime) -> None:
         source_ids: list[str] | None = None,
         language: str | None = None,
         fields: list[str] | None = None,
+        keyword_mode: str | None = None,
+        hybrid_mode: str | None = None,
     ) -> CallToolResult | InputRequiredResult:
-        """Search the knowledge base; distinct passages, best first.
-
-        match_count: 1-20. search_type: hybrid (default), vector, keyword (BM25 only), rerank (~10x slower),
-        web (SearXNG if configured; language). keyword_weight: 0-1 (hybrid). source_ids: several sources.
-        similarity_threshold: 0-1 cosine floor. Text cut at 1000: manage_document get by chunk_id reads on.
-        max_tokens (50-8000): cited passages in that budget. answer=true: the client's model answers
-        citing [n] (needs sampling). library + version ("3.11", "3.x", ">=2.1"). profile: search as it.
+        """search_type: question=hybrid; code: hybrid on code files; rerank ~10x slower, rarely better;
+        web: SearXNG (language). keyword_mode all: every term. hybrid_mode filter: keyword hits in vector
+        order. keyword_weight 0-1. match_count 1-20. similarity_threshold: cosine. text: 1000 chars at the
+        match. fields: heading_path similarity chunk_ids uri source_title document_metadata freshness all.
+        max_tokens 50-8000: cited passages. answer=true: your model answers. library+version ("3.x").
         """
         pending: list[InputRequiredResult] = []
         query, source_id, library, version = clean_text((query, source_id, library, version))
@@ -167,7 +167,7 @@ def register(mcp: MCPServer, runtime: Runtime) -> None:
                 others = dict(
                     source_id=source_id, source_ids=source_ids, similarity_threshold=similarity_threshold,
                     max_tokens=max_tokens, answer=answer, library=library, version=version, profile=profile,
-                    keyword_weight=keyword_weight, fields=fields,
+                    keyword_weight=keyword_weight, fields=fields, keyword_mode=keyword_mode, hybrid_mode=hybrid_mode,
                 )  # fmt: skip
                 return await web_payload(runtime, query, search_type, match_count, clean_text(language), others)
             restored = sampling.restored_payload(ctx) if answer else None
@@ -201,6 +201,8 @@ def register(mcp: MCPServer, runtime: Runtime) -> None:
                                 opts["keyword_weight"],
                                 source_ids=None if served else clean_text(source_ids),
                                 source_order=chosen.source_ids if chosen else None,
+                                keyword_mode=clean_text(keyword_mode),
+                                hybrid_mode=clean_text(hybrid_mode),
                             )
                         if budget is None:
                             payload = search_payload(outcome, query, kind, count, shape, app.db.fts_config)

@@ -35,6 +35,10 @@ class SearchRequest:
     keyword_weight: float | None = None
     #: chunks in scope without a vector yet (found by the keyword leg only)
     pending_embeddings: int = 0
+    #: "any" (the keyword leg ORs the informative terms) or "all" (every one must match)
+    keyword_mode: str = "any"
+    #: search_type="code": chunks of code documents only
+    code_only: bool = False
 
 
 def to_hit(row: Mapping[str, Any], score: float, match_type: str) -> SearchHit:

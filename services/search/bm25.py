@@ -46,7 +46,7 @@ kw AS (
         FROM unnest($4::text[], $9::float8[]) AS q(term, idf)
         CROSS JOIN LATERAL (  -- OFFSET 0: kept a per-term index range scan, never a hash join
             SELECT chunk_id, tf, dl FROM chunk_terms t
-            WHERE t.term = q.term AND ($2::uuid[] IS NULL OR t.source_id = ANY($2::uuid[])) OFFSET 0
+            WHERE t.term = q.term AND ($2::uuid[] IS NULL OR t.source_id = ANY($2::uuid[])){code:t.chunk_id} OFFSET 0
         ) t
         GROUP BY t.chunk_id ORDER BY rank DESC LIMIT $3
     ) k
@@ -66,7 +66,7 @@ kw AS (
             SELECT p.chunk_id FROM unnest($4::text[], $9::float8[]) AS q(term, idf)
             CROSS JOIN LATERAL (
                 SELECT t.chunk_id, t.impact FROM chunk_terms t
-                WHERE t.term = q.term AND ($2::uuid[] IS NULL OR t.source_id = ANY($2::uuid[]))
+                WHERE t.term = q.term AND ($2::uuid[] IS NULL OR t.source_id = ANY($2::uuid[])){code:t.chunk_id}
                 ORDER BY t.impact DESC LIMIT $13
             ) p
             GROUP BY p.chunk_id ORDER BY sum(q.idf * p.impact) DESC, p.chunk_id LIMIT $14
@@ -74,6 +74,26 @@ kw AS (
         CROSS JOIN unnest($4::text[], $9::float8[]) AS q(term, idf)
         JOIN chunk_terms e ON e.term = q.term AND e.chunk_id = cand.chunk_id
         GROUP BY e.chunk_id ORDER BY rank DESC LIMIT $3
+    ) k
+)"""
+
+
+# keyword_mode="all": only chunks holding every term. Driven from the postings of $4[1] (the terms come
+# rarest first), each candidate's other terms looked up by primary key; exact, no impact cut-off.
+BM25_ALL_LEG = """
+kw AS (
+    SELECT id, rank AS kscore, row_number() OVER (ORDER BY rank DESC, id) AS rnk FROM (
+        SELECT e.chunk_id AS id,
+               sum(q.idf * e.tf * ($10::float8 + 1)
+                   / (e.tf + $10::float8 * (1 - $11::float8 + $11::float8 * e.dl / $12::float8))) AS rank
+        FROM (
+            SELECT t.chunk_id FROM chunk_terms t
+            WHERE t.term = ($4::text[])[1] AND ($2::uuid[] IS NULL OR t.source_id = ANY($2::uuid[])){code:t.chunk_id}
+        ) cand
+        CROSS JOIN unnest($4::text[], $9::float8[]) AS q(term, idf)
+        JOIN chunk_terms e ON e.term = q.term AND e.chunk_id = cand.chunk_id
+        GROUP BY e.chunk_id HAVING count(*) = cardinality($4::text[])
+        ORDER BY rank DESC LIMIT $3
     ) k
 )"""
 
