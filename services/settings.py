@@ -75,6 +75,10 @@ class Settings(BaseSettings):
     #: term is counted, so rankings do not depend on when autovacuum last sampled the table.
     keyword_statistics_min_chunks: int = Field(default=200_000, ge=0)
 
+    #: max_tokens context: a passage scoring under this share of the best passage's score is left out,
+    #: whatever room the budget has left (0 packs by budget alone).
+    context_min_score_ratio: float = Field(default=0.5, ge=0, le=1)
+
     #: SearXNG instance for search_type="web" (off when unset); its settings.yml must allow the json format.
     searxng_url: str | None = None
     searxng_timeout_ms: int = Field(default=10_000, ge=100, le=120_000)

@@ -67,7 +67,10 @@ async def context_payload(
     app: Archivist, outcome: SearchOutcome, query: str, search_type: str, requested: int, max_tokens: int
 ) -> dict[str, Any]:
     """Passages packed to at most max_tokens (the embedding model's tokens), numbered with citations."""
-    passages = await pack_context(app.db, outcome.hits, max_tokens, token_counter(app.embedder))
+    packed = await pack_context(
+        app.db, outcome.hits, max_tokens, token_counter(app.embedder), app.settings.context_min_score_ratio
+    )
+    passages = packed.passages
     views = [
         {
             "n": p.n,
@@ -88,6 +91,8 @@ async def context_payload(
         "search_type": search_type,
         "query": query,
     }
+    if packed.below_relevance:
+        payload["below_relevance"] = packed.below_relevance  # passages left out: far below the best
     return outcome_notes(payload, outcome, requested)
 
 
