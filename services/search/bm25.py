@@ -23,13 +23,19 @@ from dataclasses import dataclass, field
 from services.database import Database
 
 #: Query lexemes with their document frequency (counted up to `$2` chunks; NULL for the lexemes in
-#: `$3`, whose df the statistics estimate) and the corpus totals.
+#: `$3`, whose df the statistics estimate), the corpus totals, and the query words (split at white
+#: space, numbered from 1) each lexeme comes from.
 TERM_STATS_SQL = """
 WITH tot AS (SELECT coalesce(sum(chunks), 0)::float8 AS n, coalesce(sum(length), 0)::float8 AS len FROM bm25_totals),
-terms AS (SELECT DISTINCT unnest(tsvector_to_array(archivist_tsvector('{fts_config}'::regconfig, $1))) AS term)
+terms AS (SELECT DISTINCT unnest(tsvector_to_array(archivist_tsvector('{fts_config}'::regconfig, $1))) AS term),
+words AS (
+    SELECT x.i, unnest(tsvector_to_array(archivist_tsvector('{fts_config}'::regconfig, x.w))) AS term
+    FROM regexp_split_to_table($1, '[[:space:]]+') WITH ORDINALITY AS x(w, i)
+)
 SELECT terms.term, tot.n, tot.len,
        CASE WHEN terms.term = ANY($3::text[]) THEN NULL  -- estimated from the statistics: not counted
-            ELSE (SELECT count(*) FROM (SELECT 1 FROM chunk_terms t WHERE t.term = terms.term LIMIT $2) x) END AS df
+            ELSE (SELECT count(*) FROM (SELECT 1 FROM chunk_terms t WHERE t.term = terms.term LIMIT $2) x) END AS df,
+       ARRAY(SELECT words.i FROM words WHERE words.term = terms.term) AS words
 FROM terms, tot
 ORDER BY terms.term
 """
@@ -115,14 +121,23 @@ def idf(chunks: float, df: float) -> float:
     return math.log(1.0 + (chunks - df + 0.5) / (df + 0.5))
 
 
-def exactness(df: Mapping[str, int], chunks: float, rare_share: float) -> float:
-    """How much of a query is exact terms: the idf of its lexemes found in at most `rare_share` of the
-    chunks (at least one chunk) over the idf of every lexeme the corpus holds. Lexemes absent from the
-    corpus count for nothing (no chunk holds them)."""
-    present = [n for n in df.values() if n > 0]
-    total = sum(idf(chunks, n) for n in present)
+def exactness(
+    df: Mapping[str, int], chunks: float, rare_share: float, words: Mapping[str, list[int]] | None = None
+) -> float:
+    """How much of a query is exact terms, by its words: each word (a lexeme without `words`, else the
+    white-space separated word its lexemes come from) weighs the idf of its rarest lexeme the corpus
+    holds, and is rare when that lexeme is in at most `rare_share` of the chunks (at least one chunk);
+    exactness is the rare words' weight over all words'. A name is one word: `pg_stat_statements` is as
+    rare as its whole form, whatever its parts. Words absent from the corpus count for nothing."""
+    rarest: dict[object, int] = {}
+    for term, n in df.items():
+        if n <= 0:
+            continue
+        for word in (words or {}).get(term) or [term]:
+            rarest[word] = min(rarest.get(word, n), n)
+    total = sum(idf(chunks, n) for n in rarest.values())
     limit = max(1.0, rare_share * chunks)
-    rare = sum(idf(chunks, n) for n in present if n <= limit)
+    rare = sum(idf(chunks, n) for n in rarest.values() if n <= limit)
     return rare / total if total > 0 else 0.0
 
 
@@ -162,5 +177,6 @@ async def query_terms(
             if term not in estimates:
                 df[term] = int(await db.pool.fetchval(EXACT_DF_SQL, term))
         kept = sorted(present, key=lambda t: (df[t], t))[:MIN_TERMS]
-    exact = exactness(df, chunks, rare_share) if rare_share > 0 else 0.0
+    words = {r["term"]: list(r["words"]) for r in rows}
+    exact = exactness(df, chunks, rare_share, words) if rare_share > 0 else 0.0
     return QueryTerms(kept, [idf(chunks, df[t]) for t in kept], avgdl, exact)
