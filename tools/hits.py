@@ -26,6 +26,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from models import SearchHit
+from models.access import Profile
 from services.errors import InvalidArgument
 from services.search.window import Window, occurrences, stemmer_for, term_weights, window
 from tools.common import TEXT_LIMIT, TITLE_LIMIT, cut, document_uri, metadata_view, page_number_field
@@ -51,6 +52,12 @@ class HitShape:
     def including(self, names: Iterable[str] | None) -> HitShape:
         """This shape with more optional fields (validated names; `all` is every one)."""
         return HitShape(self.fields | check_fields(names), self.snippet_chars)
+
+
+def shape_for(profile: Profile | None) -> HitShape:
+    """The shape a search's hits take before the call's own `fields`: the built-in one. A profile's
+    output settings (snippet length, fields its hits carry; issue 32, point 1) plug in here."""
+    return HitShape()
 
 
 def check_fields(names: Iterable[str] | None) -> frozenset[str]:

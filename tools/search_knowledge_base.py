@@ -19,7 +19,7 @@ from services.validation import MAX_PER_PAGE, clean_text
 from services.versions import ResolvedVersion, resolve, served_note
 from tools import sampling
 from tools.common import call_time_limit, document_uri, run_tool
-from tools.hits import HitShape, hit_views
+from tools.hits import HitShape, hit_views, shape_for
 from tools.profile_search import choose_profile, with_defaults
 from tools.schemas import publish
 
@@ -186,9 +186,9 @@ def register(mcp: MCPServer, runtime: Runtime) -> None:
                 budget = max_tokens or (DEFAULT_ANSWER_TOKENS if answer else None)
                 if budget is not None:
                     check_max_tokens(budget)
-                shape = HitShape().including(clean_text(fields))
                 app = await runtime.get()
                 chosen, scope = await choose_profile(app, clean_text(profile))
+                shape = shape_for(chosen).including(clean_text(fields))
                 given = dict(match_count=match_count, search_type=search_type, keyword_weight=keyword_weight)
                 opts = with_defaults(chosen, {**given, "similarity_threshold": similarity_threshold})
                 kind, count = opts["search_type"], opts["match_count"]
