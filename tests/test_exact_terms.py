@@ -100,6 +100,11 @@ def test_exactness_is_the_idf_share_of_rare_terms() -> None:
     mixed = exactness({"quillfeather4": 1, "tide": 300}, chunks, 0.001)
     assert mixed == pytest.approx(idf(chunks, 1) / (idf(chunks, 1) + idf(chunks, 300)))
     assert exactness({"absent": 0}, chunks, 0.001) == 0.0
+    # a name is one word, as rare as its whole form: its common parts do not dilute it
+    df = {"pg_stat_statements": 1, "pg": 400, "stat": 50, "statement": 300, "enable": 200}
+    words = {"pg_stat_statements": [2], "pg": [2], "stat": [2], "statement": [2], "enable": [1]}
+    both = exactness(df, chunks, 0.001, words)
+    assert both == pytest.approx(idf(chunks, 1) / (idf(chunks, 1) + idf(chunks, 200)))
 
 
 async def test_names_are_found_while_chunks_wait_for_vectors(database_url: str, tmp_path: Path, embedder: Any) -> None:
