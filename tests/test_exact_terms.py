@@ -19,7 +19,6 @@ import asyncpg
 import pytest
 
 from services.app import Archivist
-from services.search.bm25_index import rebuild
 from tests.conftest import database_uri, make_settings
 
 SECTIONS = [
@@ -151,12 +150,16 @@ async def test_an_upgraded_database_finds_names_by_part(own_database: str, tmp_p
         source = await _source(app, "Old notes")
         for title, text in CODE_NOTES.items():
             await app.documents.create_from_text(source.id, text, title)
-        async with app.db.pool.acquire() as conn:  # back to the state before the migration
+        async with app.db.pool.acquire() as conn:  # back to the postings before the migration: plain tsv
+            await conn.execute("TRUNCATE chunk_terms, bm25_totals")
             await conn.execute(
-                "ALTER TABLE chunks DROP COLUMN tsv, ADD COLUMN tsv tsvector GENERATED ALWAYS AS "
-                f"(to_tsvector('{settings.fts_config}'::regconfig, context || ' ' || text)) STORED"
+                "INSERT INTO bm25_totals (chunks, length) SELECT count(*), sum(tsvector_length(tsv)) FROM chunks"
             )
-            await rebuild(conn, vacuum=False)
+            await conn.execute(
+                "INSERT INTO chunk_terms (term, chunk_id, source_id, tf, dl, impact) "
+                "SELECT u.lexeme, c.id, c.source_id, coalesce(array_length(u.positions, 1), 1), "
+                "tsvector_length(c.tsv), 1 FROM chunks c, unnest(c.tsv) u"
+            )
             await conn.execute("DELETE FROM schema_migrations WHERE version = '024_identifier_terms'")
         assert await app.db.pool.fetchval(POSTINGS, "patch.object") == 0
     finally:

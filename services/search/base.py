@@ -20,8 +20,10 @@ HIT_COLUMNS = (
     "c.page_start, c.page_end"
 )
 
-#: The query's lexemes as the keyword index analyses text (sql/024_identifier_terms.sql), $1 the query.
+#: The query's lexemes as the BM25 postings analyse text (sql/024_identifier_terms.sql), $1 the query.
 QUERY_LEXEMES_SQL = "SELECT tsvector_to_array(archivist_tsvector('{fts_config}'::regconfig, $1))"
+#: The same as `chunks.tsv` analyses it (to_tsvector alone): the ts_rank leg matches that column.
+TS_QUERY_LEXEMES_SQL = "SELECT tsvector_to_array(to_tsvector('{fts_config}'::regconfig, $1))"
 
 
 @dataclass

@@ -24,7 +24,7 @@ import time
 
 from models import SearchHit
 from services.database import Database
-from services.search.base import HIT_COLUMNS, QUERY_LEXEMES_SQL, SearchRequest, SearchStrategy, to_hit
+from services.search.base import HIT_COLUMNS, TS_QUERY_LEXEMES_SQL, SearchRequest, SearchStrategy, to_hit
 from services.search.bm25 import query_terms
 from services.search.legs import code_filter, keyword_leg, uses_topk
 from services.search.pending import pending_fusion, pending_leg
@@ -203,7 +203,7 @@ class HybridSearch(SearchStrategy):
 
     async def keyword_query(self, text: str, operator: str = "|") -> str | None:
         """The query's informative lexemes ORed (or ANDed), as tsquery text (None when there are none)."""
-        lexemes = await self.db.pool.fetchval(QUERY_LEXEMES_SQL.format(fts_config=self.db.fts_config), text)
+        lexemes = await self.db.pool.fetchval(TS_QUERY_LEXEMES_SQL.format(fts_config=self.db.fts_config), text)
         frequencies = await self.term_stats.frequencies()
         kept = informative_terms(lexemes or [], frequencies, self.settings.keyword_max_term_frequency)
         return or_query(kept, operator)
