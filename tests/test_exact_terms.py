@@ -10,16 +10,14 @@
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-import asyncpg
 import pytest
 
 from services.app import Archivist
-from tests.conftest import database_uri, make_settings
+from tests.conftest import fresh_database, make_settings
 
 SECTIONS = [
     ("Lanterns", "Trim the wick before lighting, and keep the glass chimney clean of soot."),
@@ -128,18 +126,8 @@ POSTINGS = "SELECT count(*) FROM chunk_terms WHERE term = $1"
 @pytest.fixture
 async def own_database(pg_server: Any) -> AsyncIterator[str]:
     """A database of its own (the test rewinds a migration)."""
-    name = f"test_{uuid.uuid4().hex[:12]}"
-    admin = await asyncpg.connect(database_uri(pg_server, "postgres"))
-    try:
-        await admin.execute(f'CREATE DATABASE "{name}"')
-    finally:
-        await admin.close()
-    yield database_uri(pg_server, name)
-    admin = await asyncpg.connect(database_uri(pg_server, "postgres"))
-    try:
-        await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-    finally:
-        await admin.close()
+    async with fresh_database(pg_server) as url:
+        yield url
 
 
 async def test_an_upgraded_database_finds_names_by_part(own_database: str, tmp_path: Path, embedder: Any) -> None:
