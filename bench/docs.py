@@ -63,6 +63,8 @@ DOC_SETS: dict[str, tuple[str, Path, str, str]] = {
     "mkdocs": ("mkdocs-doc", Path("/usr/share/doc/mkdocs/html"), "index.html", "mkdocs"),
 }
 QUESTIONS = ROOT / "bench" / "docs_questions.json"
+#: Title prefix of the sources a run crawls (`<prefix>-<set>`); bench/identifiers.py uses its own.
+PREFIX = "bench-docs"
 STRATEGIES = ("vector", "hybrid", "rerank")
 _WORD = re.compile(r"\w+")
 
@@ -162,19 +164,19 @@ def bench_settings(args: argparse.Namespace) -> Settings:
     )
 
 
-async def drop_leftovers(app: Archivist) -> None:
+async def drop_leftovers(app: Archivist, prefix: str = PREFIX) -> None:
     """Delete the sources (with their jobs, pages and chunks) an interrupted earlier run left behind."""
-    rows = await app.db.pool.fetch("SELECT id FROM sources WHERE title LIKE 'bench-docs-%'")
+    rows = await app.db.pool.fetch("SELECT id FROM sources WHERE title LIKE $1", f"{prefix}-%")
     for row in rows:
         await app.db.pool.execute("DELETE FROM sources WHERE id = $1", row["id"])
 
 
-async def reused_crawl(app: Archivist, name: str) -> tuple[dict[str, Any], str] | None:
+async def reused_crawl(app: Archivist, name: str, prefix: str = PREFIX) -> tuple[dict[str, Any], str] | None:
     """A crawl kept by an earlier `--keep` run of this set (its stats, and the base URL it was served at)."""
     row = await app.db.pool.fetchrow(
         "SELECT s.id, min(d.url) AS url, count(*) AS pages FROM sources s JOIN documents d ON d.source_id = s.id "
         "WHERE s.title = $1 GROUP BY s.id",
-        f"bench-docs-{name}",
+        f"{prefix}-{name}",
     )
     if row is None:
         return None
@@ -185,13 +187,15 @@ async def reused_crawl(app: Archivist, name: str) -> tuple[dict[str, Any], str] 
     return {"source_id": row["id"], "status": "reused", "pages": row["pages"], "chunks": chunks}, match.group(0)
 
 
-async def crawl_set(app: Archivist, timing: TimingEmbedder, name: str, url: str, max_pages: int) -> dict[str, Any]:
+async def crawl_set(
+    app: Archivist, timing: TimingEmbedder, name: str, url: str, max_pages: int, prefix: str = PREFIX
+) -> dict[str, Any]:
     """Crawl one doc set through the job path; wall time, pages, chunks and embedder busy time."""
     stop = asyncio.Event()
-    worker = asyncio.create_task(run_worker(app, stop, f"bench-docs-{name}"))
+    worker = asyncio.create_task(run_worker(app, stop, f"{prefix}-{name}"))
     busy_before = timing.busy
     began = time.perf_counter()
-    started = await app.jobs.start(url, title=f"bench-docs-{name}", recursive=True, max_depth=10, max_pages=max_pages)
+    started = await app.jobs.start(url, title=f"{prefix}-{name}", recursive=True, max_depth=10, max_pages=max_pages)
     try:
         job = await app.jobs.wait(started.job.id, timeout=3600, interval=0.2)
     finally:
@@ -255,21 +259,40 @@ def bm25_rankings(pages: dict[str, str], questions: list[str]) -> list[list[str]
     return rankings
 
 
+def reply_size(outcome: Any, question: str, strategy: str) -> tuple[int, int]:
+    """(characters of the tool's JSON reply at defaults, characters of passage text in it): what an agent
+    reads for this search through search_knowledge_base (issue 29, point 7)."""
+    from tools.common import to_json
+    from tools.search_knowledge_base import search_payload
+
+    payload = {"success": True, **search_payload(outcome, question, strategy, 10)}
+    return len(to_json(payload)), sum(len(r["text"]) for r in payload["results"])
+
+
 async def ask(app: Archivist, source_id: Any, base: str, questions: list[str], strategy: str) -> dict[str, Any]:
     await app.search.search(questions[0], source_id=source_id, match_count=10, search_type=strategy)  # warm up
-    rankings, latencies = [], []
+    rankings, latencies, replies, texts = [], [], [], []
     for question in questions:
         began = time.perf_counter()
         outcome = await app.search.search(question, source_id=source_id, match_count=10, search_type=strategy)
         latencies.append(1000 * (time.perf_counter() - began))
         paths = [page_path(hit.url, base) for hit in outcome.hits]
         rankings.append([p for p in dict.fromkeys(paths) if p])
-    return {"rankings": rankings, "p50_ms": round(statistics.median(latencies), 1)}
+        reply, text = reply_size(outcome, question, strategy)
+        replies.append(reply)
+        texts.append(text)
+    return {
+        "rankings": rankings,
+        "p50_ms": round(statistics.median(latencies), 1),
+        "reply_chars": round(statistics.mean(replies)),
+        "passage_share": round(sum(texts) / max(1, sum(replies)), 3),
+    }
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
     settings = bench_settings(args)
-    questions = json.loads(QUESTIONS.read_text())["questions"]
+    questions = json.loads(Path(getattr(args, "questions", QUESTIONS)).read_text())["questions"]
+    prefix = getattr(args, "prefix", PREFIX)
     wanted = [s.strip() for s in args.sets.split(",") if s.strip()]
     available = []
     for name in wanted:
@@ -295,18 +318,18 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     }
     try:
         if not args.reuse_crawl:
-            await drop_leftovers(app)
+            await drop_leftovers(app, prefix)
         for name in available:
             _, directory, start, layout = DOC_SETS[name]
             asked = [q for q in questions if q["set"] == name]
             server = serve(directory, [t for q in asked for t in q["targets"]])
             base = f"http://127.0.0.1:{server.server_address[1]}/"
             try:
-                kept = await reused_crawl(app, name) if args.reuse_crawl else None
+                kept = await reused_crawl(app, name, prefix) if args.reuse_crawl else None
                 if kept is not None:
                     crawl, base = kept
                 else:
-                    crawl = await crawl_set(app, timing, name, base + start, args.max_pages)
+                    crawl = await crawl_set(app, timing, name, base + start, args.max_pages, prefix)
                 pages, indexed = await stored_pages(app, crawl["source_id"], base)
                 texts = [q["q"] for q in asked]
                 targets = [q["targets"] for q in asked]
@@ -326,6 +349,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                         entry["strategies"][strategy] = {
                             **hit_scores(answer["rankings"], targets),
                             "p50_ms": answer["p50_ms"],
+                            "reply_chars": answer["reply_chars"],
+                            "passage_share": answer["passage_share"],
                             "ranks": first_ranks(answer["rankings"], targets),
                         }
                     bm25 = bm25_rankings(pages, texts)
@@ -358,12 +383,17 @@ def report(results: dict[str, Any]) -> str:
             f"| {name} | {e['pages']} | {e['pages_per_second']} | {e['chunks_per_second']} | "
             f"{e['embedder_busy']:.0%} | {e['indexed_over_article']} | {e['extracted_over_article']} |"
         )
-    lines += ["", "| set | strategy | hit@1 | hit@5 | MRR@10 | p50 ms |", "|---|---|---|---|---|---|"]
+    lines += [
+        "",
+        "| set | strategy | hit@1 | hit@5 | MRR@10 | p50 ms | reply chars | passage share |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for name, e in results["sets"].items():
         for strategy, s in e["strategies"].items():
-            p50 = s.get("p50_ms", "")
+            p50, chars, share = s.get("p50_ms", ""), s.get("reply_chars", ""), s.get("passage_share", "")
             lines.append(
-                f"| {name} ({e['questions']} q) | {strategy} | {s['hit@1']} | {s['hit@5']} | {s['mrr@10']} | {p50} |"
+                f"| {name} ({e['questions']} q) | {strategy} | {s['hit@1']} | {s['hit@5']} | {s['mrr@10']} | {p50} "
+                f"| {chars} | {share} |"
             )
     return "\n".join(lines)
 

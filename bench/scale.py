@@ -78,7 +78,7 @@ async def explain_indexes(app: Archivist, sql: str, *params: Any) -> set[str]:
 async def check_indexes(app: Archivist, query: str, vector: np.ndarray, source_id: uuid.UUID | None) -> dict:
     """Whether the vector and hybrid queries use the HNSW and GIN indexes (with and without a source filter)."""
     hybrid = HybridSearch(app.db, app.settings)
-    keywords, *bm25 = await hybrid.keyword_args(query)
+    (keywords, *bm25), _ = await hybrid.keyword_args(query)
     vec = await explain_indexes(app, VECTOR_SQL, vector, source_id and [source_id], 10)
     hyb = await explain_indexes(app, hybrid._sql(), *hybrid_params(app.settings, vector, source_id, keywords, bm25))
     return {
@@ -123,7 +123,7 @@ def hybrid_params(s: Settings, vector: np.ndarray, source_id: Any, keywords: Any
 async def query_plans(app: Archivist, query: str, vector: np.ndarray, source_id: uuid.UUID | None) -> dict[str, str]:
     """EXPLAIN (ANALYZE, BUFFERS) of the vector and hybrid SQL (one query), as text."""
     hybrid = HybridSearch(app.db, app.settings)
-    keywords, *bm25 = await hybrid.keyword_args(query)
+    (keywords, *bm25), _ = await hybrid.keyword_args(query)
     plans = {}
     async with app.db.pool.acquire() as conn:
         for label, sql, params in (

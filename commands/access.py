@@ -98,8 +98,9 @@ def add_profile_commands(sub: Any) -> None:
             "--hit-fields",
             default=None,
             metavar="LIST",
-            help="the fields each hit carries besides chunk_id, document_id, text, truncated, comma-separated "
-            "(e.g. document_title,url,score); 'all' for every field",
+            help="the fields each hit carries besides chunk_id, document_id, text, truncated and flags, "
+            "comma-separated (e.g. document_title,metadata,heading_path); 'default' for the defaults, "
+            "'all' for every field",
         )
         paths = p.add_mutually_exclusive_group()
         paths.add_argument(
@@ -178,9 +179,9 @@ async def profile_fields(app: Any, args: argparse.Namespace) -> dict[str, Any]:
     chosen = {k: v for k, v in fields.items() if v is not None}
     if args.snippet_chars == 0 and args.op == "update":
         chosen["snippet_chars"] = None
-    if args.hit_fields is not None:  # "all": every field (None); else the listed ones, checked by the service
+    if args.hit_fields is not None:  # "default": the defaults (None); else the listed ones ("all" too), checked later
         names = [f.strip() for f in args.hit_fields.split(",") if f.strip()]
-        chosen["hit_fields"] = None if names == ["all"] else names
+        chosen["hit_fields"] = None if names == ["default"] else names
     if args.no_allowed_paths and args.op == "update":
         chosen["allowed_paths"] = None
     return chosen

@@ -11,8 +11,9 @@ from pydantic import BaseModel, Field
 T = TypeVar("T")
 
 SourceType = Literal["upload", "crawl", "api", "folder", "git"]
-SearchType = Literal["hybrid", "vector", "rerank", "keyword"]
-#: the search methods, in the order people are offered them (the CLI, the console, profiles, the tool)
+SearchType = Literal["hybrid", "vector", "rerank", "keyword", "code", "question"]
+#: the search methods, in the order people are offered them (the CLI, the console, profiles, the tool):
+#: `code` is hybrid over code documents only, `question` another name for hybrid (profiles design)
 SEARCH_TYPES: tuple[str, ...] = get_args(SearchType)
 IngestStatus = Literal["created", "updated", "unchanged"]
 
@@ -39,6 +40,8 @@ class SourceStats(BaseModel):
     #: chunks whose injection scan found something (services/flags), and chunks not scanned yet
     chunks_flagged: int = 0
     chunks_unscanned: int = 0
+    #: the titles of its first documents (oldest first, at most 5)
+    sample_documents: list[str] = Field(default_factory=list)
 
 
 class Document(BaseModel):
@@ -51,6 +54,8 @@ class Document(BaseModel):
     document_type: str
     content_hash: str
     content_length: int
+    #: the content's size in bytes (UTF-8)
+    size_bytes: int | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
     chunk_count: int
     created_at: datetime
@@ -59,6 +64,8 @@ class Document(BaseModel):
     fetched_at: datetime | None = None
     ingested_at: datetime | None = None
     indexed_at: datetime | None = None
+    #: some chunks still wait for their vector (read by get and list only; None elsewhere)
+    embedding_pending: bool | None = None
 
 
 class ContentWindow(BaseModel):
@@ -126,7 +133,17 @@ class SearchHit(BaseModel):
     #: (empty / None for a single chunk; then the passage is chunk `chunk_index` alone).
     chunk_ids: list[UUID] = Field(default_factory=list)
     chunk_index_end: int | None = None
+    #: (char_start, char_end, chunk_index) of each chunk in `chunk_ids`, in the same order (empty for a
+    #: single chunk).
+    chunk_spans: list[tuple[int, int, int]] = Field(default_factory=list)
     #: fetched_at or ingested_at, indexed_at, last_modified (services/documents/freshness.py)
     freshness: dict[str, Any] = Field(default_factory=dict)
     #: injection flags of its chunks (services/flags; a merged passage has the union); [] = none found
     flags: list[str] = Field(default_factory=list)
+    #: Filled after ranking (services/search/details.py): the document's type and own metadata, its
+    #: source's title and version, and for code the newlines before `char_start` (lines are counted from it).
+    document_type: str | None = None
+    document_metadata: dict[str, Any] = Field(default_factory=dict)
+    source_title: str | None = None
+    version: str | None = None
+    lines_before: int | None = None

@@ -51,7 +51,7 @@ class CrawlJob(BaseModel):
     """A crawl job with its counters (computed from its URL frontier)."""
 
     id: UUID
-    #: None once a failed crawl's own empty source was removed (sql/024)
+    #: None once a failed crawl's own empty source was removed (sql/029)
     source_id: UUID | None = None
     kind: JobKind
     status: JobStatus

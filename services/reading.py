@@ -170,21 +170,13 @@ class ReadingService:
         )
         return [r["id"] for r in rows], (rows[0]["n"] if rows else 0)
 
-    async def passage_window(self, chunk: dict[str, Any], reach: int = 2, text_limit: int = 1000) -> dict[str, Any]:
-        """The text around a chunk that holds any search passage it can be part of: from the first of
-        the `reach` chunks before it in its section (a passage merges at most reach + 1 chunks of one
-        section) to `text_limit` characters past its start (a result's text is cut there) or its end."""
-        start = await self.db.pool.fetchval(
-            "SELECT min(char_start) FROM chunks WHERE document_id = $1 AND chunk_index BETWEEN $2 AND $3 "
-            "AND heading_path = $4",
-            chunk["document_id"],
-            chunk["chunk_index"] - reach,
-            chunk["chunk_index"],
-            chunk["heading_path"],
-        )
+    async def chunk_window(self, chunk: dict[str, Any], length: int = DEFAULT_WINDOW) -> dict[str, Any]:
+        """The text around a chunk that holds any search result's window focused in it: a result shows
+        at most `length` characters centred on a match inside the chunk (moved inside its passage), so
+        half that length either side of the chunk, and at least `length` from its start or to its end."""
         content = await self.content(chunk["document_id"])
-        start = min(start if start is not None else chunk["char_start"], chunk["char_start"])
-        end = min(len(content), max(chunk["char_end"], chunk["char_start"] + text_limit))
+        start = max(0, min(chunk["char_start"] - length // 2, chunk["char_end"] - length))
+        end = min(len(content), max(chunk["char_end"] + length // 2, chunk["char_start"] + length))
         headings = parse_outline(content)
         return {
             "offset": start,

@@ -58,6 +58,13 @@ class Settings(BaseSettings):
     rrf_k: int = 10
     hybrid_vector_weight: float = 0.8
     hybrid_keyword_weight: float = 0.2
+    #: A query word whose rarest form is in at most this share of chunks (at least one chunk) is rare: an
+    #: identifier, an error code, a marker word. The share of a query's idf its rare words carry is its
+    #: exactness (0-1). Tuned on SciFact's tune half (bench/RESULTS.md, issue 29).
+    hybrid_rare_term_share: float = Field(default=0.0003, ge=0, le=1)
+    #: Hybrid's keyword weight for a query of rare terms only (exactness 1); between the two weights in
+    #: proportion to exactness. At or below hybrid_keyword_weight: a fixed weight (issue 29).
+    hybrid_exact_keyword_weight: float = Field(default=0.6, ge=0, le=1)
     fts_config: str = "english"
     #: Keyword terms found in more than this share of chunks are left out of the keyword leg.
     keyword_max_term_frequency: float = 0.05
@@ -68,6 +75,10 @@ class Settings(BaseSettings):
     #: statistics instead of counted (counting costs ~60 ms a query at a million chunks); below it every
     #: term is counted, so rankings do not depend on when autovacuum last sampled the table.
     keyword_statistics_min_chunks: int = Field(default=200_000, ge=0)
+
+    #: max_tokens context: a passage scoring under this share of the best passage's score is left out,
+    #: whatever room the budget has left (0 packs by budget alone).
+    context_min_score_ratio: float = Field(default=0.5, ge=0, le=1)
 
     #: SearXNG instance for search_type="web" (off when unset); its settings.yml must allow the json format.
     searxng_url: str | None = None

@@ -161,7 +161,9 @@ class SourceService:
             "max(updated_at) AS last_updated, (SELECT count(*) FROM chunks WHERE source_id = $1 "
             "AND embedding IS NULL) AS chunks_pending, (SELECT count(*) FROM chunks WHERE source_id = $1 "
             "AND cardinality(flags) > 0) AS chunks_flagged, (SELECT count(*) FROM chunks WHERE source_id = $1 "
-            "AND flags IS NULL) AS chunks_unscanned FROM documents WHERE source_id = $1",
+            "AND flags IS NULL) AS chunks_unscanned, (SELECT coalesce(array_agg(title ORDER BY created_at, id), "
+            "'{}') FROM (SELECT title, created_at, id FROM documents WHERE source_id = $1 "
+            "ORDER BY created_at, id LIMIT 5) s) AS sample_documents FROM documents WHERE source_id = $1",
             source_id,
         )
         return SourceStats(**dict(row))

@@ -38,6 +38,19 @@ class ResolvedVersion:
     requested: str | None
 
 
+def served_note(resolved: ResolvedVersion) -> str | None:
+    """Why the version searched is not, word for word, the one asked for (None when it is)."""
+    asked = (resolved.requested or "").strip()
+    served = resolved.version if resolved.version is not None else "(unversioned)"
+    if not asked or asked.lower() == "latest":
+        return f"No version asked for: the newest, {served}, was searched."
+    if asked == resolved.version:
+        return None
+    if version_range(asked) is not None:
+        return f"'{asked[:100]}' is a range: its highest version here, {served}, was searched."
+    return f"'{asked[:100]}' is version {served} here (the same version, written differently)."
+
+
 def parse_version(label: str | None) -> Version | None:
     """A PEP 440 version for a stored label ('v2.1' and '2.1.0' parse; 'nightly' does not)."""
     if not label:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -49,9 +50,9 @@ def database_uri(server: Any, name: str) -> str:
     return server.get_uri(database=name)
 
 
-@pytest_asyncio.fixture(scope="module")
-async def database_url(pg_server: Any) -> AsyncIterator[str]:
-    """A new, empty database for each test module."""
+@asynccontextmanager
+async def fresh_database(pg_server: Any) -> AsyncIterator[str]:
+    """A new, empty database on the test server, dropped afterwards."""
     name = f"test_{uuid.uuid4().hex[:12]}"
     admin = await asyncpg.connect(database_uri(pg_server, "postgres"))
     try:
@@ -64,6 +65,13 @@ async def database_url(pg_server: Any) -> AsyncIterator[str]:
         await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
     finally:
         await admin.close()
+
+
+@pytest_asyncio.fixture(scope="module")
+async def database_url(pg_server: Any) -> AsyncIterator[str]:
+    """A new, empty database for each test module."""
+    async with fresh_database(pg_server) as url:
+        yield url
 
 
 @pytest.fixture(scope="session")

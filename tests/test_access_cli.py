@@ -47,12 +47,12 @@ def test_token_profile_audit_cli(database_url: str, files_dir: Path) -> None:
 def test_profile_output_settings_cli(database_url: str, files_dir: Path) -> None:
     """Issue 32.1: `profile create|update --snippet-chars N --hit-fields LIST` (checked by the service)."""
     env = server_env(database_url, files_dir)
-    made = run_cli(["profile", "create", "cli-out", "--snippet-chars", "250", "--hit-fields", "url,score"], env)
+    made = run_cli(["profile", "create", "cli-out", "--snippet-chars", "250", "--hit-fields", "metadata,score"], env)
     assert made.returncode == 0, made.stderr
-    assert "250 chars; url, score" in made.stdout and "no sources" in made.stdout
-    bad = run_cli(["profile", "update", "cli-out", "--hit-fields", "url,password"], env)
+    assert "250 chars; metadata, score" in made.stdout and "no sources" in made.stdout
+    bad = run_cli(["profile", "update", "cli-out", "--hit-fields", "metadata,password"], env)
     assert bad.returncode != 0 and "password" in bad.stderr
-    cleared = run_cli(["profile", "update", "cli-out", "--snippet-chars", "0", "--hit-fields", "all"], env)
+    cleared = run_cli(["profile", "update", "cli-out", "--snippet-chars", "0", "--hit-fields", "default"], env)
     assert cleared.returncode == 0, cleared.stderr
     shown = json.loads(run_cli(["profile", "show", "cli-out", "--json"], env).stdout)
     assert (shown["snippet_chars"], shown["hit_fields"]) == (None, None)

@@ -98,4 +98,4 @@ async def test_stdio_serve_profile_names_it_and_applies_its_defaults(app, databa
         assert "stdio-p (Lighthouse logs)" in (search.description or "")
         r = await ok(c, "search_knowledge_base", query="lighthouse weather")
         assert r["profile"] == "stdio-p" and r["search_type"] == "vector" and r["count"] == 1
-        assert {h["source_id"] for h in r["results"]} == {str(src.id)}
+        assert {h["metadata"]["source_id"] for h in r["results"]} == {str(src.id)}

@@ -43,13 +43,14 @@ async def test_search_as_a_profile(world, settings, embedder) -> None:
     async with client_in_own_task(server_for(settings, embedder)) as c:
         r = await ok(c, "search_knowledge_base", query="spring tide", profile="pa")
         assert r["profile"] == "pa" and r["search_type"] == "vector" and r["count"] == 1
-        assert {h["source_id"] for h in r["results"]} == {str(world["a"])}
+        assert {h["metadata"]["source_id"] for h in r["results"]} == {str(world["a"])}
         r = await ok(c, "search_knowledge_base", query="spring tide", profile="pa", match_count=5, search_type="hybrid")
-        assert r["search_type"] == "hybrid" and {h["source_id"] for h in r["results"]} == {str(world["a"])}
+        assert r["search_type"] == "hybrid" and {h["metadata"]["source_id"] for h in r["results"]} == {str(world["a"])}
         # pb's similarity floor 0.99 applies when the caller gives none, not when it gives one
         assert (await ok(c, "search_knowledge_base", query="apple trees", profile="pb"))["count"] == 0
         r = await ok(c, "search_knowledge_base", query="apple trees", profile="pb", similarity_threshold=0.0)
-        assert r["count"] >= 1 and {h["source_id"] for h in r["results"]} <= {str(world["b"]), str(world["c"])}
+        found = {h["metadata"]["source_id"] for h in r["results"]}
+        assert r["count"] >= 1 and found <= {str(world["b"]), str(world["c"])}
         # the keyword weight is the profile's: all-keyword and all-vector fusions score differently
         k0 = await ok(c, "search_knowledge_base", query="spring tide gauge", profile="pk0")
         k1 = await ok(c, "search_knowledge_base", query="spring tide gauge", profile="pk1")
@@ -70,11 +71,12 @@ async def test_selected_profiles_limit_the_choice_and_name_themselves(world, set
         assert "pk0" not in described
         assert len(json.dumps([t.model_dump(mode="json", exclude_none=True) for t in listed.tools])) < 10_000
         r = await ok(c, "search_knowledge_base", query="tide")  # two profiles: no defaults, both scopes
-        assert "profile" not in r and {h["source_id"] for h in r["results"]} <= {str(world[k]) for k in "abc"}
+        found = {h["metadata"]["source_id"] for h in r["results"]}
+        assert "profile" not in r and found <= {str(world[k]) for k in "abc"}
         e = await err(c, "search_knowledge_base", "INVALID_ARGUMENT", query="tide", profile="pk1")
         assert "pa, pb" in e["suggestion"] and "pk1" not in e["suggestion"]
         r = await ok(c, "search_knowledge_base", query="spring tide", profile="pb", similarity_threshold=0.0)
-        assert {h["source_id"] for h in r["results"]} <= {str(world["b"]), str(world["c"])}
+        assert {h["metadata"]["source_id"] for h in r["results"]} <= {str(world["b"]), str(world["c"])}
     async with client_in_own_task(server_for(settings, embedder, ["pa"])) as c:
         r = await ok(c, "search_knowledge_base", query="spring tide")  # one profile: its defaults apply
         assert r["profile"] == "pa" and r["search_type"] == "vector" and r["count"] == 1

@@ -48,18 +48,18 @@ async def test_profiles_crud_and_scope(app) -> None:
 async def test_profile_output_settings_and_one_validation(app) -> None:
     """Issue 32.1: output settings stored by the profile service, checked by the same rules the console's
     form is drawn from, and `output_settings_for` (what the search tool's hit shaper calls)."""
-    from services.access.profile_settings import HIT_CORE, SNIPPET_CHARS, OutputSettings
+    from services.access.profile_settings import HIT_DEFAULT_FIELDS, HIT_FIELDS, SNIPPET_CHARS, OutputSettings
 
     src = await app.sources.create(title="Output src", source_type="api")
-    short = await app.profiles.create("out-short", "", [src.id], snippet_chars=200, hit_fields=["url", "score"])
-    assert (short.snippet_chars, short.hit_fields) == (200, ["url", "score"])
+    short = await app.profiles.create("out-short", "", [src.id], snippet_chars=200, hit_fields=["metadata", "score"])
+    assert (short.snippet_chars, short.hit_fields) == (200, ["metadata", "score"])
     await app.profiles.create("out-wide", "every field", [src.id], snippet_chars=600)
     await app.profiles.create("out-core", "core only", [src.id], hit_fields=[])
     for bad in (
         {"snippet_chars": 10},
         {"snippet_chars": "lots"},
-        {"hit_fields": ["url", "password"]},
-        {"hit_fields": "url"},
+        {"hit_fields": ["metadata", "password"]},
+        {"hit_fields": "metadata"},
         {"description": "x" * 1001},
         {"match_count": 21},
         {"match_count": 2.5},
@@ -78,13 +78,16 @@ async def test_profile_output_settings_and_one_validation(app) -> None:
 
     settings = app.profiles.output_settings_for
     assert await settings(Scope.owner()) == OutputSettings(SNIPPET_CHARS[1], None)
-    assert await settings(await app.profiles.scope_for(["out-short"])) == OutputSettings(200, ("url", "score"))
+    assert await settings(await app.profiles.scope_for(["out-short"])) == OutputSettings(200, ("score", "metadata"))
     both = await settings(await app.profiles.scope_for(["out-short", "out-core"]))
-    assert both == OutputSettings(200, ("url", "score")) and both.keeps("chunk_id") and not both.keeps("heading_path")
-    assert (await settings(await app.profiles.scope_for(["out-short", "out-wide"]))).fields is None  # wide wins
+    assert both == OutputSettings(200, ("score", "metadata")) and "heading_path" not in both.carried()
+    wide = await settings(await app.profiles.scope_for(["out-short", "out-wide"]))  # the defaults join in
+    assert wide.carried() == HIT_DEFAULT_FIELDS
     chosen = await app.profiles.get("out-core")
     core = await settings(Scope.owner(), chosen)
-    assert core.fields == () and all(core.keeps(f) for f in HIT_CORE)
+    assert core.fields == () and core.carried() == ()
+    every = await app.profiles.update("out-core", hit_fields=["all"])
+    assert every.hit_fields == list(HIT_FIELDS)
 
 
 async def test_tokens_hash_only_revoke_expiry(app) -> None:

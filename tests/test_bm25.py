@@ -18,9 +18,13 @@ DOCS = {
     "garden": "Tomato plants need sun, water and staking; pinch the suckers weekly.",
 }
 
+#: Each chunk with the terms its postings hold (sql/030_identifier_terms.sql).
+CHUNKS = "(SELECT id, source_id, archivist_chunk_terms(c.tsv, c.context || ' ' || c.text) AS terms FROM chunks c)"
+
 
 async def index_state(app: Archivist, source_id) -> tuple[dict, tuple[int, int]]:
-    """(term, chunk) -> (tf, dl) as stored, and the stored totals, next to what chunks.tsv says."""
+    """(term, chunk) -> (tf, dl) as stored, and the stored totals, next to what each chunk's terms say
+    (its tsv and the names in its text, sql/030)."""
     stored = {
         (r["term"], r["chunk_id"]): (r["tf"], r["dl"])
         for r in await app.db.pool.fetch(
@@ -30,14 +34,16 @@ async def index_state(app: Archivist, source_id) -> tuple[dict, tuple[int, int]]
     expected = {
         (r["lexeme"], r["id"]): (r["tf"], r["dl"])
         for r in await app.db.pool.fetch(
-            "SELECT u.lexeme, c.id, coalesce(array_length(u.positions, 1), 1) AS tf, tsvector_length(c.tsv) AS dl "
-            "FROM chunks c, unnest(c.tsv) u WHERE c.source_id = $1",
+            "SELECT u.lexeme, c.id, coalesce(array_length(u.positions, 1), 1) AS tf, tsvector_length(c.terms) AS dl "
+            f"FROM {CHUNKS} c, unnest(c.terms) u WHERE c.source_id = $1",
             source_id,
         )
     }
     assert stored == expected
     totals = await app.db.pool.fetchrow("SELECT sum(chunks) AS n, sum(length) AS len FROM bm25_totals")
-    real = await app.db.pool.fetchrow("SELECT count(*) AS n, coalesce(sum(tsvector_length(tsv)), 0) AS len FROM chunks")
+    real = await app.db.pool.fetchrow(
+        f"SELECT count(*) AS n, coalesce(sum(tsvector_length(c.terms)), 0) AS len FROM {CHUNKS} c"
+    )
     assert (totals["n"], totals["len"]) == (real["n"], real["len"])
     return stored, (real["n"], real["len"])
 
@@ -60,6 +66,11 @@ async def test_term_statistics_follow_insert_update_and_delete(app: Archivist) -
     await app.db.pool.execute("UPDATE chunks SET embedding = embedding WHERE document_id = $1", ids["glaze"])
     stored, _ = await index_state(app, source.id)
     assert any(term == "trim" for term, _ in stored) and not any(term == "clay" for term, _ in stored)
+    # names (sql/030): an update that changes a name but not the tsv re-indexes it too
+    await app.db.pool.execute("UPDATE chunks SET text = 'dirs exist ok' WHERE document_id = $1", ids["wheel"])
+    await app.db.pool.execute("UPDATE chunks SET text = 'dirs_exist_ok' WHERE document_id = $1", ids["wheel"])
+    stored, _ = await index_state(app, source.id)
+    assert any(term == "dirs_exist_ok" for term, _ in stored)
     await app.documents.delete(ids["garden"])
     stored, _ = await index_state(app, source.id)
     assert not any(term == "tomato" for term, _ in stored)
@@ -99,8 +110,8 @@ async def _python_bm25(app: Archivist, source_id, idfs: dict[str, float], avgdl:
     """Chunk ids in BM25 order, computed here from each chunk's tsvector."""
     scores: dict = {}
     rows = await app.db.pool.fetch(
-        "SELECT c.id, u.lexeme, coalesce(array_length(u.positions, 1), 1) AS tf, tsvector_length(c.tsv) AS dl "
-        "FROM chunks c, unnest(c.tsv) u WHERE c.source_id = $1",
+        "SELECT c.id, u.lexeme, coalesce(array_length(u.positions, 1), 1) AS tf, tsvector_length(c.terms) AS dl "
+        f"FROM {CHUNKS} c, unnest(c.terms) u WHERE c.source_id = $1",
         source_id,
     )
     for r in rows:

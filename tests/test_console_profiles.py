@@ -139,8 +139,10 @@ def test_profiles_managed_in_the_console(
     page.fill("#profile-match-count", "5")
     page.fill("#profile-snippet-chars", "300")
     page.uncheck("#profile-all-fields")
-    page.check("#hit-field-document_title")
-    page.check("#hit-field-url")
+    for box in page.locator("#profile-hit-fields input").all():
+        box.uncheck()
+    page.check("#hit-field-metadata")
+    page.check("#hit-field-heading_path")
     page.click("#save-profile")
     expect(page.locator("#profile-saved")).to_be_visible()
     screenshot(page, "profile-edit")
@@ -151,9 +153,12 @@ def test_profiles_managed_in_the_console(
     shown = json.loads(run_cli(["profile", "show", "harbour", "--json"], server_env(database_url, files_dir)).stdout)
     assert shown["source_ids"] == [world["B"], world["A"]] and shown["description"] == "Notices posted at the harbour"
     assert (shown["search_type"], shown["match_count"]) == ("keyword", 5)
-    assert (shown["snippet_chars"], shown["hit_fields"]) == (300, ["document_title", "url"])
+    assert (shown["snippet_chars"], shown["hit_fields"]) == (300, ["metadata", "heading_path"])
     again = mcp_search(base_url, world["agent"])  # the new order decides the tie
-    assert [r["source_id"] for r in again["results"]] == [world["B"], world["A"]]
+    assert [r["metadata"]["source_id"] for r in again["results"]] == [world["B"], world["A"]]
+    for hit in again["results"]:  # the profile's output settings shape every hit
+        assert set(hit) == {"chunk_id", "document_id", "text", "truncated", "metadata", "heading_path"}, hit
+        assert len(hit["text"]) <= 300
     assert again["search_type"] == "keyword"
 
     # what the browser would refuse, the service refuses too (one validation)

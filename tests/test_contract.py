@@ -3,6 +3,7 @@ outline, chunk/url look-ups, resources, answer-ready context within a token budg
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import AsyncIterator
 from typing import Any
@@ -164,7 +165,7 @@ async def test_resources_list_read_and_links_resolve(client: Client, long_doc: d
         with pytest.raises(MCPError):
             await client.read_resource(missing)
     source = await client.read_resource(f"archivist://sources/{long_doc['source_id']}")
-    assert '"documents_count": 1' in source.contents[0].text
+    assert json.loads(source.contents[0].text)["documents_count"] == 1
 
     result = await client.call_tool("search_knowledge_base", {"query": "volcanoes", "source_id": long_doc["source_id"]})
     links = [b for b in result.content if b.type == "resource_link"]
@@ -211,6 +212,24 @@ async def test_near_duplicates_are_dropped(client: Client) -> None:
     await ok(client, "manage_document", action="create", source_id=sid, content=body + " Really.", title="Saffron B")
     packed = await ok(client, "search_knowledge_base", query="saffron harvest", source_id=sid, max_tokens=500)
     assert packed["count"] == 1
+
+
+async def test_budget_stops_at_relevance(client: Client) -> None:
+    """max_tokens leaves out passages far below the best one's score, whatever room is left (issue 29.5)."""
+    source = await ok(client, "manage_source", action="create", title="Relevance")
+    sid = source["source"]["id"]
+    notes = {
+        "Saffron": "Saffron is harvested by hand at dawn: pickers pluck the crocus flowers and pull out "
+        "the three red stigmas of each, which are then dried over gentle heat.",
+        "Knots": "A bowline makes a fixed loop that neither slips nor jams under load.",
+        "Charts": "Soundings on a nautical chart are given at the lowest astronomical tide.",
+        "Lamps": "The lamp room is glazed on every side and the lens turns on a bath of mercury.",
+    }
+    for title, body in notes.items():
+        await ok(client, "manage_document", action="create", source_id=sid, content=body, title=title)
+    packed = await ok(client, "search_knowledge_base", query="how is saffron harvested", source_id=sid, max_tokens=300)
+    assert [p["citation"]["document_title"] for p in packed["passages"]] == ["Saffron"], packed["passages"]
+    assert packed["tokens_used"] < 100 and packed["below_relevance"] >= 1
 
 
 async def test_answer_with_sampling_client_and_without(settings: Any, embedder: Any, long_doc: dict[str, Any]) -> None:

@@ -80,7 +80,7 @@ async def test_agent_crawls_watches_searches_and_recrawls(client: Client, site: 
 
     found = await ok(client, "search_knowledge_base", query="espresso grind size crema", source_id=source_id)
     top = found["results"][0]
-    assert path_of(top["url"]) == "/docs/a"
+    assert path_of(top["metadata"]["url"]) == "/docs/a"
     document = await ok(client, "manage_document", action="get", document_id=top["document_id"])
     assert {path_of(link["url"]) for link in document["links"]["backlinks"]} == {"/", "/docs/b"}
 

@@ -77,7 +77,7 @@ async def test_stdio_end_to_end(database_url: str, files_dir: Path) -> None:
         assert unanswered["answer"] is None and unanswered["passages"] and unanswered["note"]
         listed_resources = await client.list_resources()
         assert 0 < len(listed_resources.resources) <= 20
-        volcano = await client.read_resource(lava["results"][0]["uri"])
+        volcano = await client.read_resource(f"archivist://documents/{lava['results'][0]['document_id']}")
         assert "Magma rises" in volcano.contents[0].text
         spec_page = await ok(client, "manage_document", action="list", per_page=1000)
         assert spec_page["per_page"] <= 20

@@ -68,7 +68,8 @@ async def test_results_and_get_say_when_their_text_was_taken(client: Client, fil
     assert moment(got["document"]["last_modified"]) == datetime.fromtimestamp(1_600_000_000, UTC)
     assert moment(got["document"]["ingested_at"]) >= before
 
-    found = await ok(client, "search_knowledge_base", query="spring tides full moon", source_id=doc["source_id"])
+    query = "spring tides full moon"
+    found = await ok(client, "search_knowledge_base", query=query, source_id=doc["source_id"], fields=["freshness"])
     hit = found["results"][0]
     assert hit["document_id"] == filed["document"]["id"]
     assert moment(hit["last_modified"]) == datetime.fromtimestamp(1_600_000_000, UTC)
@@ -82,7 +83,7 @@ async def test_crawled_pages_carry_fetched_at_and_last_modified(client: Client) 
         started = await ok(client, "crawl_website", action="start", url=site.url_for("/docs/a"), wait_seconds=30)
         assert started["crawl_job"]["status"] == "completed", started
         source_id = started["source_id"]
-        found = await ok(client, "search_knowledge_base", query="bees", source_id=source_id)
+        found = await ok(client, "search_knowledge_base", query="bees", source_id=source_id, fields=["freshness"])
         hit = found["results"][0]
         first_fetch = moment(hit["fetched_at"])
         assert "ingested_at" not in hit and moment(hit["indexed_at"]) <= first_fetch + timedelta(seconds=1)

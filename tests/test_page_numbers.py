@@ -19,8 +19,8 @@ from services.chunking.pages import assign_pages, format_page_number, page_start
 from services.settings import Settings
 from tests.conftest import make_settings
 from tests.mcp_helpers import client_in_own_task, ok
+from tools.hits import HitShape, hit_views
 from tools.manage_document import get_document
-from tools.search_knowledge_base import hit_view
 
 TOPICS = {1: "astronomy telescopes", 2: "volcano magma chambers", 4: "medieval bookbinding"}  # page 3 blank
 
@@ -109,6 +109,11 @@ async def test_pdf_chunks_record_their_pages(app: Archivist, documents: dict[str
     assert {start for start, _ in pages} >= {1, 2, 4} and 3 not in {start for start, _ in pages}
 
 
+def hit_view(hit: Any) -> dict[str, Any]:
+    """A hit as a reply shows it (default fields)."""
+    return hit_views([hit], HitShape(), [], "english")[0]
+
+
 async def test_search_hits_and_chunk_reads_show_page_number(app: Archivist, documents: dict[str, Any]) -> None:
     outcome = await app.search.search("volcano magma chambers", documents["source_id"], match_count=5)
     top = outcome.hits[0]
@@ -173,6 +178,6 @@ async def test_page_number_through_the_mcp_tools(client: Client, files_dir: Path
     found = await ok(client, "search_knowledge_base", query="medieval bookbinding", source_id=source_id)
     top = found["results"][0]
     assert top["page_number"] in (4, "3-4", "2-4", "1-4") and "page_start" not in top
-    last = top.get("chunk_index_end", top["chunk_index"])
+    last = top["metadata"]["chunk_index"]
     chunk = await ok(client, "manage_document", action="get", document_id=top["document_id"], chunk_index=last)
     assert chunk["chunk"]["page_number"] == 4

@@ -60,20 +60,9 @@ async def test_search_each_strategy_ranks_right_document_first(client: Client, c
             assert payload["search_type"] == search_type and payload["query"] == query
             assert payload["count"] == len(payload["results"])
             first = payload["results"][0]
-            for key in (
-                "chunk_id",
-                "document_id",
-                "source_id",
-                "url",
-                "text",
-                "score",
-                "match_type",
-                "chunk_index",
-                "char_start",
-                "char_end",
-                "truncated",
-            ):
-                assert key in first
+            for key in ("chunk_id", "document_id", "text", "score", "match_type", "char_start", "char_end"):
+                assert key in first and "truncated" in first
+            assert list(first["metadata"]) == ["source_id", "chunk_index", "url"]
 
 
 async def test_search_caps_match_count(client: Client, corpus_source: str) -> None:
@@ -94,9 +83,8 @@ async def test_long_text_is_truncated_with_flag_and_hint(client: Client) -> None
     hit = payload["results"][0]
     assert len(hit["text"]) <= 1000 and len(hit["document_title"]) <= 200 and hit["truncated"] is True
     assert "chunk_id" in payload["hint"]
-    full = await ok(
-        client, "manage_document", action="get", document_id=hit["document_id"], chunk_index=hit["chunk_index"]
-    )
+    index = hit["metadata"]["chunk_index"]
+    full = await ok(client, "manage_document", action="get", document_id=hit["document_id"], chunk_index=index)
     assert len(full["chunk"]["text"]) > 1000
     by_id = await ok(client, "manage_document", action="get", chunk_id=hit["chunk_id"])
     assert by_id["chunk"]["text"] == full["chunk"]["text"] and by_id["document"]["id"] == hit["document_id"]

@@ -20,6 +20,7 @@ from services.search import pending
 from services.search.base import HIT_COLUMNS
 from services.search.bm25 import BM25_TOPK_LEG
 from services.search.hybrid import CONVEX_FUSION, HYBRID_SQL, HybridSearch
+from services.search.legs import code_filter
 
 QUESTION = "match text with a regular expression and extract the matching part"
 TARGET = "Pattern Matching"
@@ -122,6 +123,7 @@ async def test_fully_embedded_search_keeps_todays_sql_and_terms(app: Archivist, 
     assert outcome.pending_embeddings == 0
     sql, args = [c for c in hybrid.db.pool.calls if c[0].lstrip().startswith("WITH vec")][-1]
     today = HYBRID_SQL.format(keyword_leg=BM25_TOPK_LEG, fusion=CONVEX_FUSION, hit_columns=HIT_COLUMNS, vec_filter="")
+    today = code_filter(today, code_only=False)  # search_type="code" marks, dropped: the SQL of main
     assert sql == today
     assert args[3] == ["extract"]  # the common words stay out of a fully-embedded keyword leg
     assert outcome.hits[0].document_title == TARGET  # the vector leg carries the meaning

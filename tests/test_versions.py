@@ -125,11 +125,27 @@ async def test_versioned_search(client: Client, library: dict[str, str]) -> None
         payload = await search(client, library="FixtureLib", version=requested)
         assert payload["version"] == served and payload["library"] == "fixturelib", payload
         assert payload["source_id"] == library[served]
-        assert payload["results"] and {r["source_id"] for r in payload["results"]} == {library[served]}
+        assert payload["results"] and {r["metadata"]["source_id"] for r in payload["results"]} == {library[served]}
         assert DOCS[served] in payload["results"][0]["text"]
     # version alone applies to the library of source_id
     payload = await search(client, source_id=library["2.3.1"], version="1.x")
     assert payload["version"] == "1.2.0" and payload["source_id"] == library["1.2.0"]
+
+
+async def test_versioned_search_says_what_was_served(client: Client, library: dict[str, str]) -> None:
+    """Each hit carries its version, the reply what was asked, and why another label was served (29.4)."""
+    notes = {
+        "2.x": "'2.x' is a range: its highest version here, 2.3.1, was searched.",
+        "1.2": "'1.2' is version 1.2.0 here (the same version, written differently).",
+        None: "No version asked for: the newest, 2.3.1, was searched.",
+        "2.1.0": None,
+    }
+    for requested, note in notes.items():
+        payload = await search(client, library="fixturelib", version=requested)
+        assert payload["requested_version"] == requested and payload.get("version_note") == note, payload
+        assert {r["version"] for r in payload["results"]} == {payload["version"]}
+    across = await search(client, source_ids=list(library.values()))  # several versions in one list
+    assert {r["version"] for r in across["results"]} == set(library) and "requested_version" not in across
 
 
 async def test_version_not_available_lists_versions(client: Client, library: dict[str, str]) -> None:

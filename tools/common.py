@@ -19,6 +19,7 @@ from models import Document, Page, Source
 from services.access.disclosure import outgoing_text
 from services.access.scope import current_scope
 from services.documents.freshness import freshness_fields
+from services.documents.text import mime_type
 from services.errors import CallTimeout, InvalidArgument, ServiceError, service_error_from
 from services.validation import MAX_PER_PAGE, clean_text
 
@@ -54,7 +55,10 @@ def _finite(value: Any) -> Any:
 
 
 def to_json(payload: dict[str, Any]) -> str:
-    return json.dumps(_finite(payload), default=_json_default, ensure_ascii=False, allow_nan=False)
+    """Compact JSON (no spaces after separators: every reply is read by a model, token by token)."""
+    return json.dumps(
+        _finite(payload), default=_json_default, ensure_ascii=False, allow_nan=False, separators=(",", ":")
+    )
 
 
 def tool_result(body: dict[str, Any], is_error: bool = False) -> CallToolResult:
@@ -102,7 +106,7 @@ def resource_links(body: dict[str, Any]) -> list[ResourceLink]:
     items += [i for key in ("results", "passages") for i in body.get(key) or [] if isinstance(i, dict)]
     links: dict[str, ResourceLink] = {}
     for item in items:
-        uri = item.get("uri")
+        uri = item.get("uri") or (document_uri(item["document_id"]) if item.get("document_id") else None)
         cited = item.get("citation") if isinstance(item.get("citation"), dict) else {}
         title = item.get("title") or item.get("document_title") or cited.get("document_title") or "document"
         if isinstance(uri, str) and uri not in links and len(links) < MAX_LINKS:
@@ -261,14 +265,25 @@ def document_view(document: Document) -> dict[str, Any]:
         "title": title,
         "url": document.url,
         "document_type": document.document_type,
+        "mime_type": mime_type(document),
         "content_length": document.content_length,
+        **({"size_bytes": document.size_bytes} if document.size_bytes is not None else {}),
         "chunks_count": document.chunk_count,
+        **document_status(document),
         "metadata": metadata,
         "created_at": document.created_at,
         "updated_at": document.updated_at,
         **freshness_fields(document.fetched_at, document.ingested_at, document.indexed_at, document.metadata),
         "truncated": title_cut or metadata_cut,
     }
+
+
+def document_status(document: Document) -> dict[str, str]:
+    """`status`: `ready` (every chunk embedded) or `pending_embedding` (keyword-searchable, vectors to come),
+    where it was read (get, list)."""
+    if document.embedding_pending is None:
+        return {}
+    return {"status": "pending_embedding" if document.embedding_pending else "ready"}
 
 
 def page_number_field(page_start: int | None, page_end: int | None) -> dict[str, int | str]:

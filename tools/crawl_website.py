@@ -303,15 +303,15 @@ def register(mcp: MCPServer, runtime: Runtime) -> None:
         page: int = 1,
         per_page: int = 10,
     ) -> CallToolResult:
-        """Background jobs that crawl sites or sync folders into a source.
+        """Background jobs filling a source from sites, folders or git.
 
         start: url; into source_id or a source by title (default: host). recursive: follow links to
           max_depth (max 5), sitemaps, llms.txt; max_pages (max 100); include/exclude_patterns: path
           globs. Obeys robots.txt. Login: headers/cookies {name: 'env:VAR'} (start host, auth_hosts).
-        status: job_id; wait_seconds (max 30) waits. list: status, source_id, page, per_page. cancel: job_id.
-        recrawl: source_id, job_id or url; new settings optional; only changed pages re-embedded.
-        sync: folder_path, git_url (ref, auth_env: NAME of a token env var, browse_url with {commit}, {path})
-          or a source_id; new/changed files ingested, deleted ones removed.
+        status: job_id; wait_seconds (max 30). list: status, source_id, page, per_page. cancel: job_id.
+        recrawl: source_id, job_id or url; only changed pages re-embedded.
+        sync: folder_path, git_url (ref, auth_env: token env var NAME, browse_url with {commit}, {path})
+          or source_id; new/changed files ingested, deleted removed.
         """
         return await dispatch("crawl_website", runtime, ACTIONS, action, dict(locals()))
 

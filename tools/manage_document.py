@@ -14,7 +14,6 @@ from services.documents.specs import SpecIngestResult
 from services.errors import InvalidArgument
 from services.paths import resolve_caller_path
 from services.reading import MAX_WINDOW, ReadingService
-from services.search.passages import MAX_PASSAGE_CHUNKS
 from services.validation import MAX_PER_PAGE, parse_uuid
 from tools.app_ui import APP_META
 from tools.common import TEXT_LIMIT, cut, dispatch, document_view, page_fields, page_number_field
@@ -101,6 +100,7 @@ async def create_document(app: Archivist, args: dict[str, Any]) -> dict[str, Any
             if path.is_dir():
                 return {**await create_from_directory(app, source_id, path, args), **extra}
             result = await docs.create_from_file(source_id, path, args["title"], args["url"], args["metadata"])
+            extra.update(file_fields(path, result))
         else:
             result = await docs.create_from_url(source_id, args["url"], args["title"], args["metadata"])
     if isinstance(result, SpecIngestResult):  # an OpenAPI spec: one document per operation
@@ -108,10 +108,21 @@ async def create_document(app: Archivist, args: dict[str, Any]) -> dict[str, Any
     return {**await ingest_view(app, result), **extra}
 
 
+def file_fields(path: Path, result: Any) -> dict[str, Any]:
+    """A single file's name, type (its extension) and size in bytes, as read."""
+    documents = [result.document] if isinstance(result, IngestResult) else []
+    size = documents[0].metadata.get("file_size") if documents else None
+    return {
+        "filename": path.name,
+        "file_type": path.suffix.lstrip(".").lower() or "text",
+        "file_size": size if isinstance(size, int) else path.stat().st_size,
+    }
+
+
 async def get_document(app: Archivist, args: dict[str, Any]) -> dict[str, Any]:
     reader = ReadingService(app.db)
     if args["chunk_id"]:
-        return await get_chunk_by_id(app, reader, args["chunk_id"])
+        return await get_chunk_by_id(app, reader, args["chunk_id"], args["offset"], args["max_chars"])
     if args["document_id"] or not args["url"]:
         document = await app.documents.get(args["document_id"])
     else:
@@ -140,11 +151,18 @@ async def get_document(app: Archivist, args: dict[str, Any]) -> dict[str, Any]:
     return payload
 
 
-async def get_chunk_by_id(app: Archivist, reader: ReadingService, chunk_id: str) -> dict[str, Any]:
+async def get_chunk_by_id(
+    app: Archivist, reader: ReadingService, chunk_id: str, offset: int | str | None, max_chars: int | None
+) -> dict[str, Any]:
+    """A chunk and the text around it (it holds the window of any result focused in the chunk); with
+    `offset` (a result's char_start), the content opens there."""
     chunk = await reader.chunk_by_id(chunk_id)
     document = await app.documents.get(chunk["document_id"])
     text, text_cut = cut(chunk["text"], MAX_WINDOW)
-    window = await reader.passage_window(chunk, MAX_PASSAGE_CHUNKS - 1, TEXT_LIMIT)
+    if offset is None:
+        window = await reader.chunk_window(chunk, TEXT_LIMIT)
+    else:
+        window = (await reader.window(document.id, offset, max_chars, by_section=False))["content"]
     pages = page_number_field(chunk.pop("page_start"), chunk.pop("page_end"))
     view = {**chunk, "text": text, "truncated": text_cut, **pages}
     return {"document": document_view(document), "chunk": view, "content": window}
@@ -166,6 +184,7 @@ async def update_document(app: Archivist, args: dict[str, Any]) -> dict[str, Any
     )
     view = await ingest_view(app, result)
     view["updated_fields"] = updated_fields(before, result.document)
+    view["old_chunk_count"] = before.chunk_count
     view["message"] = (
         f"Document updated; re-chunked and re-embedded into {result.chunks_created} chunks."
         if result.chunks_created
@@ -224,7 +243,7 @@ def register(mcp: MCPServer, runtime: Runtime) -> None:
         order: str | None = None,
         graph: bool | None = None,
     ) -> CallToolResult:
-        """Create, read, list, update, delete documents.
+        """Documents.
 
         create: content, file_path (file or directory: text, code, html, pdf, office, epub; recursive,
           extensions) or url; into source_id or a source named by title.

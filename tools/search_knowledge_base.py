@@ -8,7 +8,7 @@ from typing import Any, Literal
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import CallToolResult, InputRequiredResult, ToolAnnotations
 
-from models import SearchHit, SearchType
+from models import SearchType
 from services.access.scope import use_scope
 from services.app import Archivist, Runtime
 from services.errors import InvalidArgument
@@ -16,43 +16,17 @@ from services.search import SearchOutcome
 from services.search.context import check_max_tokens, pack_context, token_counter
 from services.search.web import web_search
 from services.validation import MAX_PER_PAGE, clean_text
-from services.versions import ResolvedVersion, resolve
+from services.versions import ResolvedVersion, resolve, served_note
 from tools import sampling
 from tools.app_ui import APP_META
-from tools.common import TITLE_LIMIT, call_time_limit, cut, document_uri, page_number_field, run_tool
+from tools.common import call_time_limit, document_uri, run_tool
+from tools.hits import HitShape, hit_views, shape_for
 from tools.profile_search import choose_profile, leaves_out_flagged, with_defaults
 from tools.schemas import publish
 
-READ_HINT = "Read a cut result in full with manage_document(action='get', chunk_id=...)."
+READ_HINT = "text is a window of its passage: manage_document(action='get', chunk_id=..., offset=char_start) reads on."
 DEFAULT_ANSWER_TOKENS = 2000
-
-
-def hit_view(hit: SearchHit) -> dict[str, Any]:
-    text, text_cut = cut(hit.text)
-    title, title_cut = cut(hit.document_title, TITLE_LIMIT)
-    return {
-        "chunk_id": hit.chunk_id,
-        "chunk_ids": hit.chunk_ids or [hit.chunk_id],
-        "document_id": hit.document_id,
-        "uri": document_uri(hit.document_id),
-        "document_title": title,
-        "source_id": hit.source_id,
-        "url": hit.url,
-        "text": text,
-        "truncated": text_cut or title_cut,
-        "score": hit.score,
-        "similarity": round(hit.similarity, 6),
-        "match_type": hit.match_type,
-        "chunk_index": hit.chunk_index,
-        "char_start": hit.char_start,
-        "char_end": hit.char_end,
-        "heading_path": hit.heading_path,
-        "metadata": {"source_id": hit.source_id, "chunk_index": hit.chunk_index, "url": hit.url},
-        **page_number_field(hit.page_start, hit.page_end),
-        **({"chunk_index_end": hit.chunk_index_end} if hit.chunk_index_end is not None else {}),
-        **hit.freshness,
-        "flags": hit.flags,  # injection flags (services/flags): [] = none found
-    }
+DEFAULT_SHAPE = HitShape()
 
 
 def outcome_notes(payload: dict[str, Any], outcome: SearchOutcome, requested: int) -> dict[str, Any]:
@@ -71,8 +45,15 @@ def outcome_notes(payload: dict[str, Any], outcome: SearchOutcome, requested: in
     return payload
 
 
-def search_payload(outcome: SearchOutcome, query: str, search_type: str, requested: int) -> dict[str, Any]:
-    results = [hit_view(h) for h in outcome.hits]
+def search_payload(
+    outcome: SearchOutcome,
+    query: str,
+    search_type: str,
+    requested: int,
+    shape: HitShape = DEFAULT_SHAPE,
+    fts_config: str = "english",
+) -> dict[str, Any]:
+    results = hit_views(outcome.hits, shape, outcome.query_terms, fts_config)
     payload: dict[str, Any] = {
         "results": results,
         "count": len(results),
@@ -89,7 +70,10 @@ async def context_payload(
     app: Archivist, outcome: SearchOutcome, query: str, search_type: str, requested: int, max_tokens: int
 ) -> dict[str, Any]:
     """Passages packed to at most max_tokens (the embedding model's tokens), numbered with citations."""
-    passages = await pack_context(app.db, outcome.hits, max_tokens, token_counter(app.embedder))
+    packed = await pack_context(
+        app.db, outcome.hits, max_tokens, token_counter(app.embedder), app.settings.context_min_score_ratio
+    )
+    passages = packed.passages
     views = [
         {
             "n": p.n,
@@ -113,6 +97,8 @@ async def context_payload(
     }
     if any(v.get("untrusted") for v in views):
         payload["untrusted_note"] = UNTRUSTED_NOTE
+    if packed.below_relevance:
+        payload["below_relevance"] = packed.below_relevance  # passages left out: far below the best
     return outcome_notes(payload, outcome, requested)
 
 
@@ -189,7 +175,7 @@ def register(mcp: MCPServer, runtime: Runtime) -> None:
         search_type: Literal[SearchType, "web"] | None = None,
         similarity_threshold: float | None = None,
         max_tokens: int | None = None,
-        answer: bool = False,
+        answer: bool | None = None,
         library: str | None = None,
         version: str | None = None,
         profile: str | None = None,
@@ -197,14 +183,16 @@ def register(mcp: MCPServer, runtime: Runtime) -> None:
         source_ids: list[str] | None = None,
         language: str | None = None,
         categories: list[str] | None = None,
+        fields: list[str] | None = None,
+        keyword_mode: str | None = None,
+        hybrid_mode: str | None = None,
     ) -> CallToolResult | InputRequiredResult:
-        """Search the knowledge base; distinct passages, best first.
-
-        match_count: 1-20. search_type: hybrid (default), vector, keyword (BM25 only), rerank (~10x slower),
-        web (SearXNG if configured; language, categories). keyword_weight: 0-1 (hybrid). source_ids: several sources.
-        similarity_threshold: 0-1 cosine floor. Text cut at 1000: manage_document get by chunk_id reads on.
-        max_tokens (50-8000): cited passages in that budget. answer=true: the client's model answers
-        citing [n] (needs sampling). library + version ("3.11", "3.x", ">=2.1"). profile: search as it.
+        """search_type: hybrid (default); question=hybrid; code: hybrid on code files; rerank ~10x
+        slower, rarely better; web: SearXNG (language, categories). keyword_mode all: every term.
+        hybrid_mode filter: keyword hits in vector order. keyword_weight 0-1. match_count 1-20. text: 1000
+        chars at the match. fields: heading_path similarity chunk_ids uri source_title document_metadata
+        freshness all. max_tokens 50-8000: cited passages. answer=true: your model answers.
+        library+version ("3.x"). profile: search as it.
         """
         pending: list[InputRequiredResult] = []
         query, source_id, library, version = clean_text((query, source_id, library, version))
@@ -214,7 +202,7 @@ def register(mcp: MCPServer, runtime: Runtime) -> None:
                 others = dict(
                     source_id=source_id, source_ids=source_ids, similarity_threshold=similarity_threshold,
                     max_tokens=max_tokens, answer=answer, library=library, version=version, profile=profile,
-                    keyword_weight=keyword_weight,
+                    keyword_weight=keyword_weight, fields=fields, keyword_mode=keyword_mode, hybrid_mode=hybrid_mode,
                 )  # fmt: skip
                 web_options = (clean_text(language), clean_text(categories))
                 return await web_payload(runtime, query, search_type, match_count, web_options, others)
@@ -231,6 +219,8 @@ def register(mcp: MCPServer, runtime: Runtime) -> None:
                     check_max_tokens(budget)
                 app = await runtime.get()
                 chosen, scope = await choose_profile(app, clean_text(profile))
+                settings = await app.profiles.output_settings_for(scope, chosen)
+                shape = shape_for(settings).including(clean_text(fields))
                 given = dict(match_count=match_count, search_type=search_type, keyword_weight=keyword_weight)
                 opts = with_defaults(chosen, {**given, "similarity_threshold": similarity_threshold})
                 kind, count = opts["search_type"], opts["match_count"]
@@ -249,13 +239,18 @@ def register(mcp: MCPServer, runtime: Runtime) -> None:
                                 source_ids=None if served else clean_text(source_ids),
                                 source_order=chosen.source_ids if chosen else None,
                                 exclude_flagged=await leaves_out_flagged(app, chosen, scope),
+                                keyword_mode=clean_text(keyword_mode),
+                                hybrid_mode=clean_text(hybrid_mode),
                             )
                         if budget is None:
-                            payload = search_payload(outcome, query, kind, count)
+                            payload = search_payload(outcome, query, kind, count, shape, app.db.fts_config)
                         else:
                             payload = await context_payload(app, outcome, query, kind, count, budget)
                 if served is not None:
                     payload.update(library=served.library, version=served.version, source_id=served.source_id)
+                    payload["requested_version"] = served.requested
+                    if note := served_note(served):
+                        payload["version_note"] = note
                 if chosen is not None:
                     payload["profile"] = chosen.name
                 if not answer:

@@ -79,6 +79,7 @@ def routes(console: Console) -> list[Route]:
             search_types=SEARCH_TYPES,
             hit_fields=limits.HIT_FIELDS,
             hit_core=limits.HIT_CORE,
+            default_fields=limits.HIT_DEFAULT_FIELDS,
             limits=limits,
             saved=request.query_params.get("saved") == "1",
         )

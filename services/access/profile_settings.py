@@ -25,54 +25,56 @@ NAME_RE = re.compile(rf"^{NAME_PATTERN}$")
 MAX_DESCRIPTION = 1000
 MATCH_COUNT = (1, 20)
 SNIPPET_CHARS = (50, 1000)
-#: what every hit carries, whatever a profile selects: enough to cite it and read on
-HIT_CORE = ("chunk_id", "document_id", "text", "truncated")
-#: the fields a profile may select for its hits (the search tool's hit fields beyond HIT_CORE)
-HIT_FIELDS = (
-    "chunk_ids",
-    "uri",
+#: what every hit carries, whatever a profile selects: enough to cite it and read on, and its flags
+HIT_CORE = ("chunk_id", "document_id", "text", "truncated", "flags")
+#: what a hit carries by default (tools/hits.py; `path` stands for a code hit's path, lines and commit)
+HIT_DEFAULT_FIELDS = (
     "document_title",
-    "source_id",
-    "source_title",
-    "url",
     "score",
-    "similarity",
     "match_type",
-    "chunk_index",
-    "chunk_index_end",
+    "metadata",
     "char_start",
     "char_end",
-    "heading_path",
     "page_number",
-    "metadata",
-    "document_metadata",
-    "fetched_at",
-    "ingested_at",
-    "indexed_at",
-    "last_modified",
+    "path",
+    "version",
 )
+#: what a hit carries on request: the search's `fields=`, or a profile's selection
+HIT_OPTIONAL_FIELDS = (
+    "heading_path",
+    "similarity",
+    "chunk_ids",
+    "uri",
+    "source_title",
+    "document_metadata",
+    "freshness",
+)
+#: the fields a profile may select for its hits (beside HIT_CORE)
+HIT_FIELDS = HIT_DEFAULT_FIELDS + HIT_OPTIONAL_FIELDS
 
 
 @dataclass(frozen=True)
 class OutputSettings:
-    """How a caller's hits are shaped: text cut at `snippet_chars`; `fields` None = every field, else
-    HIT_CORE and these."""
+    """How a caller's hits are shaped: text windows of `snippet_chars`; `fields` None = HIT_CORE and
+    HIT_DEFAULT_FIELDS, else HIT_CORE and these (defaults left out, optional ones added)."""
 
     snippet_chars: int = SNIPPET_CHARS[1]
     fields: tuple[str, ...] | None = None
 
-    def keeps(self, field: str) -> bool:
-        return self.fields is None or field in HIT_CORE or field in self.fields
+    def carried(self) -> tuple[str, ...]:
+        """The selectable fields a hit carries under these settings."""
+        return HIT_DEFAULT_FIELDS if self.fields is None else self.fields
 
 
 def output_settings_of(profiles: Iterable[Any]) -> OutputSettings:
     """The output settings of a caller with these profiles: the shortest snippet any of them sets, and
-    the fields any of them selects (every field as soon as one selects none)."""
+    the fields any of them carries (a profile without a selection carries the defaults)."""
+    profiles = list(profiles)
     snippets = [p.snippet_chars for p in profiles if getattr(p, "snippet_chars", None)]
     selections = [getattr(p, "hit_fields", None) for p in profiles]
     fields: tuple[str, ...] | None = None
-    if selections and all(s is not None for s in selections):
-        chosen = {f for s in selections for f in s or ()}
+    if any(s is not None for s in selections):
+        chosen = {f for s in selections for f in (HIT_DEFAULT_FIELDS if s is None else s)}
         fields = tuple(f for f in HIT_FIELDS if f in chosen)
     return OutputSettings(min(snippets) if snippets else SNIPPET_CHARS[1], fields)
 
@@ -122,11 +124,14 @@ def _number(value: Any, name: str, low: float, high: float, kind: type) -> Any:
 
 
 def check_hit_fields(value: Any) -> list[str] | None:
-    """None = every field; else a list of HIT_FIELDS names (HIT_CORE names are always kept anyway)."""
+    """None = the default fields; else a list of HIT_FIELDS names, `all` for every one (HIT_CORE names are
+    always kept anyway)."""
     if value is None:
         return None
     if isinstance(value, str) or not isinstance(value, list | tuple):
         raise InvalidArgument("hit_fields must be a list of field names.", f"Use some of: {', '.join(HIT_FIELDS)}.")
+    if "all" in value:
+        return list(HIT_FIELDS)
     unknown = [str(f)[:40] for f in value if f not in HIT_FIELDS and f not in HIT_CORE]
     if unknown:
         raise InvalidArgument(f"Unknown hit field(s): {', '.join(unknown)}.", f"Use some of: {', '.join(HIT_FIELDS)}.")

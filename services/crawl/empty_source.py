@@ -2,7 +2,7 @@
 
 Writes that fail create nothing (issue 28): `crawl_website start` creates a source named after the
 site before any page is fetched, so a crawl whose start page is missing or unreachable would leave an
-empty source behind. The job itself stays (sql/024: its source_id becomes NULL) so its status and
+empty source behind. The job itself stays (sql/029: its source_id becomes NULL) so its status and
 page errors can still be read, by whoever started it. A job that fails before fetching (a login
 variable unset since it was queued, a refused address) keeps its source, to be re-crawled once fixed.
 """

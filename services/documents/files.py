@@ -35,6 +35,14 @@ from services.sources import SourceService
 logger = logging.getLogger(__name__)
 
 
+def relative_path(path: Path, root: Path) -> str:
+    """`path` inside `root`, with forward slashes (the file's own name when it is not inside)."""
+    try:
+        return path.relative_to(root).as_posix()
+    except ValueError:
+        return path.name
+
+
 class FilesMixin:
     """Part of DocumentService (services/documents/service.py)."""
 
@@ -56,18 +64,26 @@ class FilesMixin:
         return await self.ingest(source_id, doc_title, content, guess_text_type(content), url, metadata)
 
     async def read_file(
-        self, path: Path, title: str | None = None, url: str | None = None, metadata: dict[str, Any] | None = None
+        self,
+        path: Path,
+        title: str | None = None,
+        url: str | None = None,
+        metadata: dict[str, Any] | None = None,
+        relative: str | None = None,
     ) -> NewDocument:
         """Check (allowed roots, hidden parts, size), read (checked again on the opened file) and parse
         one file into a document to ingest; heavy formats are parsed in a limited worker process.
-        The roots are the caller's (its profiles' allowed paths inside the server's, services/paths.py)."""
+        The roots are the caller's (its profiles' allowed paths inside the server's, services/paths.py).
+        `relative`: the file's path inside the folder being ingested (see `parse_file`)."""
         allowed, setting = caller_roots(self.settings.allowed_paths)
         resolved = resolve_allowed_path(str(path), allowed, setting)
         if not resolved.is_file():
             raise InvalidArgument(f"{path} is not a regular file.", "Pass a file or a directory path.")
         data = await asyncio.to_thread(read_allowed_file, resolved, allowed, self.settings.max_file_bytes, setting)
         stamped = {FILE_MTIME: file_mtime(resolved.stat().st_mtime), **(metadata or {})}  # last_modified
-        return await self.parse_file(data, resolved, str(resolved), title, url or resolved.as_uri(), stamped)
+        return await self.parse_file(
+            data, resolved, str(resolved), title, url or resolved.as_uri(), stamped, relative=relative
+        )
 
     async def parse_file(
         self,
@@ -77,10 +93,15 @@ class FilesMixin:
         title: str | None = None,
         url: str | None = None,
         metadata: dict[str, Any] | None = None,
+        relative: str | None = None,
     ) -> NewDocument:
         """Parse a file's bytes (the parser chosen by `name`'s extension) into a document to ingest; for
         files that are not on disk too (git blobs). `file_path` names the file for the code chunker.
-        Heavy formats are parsed in a limited worker process (services/parsers/isolation.py)."""
+        Heavy formats are parsed in a limited worker process (services/parsers/isolation.py).
+
+        `relative` is the file's path inside the folder or repository being ingested: stored as metadata
+        `path`, and a code file without a given title is titled by it (`starlette/middleware/gzip.py`,
+        not one `gzip.py` among many: search results of code name the file, issue 29, point 3)."""
         if len(data) > self.settings.max_file_bytes:
             raise InvalidArgument(
                 f"{name.name} is {len(data) / 1048576:.1f} MB, over the "
@@ -91,7 +112,10 @@ class FilesMixin:
         if not parsed.content.strip():
             raise InvalidArgument(f"{name.name} has no text content.", "Skip empty files.")
         meta = {"file_path": file_path, "file_size": len(data), **parsed.metadata, **check_metadata(metadata)}
-        doc_title = (title or parsed.title or name.name).strip()[:500]
+        if relative:
+            meta["path"] = relative
+        fallback = relative if relative and parsed.document_type == "code" else name.name
+        doc_title = (title or parsed.title or fallback).strip()[:500]
         return NewDocument(doc_title, parsed.content, parsed.document_type, url, meta, parsed.links)
 
     async def create_from_file(
@@ -145,7 +169,7 @@ class FilesMixin:
                     passed_over.append((path, reason))
                 continue
             try:
-                item = await self.read_file(path, metadata=metadata)
+                item = await self.read_file(path, metadata=metadata, relative=relative_path(path, directory))
                 spec = spec_in(item)
                 if spec is not None:  # an OpenAPI spec: its operations, at once
                     documents = await self._ingest_spec_file(source_id, path, spec, item.url, metadata, progress)

@@ -12,6 +12,7 @@ from services.documents.links import link_graph, scoped_links
 from services.documents.text import (
     DOC_HINT,
     DOCUMENT_COLUMNS,
+    EMBEDDING_PENDING,
     WINDOW_SIZE,
     _to_document,
 )
@@ -36,7 +37,9 @@ class ReadMixin:
 
     async def get(self, document_id: str | UUID | None) -> Document:
         did = parse_uuid(document_id, "document_id", DOC_HINT)
-        row = await self.db.pool.fetchrow(f"SELECT {DOCUMENT_COLUMNS} FROM documents WHERE id = $1", did)
+        row = await self.db.pool.fetchrow(
+            f"SELECT {DOCUMENT_COLUMNS}, {EMBEDDING_PENDING} FROM documents WHERE id = $1", did
+        )
         if row is None or not current_scope().allows(row["source_id"]):
             raise NotFound(f"Document not found: {did}", DOC_HINT)
         return _to_document(row)
@@ -94,7 +97,7 @@ class ReadMixin:
         elif current_scope().source_ids is not None:
             raise InvalidArgument("source_id is required under a profile scope.", "Pass one of your sources' ids.")
         rows, total = await self.db.fetch_page(
-            DOCUMENT_COLUMNS,
+            f"{DOCUMENT_COLUMNS}, {EMBEDDING_PENDING}",
             "documents WHERE $1::uuid IS NULL OR source_id = $1",
             LIST_ORDERS[order],
             [sid],

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import mimetypes
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,7 +22,12 @@ from services.settings import Settings
 DOC_HINT = "Use manage_document(action='list', source_id=...) to find document ids."
 DOCUMENT_COLUMNS = (
     "id, source_id, title, url, document_type, content_hash, length(content) AS content_length, "
-    "metadata, chunk_count, created_at, updated_at, fetched_at, ingested_at, indexed_at"
+    "octet_length(content) AS size_bytes, metadata, chunk_count, created_at, updated_at, fetched_at, ingested_at, "
+    "indexed_at"
+)
+#: With DOCUMENT_COLUMNS where documents are read (get, list): whether any chunk waits for its vector.
+EMBEDDING_PENDING = (
+    "EXISTS (SELECT 1 FROM chunks pc WHERE pc.document_id = documents.id AND pc.embedding IS NULL) AS embedding_pending"
 )
 # Column order of the records written to `chunks` with COPY.
 CHUNK_COLUMNS = [
@@ -145,6 +151,35 @@ class NewDocument:
     metadata: dict[str, Any] | None = None
     #: outlinks known from the source (an HTML file's); None: read from the content (markdown)
     links: list[str] | None = None
+
+
+#: Media types of the document types a parser reports (services/parsers), where a file name tells nothing.
+MIME_TYPES = {
+    "markdown": "text/markdown",
+    "text": "text/plain",
+    "rst": "text/x-rst",
+    "html": "text/html",
+    "code": "text/plain",
+    "json": "application/json",
+    "yaml": "application/yaml",
+    "toml": "application/toml",
+    "pdf": "application/pdf",
+}
+
+
+def mime_type(document: Document) -> str:
+    """The document's media type: the Content-Type it was served with, else its file name's, else its type's."""
+    meta = document.metadata or {}
+    served = meta.get("content_type")
+    if isinstance(served, str) and served.strip():
+        return served.split(";", 1)[0].strip().lower()
+    for name in (meta.get("path"), meta.get("file_path"), document.title):
+        if isinstance(name, str) and "." in name:
+            guessed = mimetypes.guess_type(name, strict=False)[0]
+            if guessed:
+                return guessed
+    guessed = mimetypes.guess_type(f"file.{document.document_type}", strict=False)[0]
+    return MIME_TYPES.get(document.document_type) or guessed or "application/octet-stream"
 
 
 def _to_document(row: asyncpg.Record) -> Document:

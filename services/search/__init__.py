@@ -4,18 +4,19 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from uuid import UUID
 
 from models import SEARCH_TYPES, SearchHit
 from services.access.scope import current_scope
 from services.database import Database
-from services.documents.freshness import freshness_of
 from services.embeddings import embed_query_async
 from services.embeddings.base import Embedder
 from services.errors import InvalidArgument
 from services.reranking.base import Reranker
-from services.search.base import SearchRequest, SearchStrategy
+from services.search.base import QUERY_LEXEMES_SQL, SearchRequest, SearchStrategy
+from services.search.details import with_details
+from services.search.legs import HYBRID_MODES, KEYWORD_MODES
 from services.search.passages import distinct_passages
 from services.settings import Settings
 from services.sources import SourceService
@@ -42,6 +43,26 @@ class SearchOutcome:
     filtered_by_threshold: int  # chunks of the candidate pool under the threshold
     pending_embeddings: int = 0  # chunks in scope not embedded yet: keyword-searchable, unseen by `vector`
     flagged_left_out: int = 0  # candidates with injection flags (or unscanned) a profile left out
+    #: the query's lexemes as the keyword index analyses it (stop words out, stemmed, names whole): what
+    #: a result's window looks for (services/search/window.py)
+    query_terms: list[str] = field(default_factory=list)
+
+
+#: search types that run hybrid search (`code` over code documents only)
+HYBRID_TYPES = ("hybrid", "code", "question")
+
+
+def check_modes(search_type: str, keyword_mode: str | None, hybrid_mode: str | None) -> None:
+    if keyword_mode is not None and keyword_mode not in KEYWORD_MODES:
+        raise InvalidArgument(f"Invalid keyword_mode '{keyword_mode[:50]}'.", "Use keyword_mode='any' or 'all'.")
+    if hybrid_mode is not None and hybrid_mode not in HYBRID_MODES:
+        raise InvalidArgument(f"Invalid hybrid_mode '{hybrid_mode[:50]}'.", "Use hybrid_mode='weighted' or 'filter'.")
+    if hybrid_mode is not None and search_type not in HYBRID_TYPES:
+        raise InvalidArgument(
+            f"hybrid_mode applies to hybrid search, not '{search_type}'.", "Leave hybrid_mode out, or search hybrid."
+        )
+    if keyword_mode is not None and search_type == "vector":
+        raise InvalidArgument("vector search has no keyword leg: keyword_mode does not apply.", "Leave it out.")
 
 
 def check_search_args(
@@ -109,6 +130,13 @@ class SearchService:
         return self._strategies[search_type]
 
     def _build(self, search_type: str) -> SearchStrategy:
+        if search_type == "filter":
+            from services.search.hybrid import HybridSearch
+            from services.search.keyword import FilterSearch
+
+            hybrid = self.strategy("hybrid")
+            assert isinstance(hybrid, HybridSearch)
+            return FilterSearch(hybrid)
         if search_type == "vector":
             from services.search.vector import VectorSearch
 
@@ -143,31 +171,50 @@ class SearchService:
         source_ids: list[str] | None = None,
         source_order: list[UUID] | None = None,
         exclude_flagged: bool = False,
+        keyword_mode: str | None = None,
+        hybrid_mode: str | None = None,
     ) -> SearchOutcome:
         """`source_ids` adds sources to `source_id` (each checked like it); `source_order` (a profile's
         sources, first first) breaks near-ties, see `by_source_order`; `exclude_flagged` drops candidates
         with injection flags or not scanned yet (services/flags) from the pool (POOL_FACTOR x the results
-        wanted) before passages are formed."""
+        wanted) before passages are formed. `keyword_mode` "all": the keyword leg keeps chunks holding
+        every informative term; `hybrid_mode` "filter": the keyword leg's matches in vector order
+        (services/search/legs.py, keyword.py)."""
         check_search_args(query, match_count, search_type, similarity_threshold, keyword_weight)
+        check_modes(search_type, keyword_mode, hybrid_mode)
         searched = await self.searched_sources(source_id, source_ids)
         limit = min(match_count, MAX_PER_PAGE)
         if searched == []:  # a scope without sources: nothing to find
             return SearchOutcome([], limit, match_count > limit, 0)
-        vector, pending = await asyncio.gather(
-            embed_query_async(self.embedder, query.strip()), self.pending_embeddings(searched)
+        vector, pending, terms = await asyncio.gather(
+            embed_query_async(self.embedder, query.strip()),
+            self.pending_embeddings(searched),
+            self.query_lexemes(query.strip()),
         )
-        strategy = self.strategy(search_type)
+        run = search_type if search_type not in HYBRID_TYPES else "filter" if hybrid_mode == "filter" else "hybrid"
+        strategy = self.strategy(run)
         pool = min(max(limit * POOL_FACTOR, limit + 10), POOL_MAX)
-        request = SearchRequest(query.strip(), vector, pool, searched, keyword_weight, pending)
+        request = SearchRequest(
+            query.strip(), vector, pool, searched, keyword_weight, pending, keyword_mode or "any", search_type == "code"
+        )
         hits = await strategy.search(request)
         trusted = [h for h in hits if not h.flags] if exclude_flagged else hits
         kept = [h for h in trusted if similarity_threshold is None or h.similarity >= similarity_threshold]
         kept = by_source_order(kept, source_order or [])
-        passages = distinct_passages(kept, limit, self.settings.results_per_document)
-        fresh = await freshness_of(self.db.pool, [p.document_id for p in passages])  # issue 21, point 5
-        passages = [p.model_copy(update={"freshness": fresh.get(p.document_id, {})}) for p in passages]
-        filtered = len(trusted) - len(kept)
-        return SearchOutcome(passages, limit, match_count > limit, filtered, pending, len(hits) - len(trusted))
+        passages = await with_details(self.db, distinct_passages(kept, limit, self.settings.results_per_document))
+        return SearchOutcome(
+            passages,
+            limit,
+            match_count > limit,
+            len(trusted) - len(kept),
+            pending,
+            flagged_left_out=len(hits) - len(trusted),
+            query_terms=terms,
+        )
+
+    async def query_lexemes(self, query: str) -> list[str]:
+        """The query as the keyword index analyses it (sql/030's archivist_tsvector)."""
+        return list(await self.db.pool.fetchval(QUERY_LEXEMES_SQL.format(fts_config=self.db.fts_config), query) or [])
 
     async def pending_embeddings(self, source_ids: list[UUID] | None) -> int:
         """Chunks in the searched scope still waiting for their vector (two-phase indexing)."""

@@ -21,6 +21,11 @@ HIT_COLUMNS = (
     "c.page_start, c.page_end, " + FLAGS_COLUMN
 )
 
+#: The query's lexemes as the BM25 postings analyse text (sql/030_identifier_terms.sql), $1 the query.
+QUERY_LEXEMES_SQL = "SELECT tsvector_to_array(archivist_tsvector('{fts_config}'::regconfig, $1))"
+#: The same as `chunks.tsv` analyses it (to_tsvector alone): the ts_rank leg matches that column.
+TS_QUERY_LEXEMES_SQL = "SELECT tsvector_to_array(to_tsvector('{fts_config}'::regconfig, $1))"
+
 
 @dataclass
 class SearchRequest:
@@ -33,6 +38,10 @@ class SearchRequest:
     keyword_weight: float | None = None
     #: chunks in scope without a vector yet (found by the keyword leg only)
     pending_embeddings: int = 0
+    #: "any" (the keyword leg ORs the informative terms) or "all" (every one must match)
+    keyword_mode: str = "any"
+    #: search_type="code": chunks of code documents only
+    code_only: bool = False
 
 
 def to_hit(row: Mapping[str, Any], score: float, match_type: str) -> SearchHit:

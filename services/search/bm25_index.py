@@ -13,14 +13,18 @@ import asyncpg
 
 TRIGGERS = ("chunks_bm25_insert", "chunks_bm25_update", "chunks_bm25_delete")
 
+#: What a chunk's postings hold: its tsv and the names in its text (sql/030_identifier_terms.sql).
+CHUNK_TERMS = "archivist_chunk_terms(tsv, context || ' ' || text)"
 TOTALS_SQL = (
-    "INSERT INTO bm25_totals (chunks, length) SELECT count(*), coalesce(sum(tsvector_length(tsv)), 0) FROM chunks"
+    "INSERT INTO bm25_totals (chunks, length) "
+    f"SELECT count(*), coalesce(sum(tsvector_length({CHUNK_TERMS})), 0) FROM chunks"
 )
-POSTINGS_SQL = """
+POSTINGS_SQL = f"""
 INSERT INTO chunk_terms (term, chunk_id, source_id, tf, dl, impact)
 SELECT u.lexeme, c.id, c.source_id, coalesce(array_length(u.positions, 1), 1), c.dl,
        bm25_impact(coalesce(array_length(u.positions, 1), 1), c.dl, $1::float8)
-FROM (SELECT id, source_id, tsv, tsvector_length(tsv) AS dl FROM chunks OFFSET 0) c, unnest(c.tsv) u
+FROM (SELECT id, source_id, terms, tsvector_length(terms) AS dl
+      FROM (SELECT id, source_id, {CHUNK_TERMS} AS terms FROM chunks OFFSET 0) a) c, unnest(c.terms) u
 """
 PKEY_SQL = "ALTER TABLE chunk_terms ADD CONSTRAINT chunk_terms_pkey PRIMARY KEY (term, chunk_id)"
 IMPACT_INDEX_SQL = (

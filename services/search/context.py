@@ -3,6 +3,10 @@
 Tokens are counted with the embedding model's own tokenizer. Neighbouring chunks of a document
 are merged into one passage (`merge_neighbours`, the merge result lists use), near-duplicate
 passages are dropped, and passages are packed best first until the budget is spent.
+
+Budgets stop at relevance (issue 29, point 5): a passage scoring under `min_ratio` of the best
+passage's score is left out even when the budget has room, so a small budget is not filled with an
+unrelated second passage.
 """
 
 from __future__ import annotations
@@ -141,11 +145,31 @@ def citation(span: Span) -> dict[str, Any]:
     }
 
 
-async def pack_context(db: Database, hits: list[SearchHit], max_tokens: int, count: TokenCounter) -> list[Passage]:
-    """Passages within `max_tokens` (their text counted with `count`), best first, numbered from 1."""
-    spans = merge_neighbours(hits)
+def relevant(spans: list[Span], min_ratio: float) -> tuple[list[Span], int]:
+    """The spans scoring at least `min_ratio` of the best one's (the best is always kept), and how many
+    were left out."""
     if not spans:
-        return []
+        return spans, 0
+    floor = max(s.hit.score for s in spans) * min_ratio
+    kept = [s for i, s in enumerate(spans) if i == 0 or s.hit.score >= floor]
+    return kept, len(spans) - len(kept)
+
+
+@dataclass
+class Packed:
+    passages: list[Passage]
+    #: passages left out as far below the best one's score
+    below_relevance: int = 0
+
+
+async def pack_context(
+    db: Database, hits: list[SearchHit], max_tokens: int, count: TokenCounter, min_ratio: float = 0.0
+) -> Packed:
+    """Passages within `max_tokens` (their text counted with `count`), best first, numbered from 1;
+    those under `min_ratio` of the best passage's score left out."""
+    spans, dropped = relevant(merge_neighbours(hits), min_ratio)
+    if not spans:
+        return Packed([])
     await fill_text(db, spans)
     passages: list[Passage] = []
     kept_words: list[set[str]] = []
@@ -170,4 +194,4 @@ async def pack_context(db: Database, hits: list[SearchHit], max_tokens: int, cou
         if truncated:
             passage.citation["char_end"] = span.char_start + len(text)
         passages.append(passage)
-    return passages
+    return Packed(passages, dropped)

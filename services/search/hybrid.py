@@ -24,8 +24,9 @@ import time
 
 from models import SearchHit
 from services.database import Database
-from services.search.base import HIT_COLUMNS, SearchRequest, SearchStrategy, to_hit
-from services.search.bm25 import BM25_LEG, BM25_TOPK_LEG, query_terms
+from services.search.base import HIT_COLUMNS, TS_QUERY_LEXEMES_SQL, SearchRequest, SearchStrategy, to_hit
+from services.search.bm25 import query_terms
+from services.search.legs import code_filter, keyword_leg, uses_topk
 from services.search.pending import pending_fusion, pending_leg
 from services.settings import Settings
 
@@ -35,7 +36,7 @@ HYBRID_SQL = """
 WITH vec AS (
     SELECT id, dist, row_number() OVER (ORDER BY dist, id) AS rnk FROM (
         SELECT id, embedding <=> $1 AS dist FROM chunks
-        WHERE {vec_filter}($2::uuid[] IS NULL OR source_id = ANY($2::uuid[]))
+        WHERE {vec_filter}($2::uuid[] IS NULL OR source_id = ANY($2::uuid[])){{code:chunks.id}}
         ORDER BY embedding <=> $1 LIMIT $3
     ) v
 ),
@@ -89,17 +90,6 @@ fused AS (
     ORDER BY rrf DESC, id LIMIT $8
 )"""
 
-# $4: tsquery text (literal lexemes ORed)
-TS_RANK_LEG = """
-kw AS (
-    SELECT id, rank AS kscore, row_number() OVER (ORDER BY rank DESC, id) AS rnk FROM (
-        SELECT c.id, ts_rank(c.tsv, $4::tsquery, 1) AS rank FROM chunks c
-        WHERE c.tsv @@ $4::tsquery AND ($2::uuid[] IS NULL OR c.source_id = ANY($2::uuid[]))
-        ORDER BY rank DESC LIMIT $3
-    ) k
-)"""
-
-QUERY_LEXEMES_SQL = "SELECT tsvector_to_array(to_tsvector('{fts_config}'::regconfig, $1))"
 TERM_STATS_SQL = """
 SELECT s.most_common_elems::text::text[] AS elems, s.most_common_elem_freqs AS freqs,
        (SELECT coalesce(sum(chunks), 0) FROM bm25_totals) AS chunks
@@ -124,8 +114,9 @@ def informative_terms(lexemes: list[str], frequencies: dict[str, float], max_fre
     return sorted(lexemes, key=lambda lex: frequencies.get(lex, 0.0))[:MIN_TERMS]
 
 
-def or_query(lexemes: list[str]) -> str | None:
-    return " | ".join(quote_lexeme(lex) for lex in lexemes) or None
+def or_query(lexemes: list[str], operator: str = "|") -> str | None:
+    """The lexemes as tsquery text, ORed (or ANDed with `operator="&"`)."""
+    return f" {operator} ".join(quote_lexeme(lex) for lex in lexemes) or None
 
 
 class TermStatistics:
@@ -171,15 +162,13 @@ class HybridSearch(SearchStrategy):
         self.settings = settings
         self.term_stats = TermStatistics(db, settings.keyword_statistics_min_chunks)
 
-    def _sql(self, pending: int = 0) -> str:
-        """The hybrid query; `pending`: chunks in scope with no vector yet."""
+    def _sql(self, pending: int = 0, mode: str = "any", code_only: bool = False) -> str:
+        """The hybrid query; `pending`: chunks in scope with no vector yet; `mode`: the keyword mode;
+        `code_only`: code documents only (services/search/legs.py)."""
         s = self.settings
-        if s.keyword_ranking != "bm25":
-            leg = TS_RANK_LEG
-        else:
-            leg = BM25_TOPK_LEG if s.bm25_postings_per_term else BM25_LEG
+        leg = keyword_leg(s, mode)
         if pending and s.keyword_ranking == "bm25":  # pending chunks rank by a keyword leg of their own
-            topk = bool(s.bm25_postings_per_term)
+            topk = uses_topk(s, mode)
             leg += "," + pending_leg(pending, topk, 15 if topk else 13)
             fusion = pending_fusion(s.hybrid_fusion == "convex", 15 if topk else 13)
         elif s.hybrid_fusion == "convex":
@@ -187,38 +176,47 @@ class HybridSearch(SearchStrategy):
         else:
             fusion = RRF_FUSION_PENDING if pending else RRF_FUSION
         vec_filter = "embedding IS NOT NULL AND " if pending else ""
-        return HYBRID_SQL.format(keyword_leg=leg, fusion=fusion, hit_columns=HIT_COLUMNS, vec_filter=vec_filter)
+        sql = HYBRID_SQL.format(keyword_leg=leg, fusion=fusion, hit_columns=HIT_COLUMNS, vec_filter=vec_filter)
+        return code_filter(sql, code_only)
 
-    async def keyword_args(self, text: str, depth: int = 0, pending: bool = False) -> list:
-        """Query parameters of the keyword leg ($4, and $9-$12 for BM25, $13-$14 over impact order);
-        `pending` (BM25): the pending leg's terms and idfs follow."""
+    async def keyword_args(
+        self, text: str, depth: int = 0, pending: bool = False, mode: str = "any"
+    ) -> tuple[list, float]:
+        """Query parameters of the keyword leg ($4, and $9-$12 for BM25, $13-$14 over impact order),
+        and the query's exactness (services/search/bm25.py `exactness`; 0 with ts_rank); `pending`
+        (BM25): the pending leg's terms and idfs follow. `mode="all"`: the terms rarest first."""
         s = self.settings
         if s.keyword_ranking != "bm25":
-            return [await self.keyword_query(text)]
+            return [await self.keyword_query(text, "&" if mode == "all" else "|")], 0.0
         frequencies = await self.term_stats.frequencies()
-        terms = await query_terms(self.db, text, s.keyword_max_term_frequency, frequencies)
+        terms = await query_terms(self.db, text, s.keyword_max_term_frequency, frequencies, s.hybrid_rare_term_share)
+        if mode == "all":
+            pairs = sorted(zip(terms.terms, terms.idfs, strict=True), key=lambda p: (-p[1], p[0]))
+            terms.terms, terms.idfs = [t for t, _ in pairs], [i for _, i in pairs]
         args = [terms.terms, terms.idfs, float(s.bm25_k1), float(s.bm25_b), terms.avgdl]
-        if s.bm25_postings_per_term:
+        if uses_topk(s, mode):
             args += [s.bm25_postings_per_term, max(s.bm25_candidates, s.hybrid_candidates, depth)]
         if pending:
             every = await query_terms(self.db, text, s.keyword_pending_max_term_frequency, frequencies)
             args += [every.terms, every.idfs]
-        return args
+        return args, terms.exactness
 
-    async def keyword_query(self, text: str) -> str | None:
-        """The query's informative lexemes ORed, as tsquery text (None when there are none)."""
-        lexemes = await self.db.pool.fetchval(QUERY_LEXEMES_SQL.format(fts_config=self.db.fts_config), text)
+    async def keyword_query(self, text: str, operator: str = "|") -> str | None:
+        """The query's informative lexemes ORed (or ANDed), as tsquery text (None when there are none)."""
+        lexemes = await self.db.pool.fetchval(TS_QUERY_LEXEMES_SQL.format(fts_config=self.db.fts_config), text)
         frequencies = await self.term_stats.frequencies()
-        return or_query(informative_terms(lexemes or [], frequencies, self.settings.keyword_max_term_frequency))
+        kept = informative_terms(lexemes or [], frequencies, self.settings.keyword_max_term_frequency)
+        return or_query(kept, operator)
 
     async def fused_rows(self, request: SearchRequest, limit: int) -> list:
         s = self.settings
         depth = max(s.hybrid_candidates, limit)
         pending = request.pending_embeddings
-        keyword, *bm25 = await self.keyword_args(request.query, depth, pending > 0)
-        vector_weight, keyword_weight = self.weights(request)
+        mode = request.keyword_mode
+        (keyword, *bm25), exact = await self.keyword_args(request.query, depth, pending > 0, mode)
+        vector_weight, keyword_weight = self.weights(request, exact)
         return await self.db.pool.fetch(
-            self._sql(pending),
+            self._sql(pending, mode, request.code_only),
             request.query_vector,
             request.source_ids,
             depth,
@@ -230,11 +228,20 @@ class HybridSearch(SearchStrategy):
             *bm25,
         )
 
-    def weights(self, request: SearchRequest | None = None) -> tuple[float, float]:
-        """(vector, keyword) weights: the request's keyword weight (a profile's default), else the settings'."""
+    def weights(self, request: SearchRequest | None = None, exact: float = 0.0) -> tuple[float, float]:
+        """(vector, keyword) weights: the request's keyword weight (a profile's default) as given; else the
+        settings', the keyword weight raised toward `hybrid_exact_keyword_weight` by the query's exactness
+        (a query of rare names or marker words is decided by the chunks holding them, a question in
+        common words mostly by meaning)."""
         if request is not None and request.keyword_weight is not None:
             return 1.0 - float(request.keyword_weight), float(request.keyword_weight)
-        return float(self.settings.hybrid_vector_weight), float(self.settings.hybrid_keyword_weight)
+        s = self.settings
+        vector, keyword = float(s.hybrid_vector_weight), float(s.hybrid_keyword_weight)
+        share = keyword / max(vector + keyword, 1e-9)
+        target = max(share, float(s.hybrid_exact_keyword_weight))
+        raised = share + (target - share) * min(max(exact, 0.0), 1.0)
+        total = vector + keyword
+        return total * (1.0 - raised), total * raised
 
     def max_rrf(self, request: SearchRequest | None = None) -> float:
         s = self.settings

@@ -57,6 +57,10 @@ def _ids(hit: SearchHit) -> list[UUID]:
     return list(hit.chunk_ids) or [hit.chunk_id]
 
 
+def _spans(hit: SearchHit) -> list[tuple[int, int, int]]:
+    return list(hit.chunk_spans) or [(hit.char_start, hit.char_end, hit.chunk_index)]
+
+
 def _merge_run(run: list[SearchHit], best_heading: bool = False) -> SearchHit:
     """One passage from hits of one document sorted by char_start, each touching the one before.
     Its heading path is the part its chunks share, or with `best_heading` its best chunk's."""
@@ -82,6 +86,7 @@ def _merge_run(run: list[SearchHit], best_heading: bool = False) -> SearchHit:
             "similarity": max(h.similarity for h in run),
             "chunk_ids": [cid for h in run for cid in _ids(h)],
             "flags": merge_flags(h.flags for h in run),
+            "chunk_spans": [span for h in run for span in _spans(h)],
             **_page_range(run),
         }
     )

@@ -38,7 +38,8 @@ kwp AS (
         FROM unnest({terms}::text[], {idfs}::float8[]) AS q(term, idf)
         CROSS JOIN LATERAL (
             SELECT chunk_id, tf, dl FROM chunk_terms t
-            WHERE t.term = q.term AND ($2::uuid[] IS NULL OR t.source_id = ANY($2::uuid[])) AND {pending} OFFSET 0
+            WHERE t.term = q.term AND ($2::uuid[] IS NULL OR t.source_id = ANY($2::uuid[])) AND {pending}
+                {{code:t.chunk_id}} OFFSET 0
         ) t
         GROUP BY t.chunk_id ORDER BY rank DESC LIMIT $3
     ) k
@@ -55,7 +56,7 @@ kwp AS (
                    / (t.tf + $10::float8 * (1 - $11::float8 + $11::float8 * t.dl / $12::float8))) AS rank
         FROM (
             SELECT pc.id FROM chunks pc
-            WHERE pc.embedding IS NULL AND ($2::uuid[] IS NULL OR pc.source_id = ANY($2::uuid[])) OFFSET 0
+            WHERE pc.embedding IS NULL AND ($2::uuid[] IS NULL OR pc.source_id = ANY($2::uuid[])){{code:pc.id}} OFFSET 0
         ) p
         CROSS JOIN unnest({terms}::text[], {idfs}::float8[]) AS q(term, idf)
         JOIN chunk_terms t ON t.term = q.term AND t.chunk_id = p.id
@@ -77,6 +78,7 @@ kwp AS (
             CROSS JOIN LATERAL (
                 SELECT t.chunk_id, t.impact FROM chunk_terms t
                 WHERE t.term = q.term AND ($2::uuid[] IS NULL OR t.source_id = ANY($2::uuid[])) AND {pending}
+                    {{code:t.chunk_id}}
                 ORDER BY t.impact DESC LIMIT $13
             ) p
             GROUP BY p.chunk_id ORDER BY sum(q.idf * p.impact) DESC, p.chunk_id LIMIT $14

@@ -201,7 +201,7 @@ class SyncRunner:
         if known is not None and known["size"] == st.st_size and known["mtime_ns"] == st.st_mtime_ns:
             await self._done_unchanged(relative, known["content_hash"], known["document_id"])
             return None
-        item = await self.app.documents.read_file(path, None, None, {"folder_path": relative})
+        item = await self.app.documents.read_file(path, None, None, {"folder_path": relative}, relative=relative)
         digest = content_hash(item.content)
         if known is not None and known["content_hash"] == digest:
             await self._remember(relative, st.st_size, st.st_mtime_ns, digest, known["document_id"])

@@ -204,7 +204,7 @@ class GitSyncRunner(SyncRunner):
     async def _parse(self, data: bytes, path: str) -> NewDocument:
         url = self.git.document_url(self.commit, path)
         metadata = {"repository": self.git.url, "ref": self.git.ref, "path": path, "commit": self.commit}
-        return await self.app.documents.parse_file(data, PurePosixPath(path), path, None, url, metadata)
+        return await self.app.documents.parse_file(data, PurePosixPath(path), path, None, url, metadata, relative=path)
 
     async def _move(self, old: str, new: str, blob: str, document_id: UUID, item: NewDocument) -> None:
         """A file renamed with its content unchanged: its document moves, nothing is re-embedded."""
