@@ -108,7 +108,7 @@ def test_profiles_managed_in_the_console(
     browser: Any, base_url: str, world: dict[str, Any], database_url: str, files_dir: Path
 ) -> None:
     first = mcp_search(base_url, world["agent"])
-    assert [r["source_id"] for r in first["results"]] == [world["A"], world["B"]]
+    assert [r["metadata"]["source_id"] for r in first["results"]] == [world["A"], world["B"]]
 
     page = browser.new_page()
     sign_in(page, base_url, world["owner"])

@@ -65,7 +65,7 @@ async def test_the_apps_tool_calls_stay_in_the_tokens_scope(pub: Any, world: Wor
     source = await call(pub, "manage_source", action="get", source_id=str(world.sec_source))
     assert passage["error_code"] == source["error_code"] == "NOT_FOUND"
     found = await call(pub, "search_knowledge_base", query="salaries director porter")
-    assert all(r["source_id"] != str(world.sec_source) for r in found["results"])
+    assert all(r["metadata"]["source_id"] != str(world.sec_source) for r in found["results"])
 
 
 async def test_the_new_ways_in_count_against_the_rate_limit(app: Any, url: str) -> None:
