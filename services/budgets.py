@@ -13,6 +13,7 @@ and the parser registry, and feeds each format a bomb of its own kind.
 
 from __future__ import annotations
 
+import sys
 import time
 from dataclasses import dataclass
 
@@ -40,9 +41,10 @@ class Budget:
     #: Parsed in the limited worker pool, never in the server process.
     isolated: bool = False
 
-    def input_limit(self, file_cap: int) -> int:
+    def input_limit(self, file_cap: int | None = None) -> int:
         """The input limit in force: this format's own, never above the operator's file cap."""
-        return min(self.input_bytes, file_cap) if self.input_bytes is not None else file_cap
+        limits = [limit for limit in (self.input_bytes, file_cap) if limit is not None]
+        return min(limits) if limits else sys.maxsize
 
     def meter(self, what: str | None = None, limit: int | None = None) -> Meter:
         """A counter of this budget's structure (or of `what`, up to `limit`) with its deadline."""
@@ -58,7 +60,7 @@ class Budget:
             budget=self.name,
         )
 
-    def check_input(self, size: int, file_cap: int, what: str = "input") -> None:
+    def check_input(self, size: int, file_cap: int | None = None, what: str = "input") -> None:
         limit = self.input_limit(file_cap)
         if size > limit:
             raise self.over(f"{what} is {size:,} bytes, over {limit:,}")
