@@ -35,6 +35,8 @@ from services.sync.git.config import GitConfig, hidden
 from services.sync.git.objects import BoundedStore
 
 IGNORE_FILE = ".gitignore"
+#: A diff naming more than this many changes per file the sync takes is not cheaper than a listing.
+DIFF_PER_FILE = 4
 
 
 def bounded(store: BaseObjectStore | BoundedStore, max_object_bytes: int) -> BoundedStore:
@@ -152,12 +154,13 @@ class Diff:
         return any(p == IGNORE_FILE or p.endswith("/" + IGNORE_FILE) for p in self.paths)
 
 
-def diff_trees(store: BoundedStore, old_tree: bytes, new_tree: bytes) -> Diff | None:
-    """The paths that differ between two trees, renames found; None when the diff is over the
-    budget (the caller lists the new tree instead, which stops at the file limit)."""
+def diff_trees(store: BoundedStore, old_tree: bytes, new_tree: bytes, max_changes: int) -> Diff | None:
+    """The paths that differ between two trees, renames found; None past `max_changes` changes (the
+    caller lists the new tree instead, which stops at the file limit and is no dearer then)."""
+    changes = budget("git-tree").meter("changed entries", max_changes)
     try:
         for _ in tree_changes(store, old_tree, new_tree):  # counted first: the rename detector collects all
-            store.meter.tick()
+            changes.tick()
     except OverBudget:
         return None
     diff = Diff()
@@ -229,8 +232,7 @@ def plan_sync(
     rules = Rules(store, new_tree, config)
     old = config.last_commit.encode() if config.last_commit else None
     if old is not None and old in store and config.last_patterns == config.patterns_key():
-        diff = diff_trees(store, store[old].tree, new_tree)
-        store.meter.restart()
+        diff = diff_trees(store, store[old].tree, new_tree, DIFF_PER_FILE * max_files)
         if diff is not None and not diff.touches_ignores:
 
             def target(path: str) -> str | None:
