@@ -45,6 +45,7 @@ ALLOWED = {
     ("services.access.oauth", "httpx.AsyncClient"): "the identity provider the operator configures",
     ("commands.config", "httpx.Client"): "the command line probing the server URL its own user typed",
     ("services.fetchers.browser", "socket.socket"): "binds a free local port for Chromium's DevTools",
+    ("commands.serve", "socket.socket"): "the listening socket of `serve --http` (binds, never connects)",
     ("services.sync.git.remote", "dulwich.client.Urllib3HttpGitClient"): (
         "subclassed as BoundedGitClient, which refuses any pool manager but the connector's "
         "(tests/security/test_ssrf_git.py::test_the_git_client_connects_only_through_the_connector)"
