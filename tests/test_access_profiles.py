@@ -11,6 +11,7 @@ from uuid import uuid4
 import pytest_asyncio
 
 from server import build_server
+from services.access.scope import Scope, use_scope
 from services.app import Runtime
 from services.search import SEARCH_TYPES
 from tests.mcp_helpers import client_in_own_task, err, ok
@@ -22,17 +23,20 @@ GAMMA = "Gamma tide gauge manual: calibrate the float gauge before the spring ti
 
 @pytest_asyncio.fixture(scope="module")
 async def world(app) -> dict[str, Any]:
-    ids = {}
-    for key, text in (("a", ALPHA), ("b", BETA), ("c", GAMMA)):
-        src = await app.sources.create(title=f"Profile src {key}", source_type="api")
-        await app.documents.create_from_text(src.id, text, title=f"doc {key}")
-        ids[key] = src.id
-    await app.profiles.create("pa", "Alpha tides for the harbour team", [ids["a"]], search_type="vector", match_count=1)
-    await app.profiles.create("pb", "Beta and gamma", [ids["b"], ids["c"]], similarity_threshold=0.99)
-    await app.profiles.create("pk0", "", [ids["a"], ids["c"]], search_type="hybrid", keyword_weight=0.0)
-    await app.profiles.create("pk1", "", [ids["a"], ids["c"]], search_type="hybrid", keyword_weight=1.0)
-    await app.profiles.create("poff", "disabled one", [ids["a"]], enabled=False)
-    return ids
+    with use_scope(Scope.owner()):  # the fixture sets its data up as the local owner
+        ids = {}
+        for key, text in (("a", ALPHA), ("b", BETA), ("c", GAMMA)):
+            src = await app.sources.create(title=f"Profile src {key}", source_type="api")
+            await app.documents.create_from_text(src.id, text, title=f"doc {key}")
+            ids[key] = src.id
+        await app.profiles.create(
+            "pa", "Alpha tides for the harbour team", [ids["a"]], search_type="vector", match_count=1
+        )
+        await app.profiles.create("pb", "Beta and gamma", [ids["b"], ids["c"]], similarity_threshold=0.99)
+        await app.profiles.create("pk0", "", [ids["a"], ids["c"]], search_type="hybrid", keyword_weight=0.0)
+        await app.profiles.create("pk1", "", [ids["a"], ids["c"]], search_type="hybrid", keyword_weight=1.0)
+        await app.profiles.create("poff", "disabled one", [ids["a"]], enabled=False)
+        return ids
 
 
 def server_for(settings: Any, embedder: Any, profiles: list[str] | None = None) -> Any:

@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from services import backup as backups
+from services.access.scope import Scope, use_scope
 from services.app import Archivist
 from services.errors import Conflict, InvalidArgument
 from services.export import export_source
@@ -44,26 +45,29 @@ async def original(tmp_path_factory: pytest.TempPathFactory, embedder: Any) -> d
     settings = local_settings(tmp_path_factory.mktemp("kb-a"))
     app = await Archivist.open(settings, embedder)
     try:
-        source = await app.sources.create("Topics")
-        for title, content in TOPICS.items():
-            await app.documents.create_from_text(source.id, content, title=title, url=f"https://ex.test/{title}.html")
-        seen: list[tuple[int, int]] = []
-        archive = tmp_path_factory.mktemp("backups") / "kb.archivist"
-        report = await backups.backup(settings, archive, progress=lambda done, total: seen.append((done, total)))
-        return {
-            "settings": settings,
-            "archive": archive,
-            "report": report,
-            "progress": seen,
-            "search": await search_snapshot(app),
-            "source": source,
-            "export_dir": tmp_path_factory.mktemp("export") / "topics",
-            "export": await export_source(
-                app.db, source.id, source.title, tmp_path_factory.mktemp("export") / "topics"
-            ),
-        }
+        with use_scope(Scope.owner()):  # the fixture sets its data up as the local owner
+            return await back_up_topics(app, settings, tmp_path_factory)
     finally:
         await app.close()
+
+
+async def back_up_topics(app: Archivist, settings: Settings, tmp: pytest.TempPathFactory) -> dict[str, Any]:
+    source = await app.sources.create("Topics")
+    for title, content in TOPICS.items():
+        await app.documents.create_from_text(source.id, content, title=title, url=f"https://ex.test/{title}.html")
+    seen: list[tuple[int, int]] = []
+    archive = tmp.mktemp("backups") / "kb.archivist"
+    report = await backups.backup(settings, archive, progress=lambda done, total: seen.append((done, total)))
+    return {
+        "settings": settings,
+        "archive": archive,
+        "report": report,
+        "progress": seen,
+        "search": await search_snapshot(app),
+        "source": source,
+        "export_dir": tmp.mktemp("export") / "topics",
+        "export": await export_source(app.db, source.id, source.title, tmp.mktemp("export") / "topics"),
+    }
 
 
 async def test_backup_writes_an_archive_with_counts_model_and_progress(original: dict[str, Any]) -> None:

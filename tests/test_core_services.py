@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from services.access.scope import Scope, use_scope
 from services.app import Archivist
 from services.database import ConfigMismatch, Database
 from services.errors import Conflict, InvalidArgument, NotFound, PermissionDenied
@@ -16,12 +17,13 @@ from tests.corpus import DOCUMENTS, QUERIES
 
 @pytest.fixture(scope="module")
 async def corpus(app: Archivist) -> dict[str, Any]:
-    source = await app.sources.create("Corpus", description="hand-written topics")
-    ids = {}
-    for title, content in DOCUMENTS.items():
-        result = await app.documents.create_from_text(source.id, content, title=title)
-        ids[title] = result.document.id
-    return {"source_id": source.id, "ids": ids}
+    with use_scope(Scope.owner()):  # the fixture sets its data up as the local owner
+        source = await app.sources.create("Corpus", description="hand-written topics")
+        ids = {}
+        for title, content in DOCUMENTS.items():
+            result = await app.documents.create_from_text(source.id, content, title=title)
+            ids[title] = result.document.id
+        return {"source_id": source.id, "ids": ids}
 
 
 async def test_migrations_are_recorded_and_idempotent(app: Archivist, settings: Any) -> None:
@@ -117,6 +119,7 @@ async def test_threshold_and_capping(app: Archivist, corpus: dict) -> None:
         await app.search.search("x", "00000000-0000-0000-0000-000000000000", 5, "hybrid")
 
 
+@pytest.mark.usefixtures("owner")
 async def test_update_content_replaces_search_results(app: Archivist) -> None:
     source = await app.sources.create("Updates")
     created = await app.documents.create_from_text(
@@ -132,6 +135,7 @@ async def test_update_content_replaces_search_results(app: Archivist) -> None:
     assert all("Poseidonia" not in h.text for h in old)
 
 
+@pytest.mark.usefixtures("owner")
 async def test_update_is_atomic_for_readers(app: Archivist) -> None:
     """Concurrent readers see the old or the new chunks, never none."""
     source = await app.sources.create("Atomic")
@@ -153,6 +157,7 @@ async def test_update_is_atomic_for_readers(app: Archivist) -> None:
     assert not seen_empty
 
 
+@pytest.mark.usefixtures("owner")
 async def test_update_metadata_merges_and_url_conflict(app: Archivist) -> None:
     source = await app.sources.create("Meta")
     a = await app.documents.create_from_text(source.id, "alpha text", url="https://a.example/1", metadata={"x": 1})
@@ -163,6 +168,7 @@ async def test_update_metadata_merges_and_url_conflict(app: Archivist) -> None:
         await app.documents.update(b.document.id, url="https://a.example/1")
 
 
+@pytest.mark.usefixtures("owner")
 async def test_read_window_and_chunk(app: Archivist) -> None:
     source = await app.sources.create("Long")
     content = "".join(f"Sentence number {i} is here. " for i in range(300))
@@ -179,6 +185,7 @@ async def test_read_window_and_chunk(app: Archivist) -> None:
         await app.documents.read_window(doc.document.id, len(content) + 5)
 
 
+@pytest.mark.usefixtures("owner")
 async def test_files_and_directories(app: Archivist, files_dir: Path) -> None:
     source = await app.sources.create("Files")
     (files_dir / "notes.md").write_text("# Gardening\n\nTomatoes need full sun and regular watering.")
@@ -197,6 +204,7 @@ async def test_files_and_directories(app: Archivist, files_dir: Path) -> None:
     assert [p.name for p, _ in only_md] == ["a.md"] and only_md[0][1].status == "unchanged"
 
 
+@pytest.mark.usefixtures("owner")
 async def test_paths_outside_allowed_roots_are_refused(app: Archivist, files_dir: Path, tmp_path: Path) -> None:
     source = await app.sources.create("Guarded")
     outside = tmp_path / "secret.txt"
@@ -211,6 +219,7 @@ async def test_paths_outside_allowed_roots_are_refused(app: Archivist, files_dir
         await app.documents.create_from_file(source.id, link)
 
 
+@pytest.mark.usefixtures("owner")
 async def test_file_size_limit(app: Archivist, files_dir: Path, settings: Any) -> None:
     source = await app.sources.create("Big")
     big = files_dir / "big.txt"
@@ -219,6 +228,7 @@ async def test_file_size_limit(app: Archivist, files_dir: Path, settings: Any) -
         await app.documents.create_from_file(source.id, big)
 
 
+@pytest.mark.usefixtures("owner")
 async def test_delete_cascades(app: Archivist) -> None:
     source = await app.sources.create("Doomed")
     doc = await app.documents.create_from_text(source.id, "Something to delete. " * 200)
@@ -234,6 +244,7 @@ async def test_delete_cascades(app: Archivist) -> None:
         await app.sources.get(source.id)
 
 
+@pytest.mark.usefixtures("owner")
 async def test_list_pagination(app: Archivist) -> None:
     source = await app.sources.create("Paged")
     for i in range(25):
@@ -254,6 +265,7 @@ async def test_stats(app: Archivist, corpus: dict) -> None:
     assert stats.chunks_count == chunks and stats.last_updated is not None
 
 
+@pytest.mark.usefixtures("owner")
 async def test_same_content_ingested_concurrently_is_stored_once(app: Archivist) -> None:
     source = await app.sources.create("Concurrent duplicates")
     text = "Identical content arriving from two URLs at the same moment."

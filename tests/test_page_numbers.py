@@ -13,6 +13,7 @@ import pytest_asyncio
 from mcp import Client
 
 from server import build_server
+from services.access.scope import Scope, use_scope
 from services.app import Archivist, Runtime
 from services.chunking.base import Chunk
 from services.chunking.pages import assign_pages, format_page_number, page_starts
@@ -65,15 +66,16 @@ def settings(database_url: str, files_dir: Path) -> Settings:
 
 @pytest.fixture(scope="module")
 async def documents(app: Archivist, files_dir: Path) -> dict[str, Any]:
-    (files_dir / "notes.pdf").write_bytes(make_pdf())
-    (files_dir / "deck.pptx").write_bytes(make_pptx())
-    (files_dir / "plain.md").write_text("# Plain\n\nNo pages in this astronomy note about quinoa.\n")
-    source = await app.sources.create("Paged")
-    ids = {}
-    for name in ("notes.pdf", "deck.pptx", "plain.md"):
-        result = await app.documents.create_from_file(source.id, files_dir / name)
-        ids[name] = result.document.id
-    return {"source_id": source.id, "ids": ids}
+    with use_scope(Scope.owner()):  # the fixture sets its data up as the local owner
+        (files_dir / "notes.pdf").write_bytes(make_pdf())
+        (files_dir / "deck.pptx").write_bytes(make_pptx())
+        (files_dir / "plain.md").write_text("# Plain\n\nNo pages in this astronomy note about quinoa.\n")
+        source = await app.sources.create("Paged")
+        ids = {}
+        for name in ("notes.pdf", "deck.pptx", "plain.md"):
+            result = await app.documents.create_from_file(source.id, files_dir / name)
+            ids[name] = result.document.id
+        return {"source_id": source.id, "ids": ids}
 
 
 async def chunk_rows(app: Archivist, document_id: Any) -> list[Any]:

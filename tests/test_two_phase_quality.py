@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
+from services.access.scope import Scope, use_scope
 from services.app import Archivist
 from services.documents import NewDocument
 from services.search import pending
@@ -77,18 +78,19 @@ class SpyDatabase:
 @pytest_asyncio.fixture(scope="module")
 async def sources(app: Archivist) -> dict[str, Any]:
     """The same corpus twice: one source embedded, one left pending (no vector yet)."""
-    embedded, _ = await app.sources.get_or_create("quality embedded")
-    pending, _ = await app.sources.get_or_create("quality pending")
-    await app.documents.ingest_many(embedded.id, corpus(), embed=True)
-    await app.documents.ingest_many(pending.id, corpus(), embed=False)
-    mostly, _ = await app.sources.get_or_create("quality mostly embedded")
-    await app.documents.ingest_many(mostly.id, corpus(), embed=True)
-    await app.db.pool.execute(  # one weak match ("text" once) still waits for its vector
-        "UPDATE chunks c SET embedding = NULL FROM documents d "
-        "WHERE d.id = c.document_id AND c.source_id = $1 AND d.title = 'Harbour notes 18'",
-        mostly.id,
-    )
-    return {"embedded": embedded.id, "pending": pending.id, "mostly": mostly.id}
+    with use_scope(Scope.owner()):  # the fixture sets its data up as the local owner
+        embedded, _ = await app.sources.get_or_create("quality embedded")
+        pending, _ = await app.sources.get_or_create("quality pending")
+        await app.documents.ingest_many(embedded.id, corpus(), embed=True)
+        await app.documents.ingest_many(pending.id, corpus(), embed=False)
+        mostly, _ = await app.sources.get_or_create("quality mostly embedded")
+        await app.documents.ingest_many(mostly.id, corpus(), embed=True)
+        await app.db.pool.execute(  # one weak match ("text" once) still waits for its vector
+            "UPDATE chunks c SET embedding = NULL FROM documents d "
+            "WHERE d.id = c.document_id AND c.source_id = $1 AND d.title = 'Harbour notes 18'",
+            mostly.id,
+        )
+        return {"embedded": embedded.id, "pending": pending.id, "mostly": mostly.id}
 
 
 @pytest.mark.parametrize("fusion", ["convex", "rrf"])

@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from services.access.scope import Scope, use_scope
 from services.app import Archivist
 from services.documents import DocumentService
 from services.errors import InvalidArgument, PermissionDenied, Unavailable
@@ -107,7 +108,8 @@ BOMBS = {
 
 @pytest.fixture(scope="module")
 async def source_id(app: Archivist) -> Any:
-    return (await app.sources.create("Hostile files")).id
+    with use_scope(Scope.owner()):  # the fixture sets its data up as the local owner
+        return (await app.sources.create("Hostile files")).id
 
 
 @pytest.mark.parametrize("name", list(BOMBS))
