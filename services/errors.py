@@ -24,6 +24,15 @@ class InvalidArgument(ServiceError):
     code = "INVALID_ARGUMENT"
 
 
+class OverBudget(InvalidArgument):
+    """Outside content over its format's budget (services/budgets.py): too large, too deep, too many
+    expansions or too slow to parse. Not retryable: the same bytes fail the same way."""
+
+    def __init__(self, message: str, suggestion: str = "", *, budget: str = "") -> None:
+        super().__init__(message, suggestion)
+        self.budget = budget  # the format whose budget was exceeded, e.g. "openapi"
+
+
 class NotFound(ServiceError):
     code = "NOT_FOUND"
 

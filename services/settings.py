@@ -106,8 +106,9 @@ class Settings(BaseSettings):
     #: Default: the working directory for stdio and the CLI; nothing over HTTP (see `for_http`).
     allowed_paths: Annotated[list[Path], NoDecode] = Field(default_factory=lambda: [Path.cwd()])
     max_file_mb: float = 20.0
-    #: PDF, office, e-book and RTF files are parsed in worker processes limited to this much memory
-    #: (address space) and CPU time per file (services.parsers.isolation).
+    #: PDF, office, e-book, RTF, JSON/YAML/TOML files and OpenAPI specs are parsed in worker processes
+    #: limited to this much memory (address space) and CPU time per file (services.parsers.isolation;
+    #: each format's wall time and other limits: services/budgets.py).
     parse_workers: int = Field(default=2, ge=1)
     parse_memory_mb: int = Field(default=1024, ge=64)
     parse_cpu_seconds: int = Field(default=60, ge=1)

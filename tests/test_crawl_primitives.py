@@ -16,8 +16,9 @@ from services.errors import InvalidArgument, PermissionDenied
 from services.fetchers import create_fetcher
 from services.fetchers.crawl4ai_http import Crawl4aiHttpFetcher
 from services.net import safety
-from services.net.robots import RobotsPolicy, parse_llms_txt, parse_sitemap
+from services.net.robots import RobotsPolicy, parse_llms_txt
 from services.net.safety import check_url_allowed
+from services.net.sitemap import parse_sitemap
 from services.net.text_fetch import fetch_text
 from services.net.urls import host_key, in_scope, matches_patterns, normalize_url, registrable_domain
 from services.settings import Settings

@@ -121,3 +121,30 @@ def test_config_prints_the_uvx_and_pipx_forms(tmp_path: Path) -> None:
     assert (entry["type"], entry["command"], entry["args"]) == ("stdio", "uvx", ["--from", spec, "archivist", "serve"])
     entry, _ = stdio_entry("claude-desktop", "--pipx", spec, "--allow", str(tmp_path), env=cli_env(), cwd=tmp_path)
     assert (entry["command"], entry["args"]) == ("pipx", ["run", "--spec", spec, "archivist", "serve"])
+
+
+def test_replies_are_not_held_back_by_nagle() -> None:
+    """The socket `archivist serve --http` listens on must give asyncio's accepted connections
+    TCP_NODELAY: without it every reply waited ~40 ms for a delayed ACK (found by bench/ab_latency.py)."""
+    import asyncio
+    import socket
+
+    from commands.serve import listening_socket
+
+    async def accepted_nodelay() -> int:
+        seen: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+
+        def on_client(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            sock = writer.get_extra_info("socket")
+            seen.set_result(sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
+            writer.close()
+
+        server = await asyncio.start_server(on_client, sock=listening_socket("127.0.0.1", 0))
+        port = server.sockets[0].getsockname()[1]
+        async with server:
+            _, writer = await asyncio.open_connection("127.0.0.1", port)
+            value = await asyncio.wait_for(seen, 5)
+            writer.close()
+        return value
+
+    assert asyncio.run(accepted_nodelay()) == 1

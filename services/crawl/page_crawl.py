@@ -224,7 +224,7 @@ class PageCrawler:
     async def _stored_as_spec(self, target: FrontierRow, known: KnownDocument | None, page: FetchResult) -> bool:
         """An OpenAPI spec becomes one document per operation; other JSON/YAML is skipped as non-text.
         False for a text page that only looked like a spec: it is stored as text."""
-        spec = await page_spec(page)
+        spec = await page_spec(page, self.documents.settings)
         if spec is None:
             if page.raw is None:
                 return False

@@ -6,6 +6,7 @@ import asyncio
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
+from services.budgets import budget
 from services.crawl.politeness import HostThrottle
 from services.net.credentials import SiteCredentials
 from services.net.robots import RobotsPolicy
@@ -14,8 +15,6 @@ from services.net.urls import host_key
 
 if TYPE_CHECKING:
     from services.settings import Settings
-
-MAX_DISCOVERY_BYTES = 2_000_000
 
 
 def site_root(url: str) -> str:
@@ -49,7 +48,7 @@ class RobotsCache:
             robots_url,
             user_agent=self.settings.crawl_user_agent,
             timeout=self.settings.crawl_page_timeout,
-            max_bytes=MAX_DISCOVERY_BYTES,
+            max_bytes=budget("robots").input_limit() + 1,  # one byte more: a cut file is known as cut
             allow_private=self.settings.crawl_allow_private,
             login=self.login,
         )
@@ -57,7 +56,12 @@ class RobotsCache:
             # No answer at all: the page fetches will fail with the real network error, so let them.
             policy = RobotsPolicy.allow_all()
         else:
-            policy = RobotsPolicy.from_response(status, text, self.settings.crawl_user_agent)
+            agent = self.settings.crawl_user_agent
+            policy = await asyncio.to_thread(RobotsPolicy.from_response, status, text, agent)
+            if policy.cut:
+                self.warnings.append(
+                    f"{robots_url} is over the robots budget (512 KiB, 10,000 rules): only its start is obeyed."
+                )
             if status >= 500:
                 self.warnings.append(f"{robots_url} answered HTTP {status}: the site is not crawled (RFC 9309).")
         self.throttle.set_host_delay(url, policy.crawl_delay)  # None clears a delay left by an earlier job

@@ -12,7 +12,7 @@ from uuid import UUID
 from models import FileFailure, IngestResult
 from services.database import Database
 from services.documents.freshness import FILE_MTIME, file_mtime
-from services.documents.specs import SpecIngestResult, page_spec, spec_in
+from services.documents.specs import SpecDocument, SpecIngestResult, page_spec, spec_in
 from services.documents.text import (
     DIRECTORY_BATCH,
     MAX_DIRECTORY_FILES,
@@ -128,7 +128,7 @@ class FilesMixin:
     ) -> IngestResult | SpecIngestResult:
         """One file as a document; an OpenAPI/Swagger spec as one document per operation."""
         item = await self.read_file(path, title, url, metadata)
-        spec = spec_in(item)
+        spec = await spec_in(item, self.settings)
         if spec is not None:
             return await self.ingest_spec(source_id, spec, item.url or path.as_uri(), metadata)
         return (await self.ingest_many(source_id, [item]))[0]
@@ -170,7 +170,7 @@ class FilesMixin:
                 continue
             try:
                 item = await self.read_file(path, metadata=metadata, relative=relative_path(path, directory))
-                spec = spec_in(item)
+                spec = await spec_in(item, self.settings)
                 if spec is not None:  # an OpenAPI spec: its operations, at once
                     documents = await self._ingest_spec_file(source_id, path, spec, item.url, metadata, progress)
                     results += documents
@@ -194,7 +194,7 @@ class FilesMixin:
         self,
         source_id: UUID,
         path: Path,
-        spec: dict[str, Any],
+        spec: list[SpecDocument],
         url: str | None,
         metadata: dict[str, Any] | None,
         progress: ProgressFn | None,
@@ -249,7 +249,7 @@ class FilesMixin:
             page = await fetcher.fetch(normalized)
         finally:
             await fetcher.close()
-        spec = await page_spec(page)
+        spec = await page_spec(page, self.settings)
         if spec is not None:  # an OpenAPI spec: one document per operation
             return await self.ingest_spec(source_id, spec, page.final_url or normalized, metadata)
         parsed_title, content, doc_type = await page_content(page, self.settings)

@@ -3,12 +3,13 @@
 Each document's URL is `<spec url>#<fragment>` ("...#get-/pets/{id}", "...#overview") and its
 metadata names the spec (`openapi_spec`), so ingesting the same spec again updates the operations
 in place (same URL, same document), leaves unchanged ones alone, and deletes the operations that
-are gone from the spec.
+are gone from the spec. A spec is loaded and converted in the limited parser pool under the "openapi"
+budget (services/budgets.py), never in the server process: a spec over it fails with OverBudget and
+nothing already stored is touched.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -17,18 +18,14 @@ from typing import Any
 from uuid import UUID
 
 from models import IngestResult
+from services.budgets import budget
 from services.database import Database
 from services.documents.text import NewDocument, check_metadata
 from services.fetchers.base import FetchResult
-from services.openapi import (
-    OVERVIEW_FRAGMENT,
-    SPEC_MEDIA_TYPES,
-    SpecDocument,
-    convert_spec,
-    load_spec_if_any,
-    might_be_spec,
-)
+from services.openapi import OVERVIEW_FRAGMENT, SPEC_MEDIA_TYPES, SpecDocument, convert_spec_text, might_be_spec
+from services.parsers.isolation import parser_pool
 from services.parsers.text import decode_text
+from services.settings import Settings
 
 logger = logging.getLogger(__name__)
 
@@ -91,17 +88,27 @@ def page_spec_text(page: FetchResult) -> str | None:
     return None
 
 
-async def page_spec(page: FetchResult) -> dict[str, Any] | None:
-    """The spec a fetched page holds, else None (parsed in a worker thread: big specs take a while)."""
+async def spec_documents(text: str, name: str, settings: Settings) -> list[SpecDocument] | None:
+    """The documents of the spec `text` holds, else None; loaded and converted in the limited parser
+    pool under the "openapi" budget (OverBudget past it)."""
+    if not might_be_spec(text):
+        return None
+    limits = budget("openapi")
+    limits.check_input(len(text), settings.max_file_bytes, name[:200])
+    return await parser_pool(settings).run(limits, name[:200], convert_spec_text, text, name)
+
+
+async def page_spec(page: FetchResult, settings: Settings) -> list[SpecDocument] | None:
+    """The documents of the spec a fetched page holds, else None."""
     text = page_spec_text(page)
-    return None if text is None else await asyncio.to_thread(load_spec_if_any, text, page.final_url or page.url)
+    return None if text is None else await spec_documents(text, page.final_url or page.url, settings)
 
 
-def spec_in(item: NewDocument) -> dict[str, Any] | None:
-    """The spec held by a parsed JSON/YAML file, else None."""
+async def spec_in(item: NewDocument, settings: Settings) -> list[SpecDocument] | None:
+    """The documents of the spec a parsed JSON/YAML file holds, else None."""
     if item.document_type not in ("json", "yaml"):
         return None
-    return load_spec_if_any(item.content, item.title)
+    return await spec_documents(item.content, item.title, settings)
 
 
 class SpecsMixin:
@@ -113,14 +120,13 @@ class SpecsMixin:
     async def ingest_spec(
         self,
         source_id: UUID,
-        spec: dict[str, Any],
+        documents: list[SpecDocument],
         spec_url: str,
         metadata: dict[str, Any] | None = None,
     ) -> SpecIngestResult:
-        """Store the spec's overview and operations; delete the operations it no longer has."""
+        """Store a converted spec's overview and operations; delete the operations it no longer has."""
         started = time.perf_counter()
         extra = check_metadata(metadata)
-        documents = await asyncio.to_thread(convert_spec, spec)
         items = [self._spec_item(document, spec_url, extra) for document in documents]
         results: list[IngestResult] = []
         for start in range(0, len(items), SPEC_BATCH):

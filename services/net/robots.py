@@ -1,20 +1,23 @@
-"""robots.txt, sitemaps and llms.txt: parsing (services/net/text_fetch.py fetches them).
+"""robots.txt and llms.txt: parsing (services/net/text_fetch.py fetches them; sitemaps: sitemap.py).
 
 `RobotsPolicy` follows RFC 9309 as Google implements it: the most specific user-agent group wins
 (groups naming the same agent are merged), the longest matching rule wins, Allow wins a tie, `*` and
 a trailing `$` are supported in paths. urllib.robotparser is not used because it takes the first
-matching rule rather than the longest and knows no wildcards.
+matching rule rather than the longest and knows no wildcards. Parsing stays within the "robots" and
+"llms" budgets (services/budgets.py): the first 512 KiB of a robots.txt are read (RFC 9309 asks for at
+least 500 KiB) and at most 10,000 rules kept, since every URL of a crawl is matched against them; an
+llms.txt yields at most its budget of links.
 """
 
 from __future__ import annotations
 
 import logging
 import re
-import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from urllib.parse import unquote, urlsplit
 
+from services.budgets import budget
 from services.net.urls import normalize_url
 from services.net.wildcard import Wildcard
 
@@ -64,23 +67,30 @@ def _parse_line(raw_line: str) -> tuple[str, str] | None:
     return key.strip().lower(), value.strip()
 
 
-def _add_record(group: _Group, key: str, value: str) -> None:
-    """Apply one Allow/Disallow/Crawl-delay line to its group (other keys are ignored)."""
+def _add_record(group: _Group, key: str, value: str) -> bool:
+    """Apply one Allow/Disallow/Crawl-delay line to its group (other keys are ignored); True when a
+    rule was added."""
     if key in ("allow", "disallow"):
         if value:  # "Disallow:" with no path allows everything: no rule needed.
             group.rules.append(_Rule(allow=key == "allow", pattern=value))
+            return True
     elif key == "crawl-delay":
         try:
             group.crawl_delay = max(0.0, float(value))
         except ValueError:
             logger.debug("ignoring bad Crawl-delay %r", value)
+    return False
 
 
-def _parse_groups(text: str) -> tuple[list[_Group], list[str]]:
-    """Split robots.txt into user-agent groups and collect Sitemap lines.
+def _parse_groups(text: str) -> tuple[list[_Group], list[str], bool]:
+    """Split robots.txt into user-agent groups and collect Sitemap lines; True when the budget cut it.
 
     Consecutive User-agent lines share one group; a User-agent line after a record starts a new one.
     """
+    limits = budget("robots")
+    cut = len(text) > limits.input_limit()
+    text = text[: limits.input_limit()]
+    rules = 0
     groups: list[_Group] = []
     sitemaps: list[str] = []
     current: _Group | None = None
@@ -101,8 +111,11 @@ def _parse_groups(text: str) -> tuple[list[_Group], list[str]]:
             current.agents.append(value.lower())
         elif current is not None:
             group_has_records = True
-            _add_record(current, key, value)
-    return groups, sitemaps
+            if rules < limits.structure or key not in ("allow", "disallow"):
+                rules += _add_record(current, key, value)
+            else:
+                cut = True
+    return groups, sitemaps, cut
 
 
 def _select_groups(groups: list[_Group], user_agent: str) -> list[_Group]:
@@ -118,7 +131,7 @@ class RobotsPolicy:
     """What one site's robots.txt lets a given user agent do."""
 
     def __init__(self, text: str, user_agent: str) -> None:
-        groups, self._sitemaps = _parse_groups(text.lstrip("\ufeff"))
+        groups, self._sitemaps, self.cut = _parse_groups(text.lstrip("\ufeff"))
         selected = _select_groups(groups, user_agent)
         self._rules = [rule for group in selected for rule in group.rules]
         delays = [g.crawl_delay for g in selected if g.crawl_delay is not None]
@@ -174,32 +187,6 @@ class RobotsPolicy:
         return best is None or best.allow
 
 
-def _local_name(tag: str) -> str:
-    """Strip an XML namespace: "{http://www.sitemaps.org/...}loc" -> "loc"."""
-    return tag.rsplit("}", 1)[-1].lower()
-
-
-def parse_sitemap(xml_text: str) -> tuple[list[str], list[str]]:
-    """Return (page URLs, nested sitemap URLs) from a urlset or sitemapindex document.
-
-    Namespaces are ignored; invalid XML or an unknown root yields two empty lists.
-    """
-    try:
-        root = ET.fromstring(xml_text.lstrip("\ufeff \t\r\n"))
-    except ET.ParseError:
-        logger.debug("sitemap is not valid XML")
-        return [], []
-    kind = _local_name(root.tag)
-    if kind not in ("urlset", "sitemapindex"):
-        return [], []
-    locations: list[str] = []
-    for entry in root:
-        for child in entry:
-            if _local_name(child.tag) == "loc" and child.text and child.text.strip():
-                locations.append(child.text.strip())
-    return (locations, []) if kind == "urlset" else ([], locations)
-
-
 def markdown_link_targets(text: str) -> Iterator[str]:
     """The targets of the markdown links `[label](url "title")` in `text`, in linear time.
 
@@ -224,10 +211,14 @@ def markdown_link_targets(text: str) -> Iterator[str]:
 
 
 def parse_llms_txt(text: str, base_url: str) -> list[str]:
-    """Absolute, normalised, de-duplicated http(s) URLs of the markdown links in an llms.txt file."""
+    """Absolute, normalised, de-duplicated http(s) URLs of the markdown links in an llms.txt file (or a
+    markdown page): the first ones, up to the "llms" budget's count."""
+    limits = budget("llms")
     seen: dict[str, None] = {}
     for target in markdown_link_targets(text):
         url = normalize_url(target, base=base_url)
         if url:
             seen.setdefault(url, None)
+            if len(seen) >= limits.structure:
+                break
     return list(seen)

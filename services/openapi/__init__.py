@@ -2,8 +2,9 @@
 
 load.py recognises and parses a spec, resolve.py follows its `$ref`s (with `referencing`),
 operations.py lists its operations, schema.py / examples.py / render.py / overview.py write markdown.
-`convert_spec` is pure and CPU-bound (run it in a worker thread); storing the documents is
-services.documents' job.
+`convert_spec` is pure and CPU-bound, and a spec is outside content: `convert_spec_text` (load and
+convert) runs in the limited parser pool under the "openapi" budget (services/budgets.py: schema nodes
+visited per document, output characters, wall time). Storing the documents is services.documents' job.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
+from services.budgets import budget
+from services.errors import OverBudget
 from services.openapi.load import SPEC_MEDIA_TYPES, load_spec, load_spec_if_any, might_be_spec, spec_version
 from services.openapi.operations import iter_operations
 from services.openapi.overview import api_title, api_version, overview_title, render_overview
@@ -23,6 +26,7 @@ __all__ = [
     "SPEC_MEDIA_TYPES",
     "SpecDocument",
     "convert_spec",
+    "convert_spec_text",
     "load_spec",
     "load_spec_if_any",
     "might_be_spec",
@@ -45,8 +49,11 @@ class SpecDocument:
 
 
 def convert_spec(spec: dict[str, Any]) -> list[SpecDocument]:
-    """The overview document, then one document per operation (in the spec's order)."""
-    refs = SpecRefs(spec)
+    """The overview document, then one document per operation (in the spec's order). OverBudget when
+    one document follows more schema nodes than the budget allows, when the documents together pass its
+    output characters, or when converting takes longer than its wall time."""
+    limits = budget("openapi")
+    refs = SpecRefs(spec, limits.meter())
     operations = iter_operations(spec, refs)
     common = {
         "openapi_version": spec_version(spec),
@@ -62,7 +69,9 @@ def convert_spec(spec: dict[str, Any]) -> list[SpecDocument]:
         )
     ]
     renderer = OperationRenderer(spec, refs, untagged=api_title(spec))
+    written = len(documents[0].markdown)
     for operation in operations:
+        refs.meter.restart()
         metadata = {
             **common,
             "openapi_kind": "operation",
@@ -72,8 +81,21 @@ def convert_spec(spec: dict[str, Any]) -> list[SpecDocument]:
             **({"operation_id": operation.operation_id} if operation.operation_id else {}),
             **({"deprecated": True} if operation.node.get("deprecated") is True else {}),
         }
-        documents.append(SpecDocument(operation.title, renderer.render(operation), operation.fragment, metadata))
+        try:
+            markdown = renderer.render(operation)
+        except OverBudget as exc:
+            raise OverBudget(f"{operation.title[:200]}: {exc.message}", exc.suggestion, budget=exc.budget) from None
+        written += len(markdown)
+        limits.check_output(written, "the documents of the spec")
+        documents.append(SpecDocument(operation.title, markdown, operation.fragment, metadata))
     if refs.unresolved:
         logger.info("%s: %d $refs not resolved (external or missing)", api_title(spec), len(refs.unresolved))
         documents[0].metadata["unresolved_refs"] = sorted(refs.unresolved)[:20]
     return documents
+
+
+def convert_spec_text(text: str, name: str) -> list[SpecDocument] | None:
+    """Load `text` and convert it when it is a spec, else None. For the parser pool: runs where the
+    spec's budget can cost a worker, never the server."""
+    spec = load_spec_if_any(text, name)
+    return None if spec is None else convert_spec(spec)

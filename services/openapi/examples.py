@@ -13,7 +13,7 @@ MAX_EXAMPLES = 5
 
 def example_block(value: Any, label: str = "Example") -> list[str]:
     """A labelled fenced block: strings as text, everything else as indented JSON (cut when huge)."""
-    text = value if isinstance(value, str) else dump(value, indent=2)
+    text = value if isinstance(value, str) else dump(value, indent=2, limit=MAX_EXAMPLE_CHARS)
     if len(text) > MAX_EXAMPLE_CHARS:
         text = text[:MAX_EXAMPLE_CHARS] + "\n… (example cut)"
     fence = "```" if isinstance(value, str) else "```json"

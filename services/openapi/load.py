@@ -2,6 +2,8 @@
 
 Detection is by content, not by file name: a mapping with a top-level `openapi` (3.x) or `swagger`
 (2.0) key. A cheap text sniff runs first, so ordinary JSON and YAML files are never parsed twice.
+YAML is built into Python values only once its aliases are counted within the "openapi" budget
+(services/parsers/yaml_nodes.py): a few hundred bytes of aliases must not become a billion values.
 """
 
 from __future__ import annotations
@@ -13,7 +15,9 @@ from typing import Any
 
 import yaml
 
-from services.errors import InvalidArgument
+from services.budgets import budget
+from services.errors import InvalidArgument, OverBudget
+from services.parsers.yaml_nodes import load_one
 
 logger = logging.getLogger(__name__)
 
@@ -31,7 +35,6 @@ SPEC_MEDIA_TYPES = frozenset(
 )
 _YAML_KEY = re.compile(r"^[\"']?(?:openapi|swagger)[\"']?\s*:", re.MULTILINE)
 _JSON_KEY = re.compile(r"\"(?:openapi|swagger)\"\s*:")
-_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # the C loader is ~10x faster on big specs
 
 
 def might_be_spec(text: str) -> bool:
@@ -50,12 +53,15 @@ def spec_version(value: Any) -> str | None:
 
 
 def parse_text(text: str, name: str = "spec") -> Any:
-    """Parse JSON (when it looks like JSON) or YAML; InvalidArgument with the position on bad syntax."""
+    """Parse JSON (when it looks like JSON) or YAML; InvalidArgument with the position on bad syntax,
+    OverBudget for YAML whose aliases expand past the budget and for nesting too deep to parse."""
     stripped = text.lstrip()
     try:
         if stripped.startswith(("{", "[")):
             return json.loads(stripped)
-        return yaml.load(text, Loader=_LOADER)  # noqa: S506 - a safe loader
+        return load_one(text, budget("structured"))
+    except RecursionError:
+        raise budget("openapi").over(f"{name} is nested too deeply to parse") from None
     except json.JSONDecodeError as exc:
         raise _invalid(name, f"{exc.msg} at line {exc.lineno}, column {exc.colno}") from exc
     except yaml.YAMLError as exc:
@@ -68,6 +74,8 @@ def load_spec_if_any(text: str, name: str = "spec") -> dict[str, Any] | None:
         return None
     try:
         value = parse_text(text, name)
+    except OverBudget:
+        raise  # a bomb is an error, not "not a spec"
     except InvalidArgument:
         return None
     return value if spec_version(value) else None

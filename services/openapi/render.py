@@ -111,7 +111,7 @@ class OperationRenderer:
     def _parameter_example(parameter: dict[str, Any], schema: dict[str, Any]) -> str:
         for holder in (parameter, schema):
             if "example" in holder:
-                return f"Example: {holder['example']}."
+                return f"Example: {one_line(holder['example'])}."
         return ""
 
     def _request_body(self, operation: Operation) -> list[str]:

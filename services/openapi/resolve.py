@@ -3,7 +3,8 @@
 The renderer walks schemas itself and asks `SpecRefs.follow` for each `$ref`; it keeps the chain of
 references it is inside, so a recursive schema is expanded once and then marked, never infinitely.
 References to other documents (`common.yaml#/Pet`, `https://...`) are not fetched: they are shown
-by name and reported as unresolved.
+by name and reported as unresolved. Every `follow` is one schema node visited, counted on the spec's
+meter (the "openapi" budget: per document, within the spec's wall time).
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from typing import Any
 
 from referencing import Registry, Resource, Specification
 from referencing.exceptions import Unresolvable
+
+from services.budgets import Meter, budget
 
 logger = logging.getLogger(__name__)
 
@@ -35,25 +38,33 @@ def ref_name(ref: str) -> str:
 
 
 class SpecRefs:
-    """Follows local `$ref`s of one spec (JSON pointers, `$id`-free), caching nothing of its own."""
+    """Follows local `$ref`s of one spec (JSON pointers, `$id`-free)."""
 
     #: A chain of refs pointing at refs longer than this is treated as broken.
-    MAX_CHAIN = 32
+    MAX_CHAIN = budget("openapi").depth
 
-    def __init__(self, spec: dict[str, Any]) -> None:
+    def __init__(self, spec: dict[str, Any], meter: Meter | None = None) -> None:
         resource = Resource(contents=spec, specification=Specification.OPAQUE)
         self._resolver = Registry().with_resource(SPEC_URI, resource).resolver(base_uri=SPEC_URI)
         self.unresolved: set[str] = set()
+        self.meter = meter or budget("openapi").meter()
+        self._targets: dict[str, Any] = {}  # ref -> its target: a pointer is resolved once per spec
 
     def follow(self, node: Any) -> Followed:
         """Follow `node`'s `$ref` (and a target that is itself a `$ref`) to a concrete node."""
+        self.meter.tick()
         ref: str | None = None
         for _ in range(self.MAX_CHAIN):
             if not (isinstance(node, dict) and isinstance(node.get("$ref"), str)):
                 return Followed(node, ref)
             ref = node["$ref"]
+            if ref in self._targets:
+                node = self._targets[ref]
+                continue
+            if ref in self.unresolved:
+                return Followed(None, ref, "external or missing reference, not resolved")
             try:
-                node = self._resolver.lookup(ref).contents
+                node = self._targets[ref] = self._resolver.lookup(ref).contents
             except Unresolvable as exc:
                 self.unresolved.add(ref)
                 logger.debug("unresolved $ref %s: %s", ref, exc)

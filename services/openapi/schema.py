@@ -3,7 +3,10 @@ description, enum, default and example, nested fields indented below.
 
 `$ref`s are followed through `SpecRefs`; a reference already being expanded on the current branch is
 marked "recursive" instead of expanded again, and nesting stops at `max_depth`, so recursive and very
-deep schemas stay small. `allOf` parts are merged, `oneOf`/`anyOf` alternatives listed.
+deep schemas stay small. `allOf` parts are merged, `oneOf`/`anyOf` alternatives listed. Every node
+followed is counted against the "openapi" budget (`SpecRefs`), so `allOf`/`$ref` fan-out that would
+render exponentially stops at the budget; values are written only up to the length shown (`dump`,
+`one_line`), never expanded whole first.
 """
 
 from __future__ import annotations
@@ -31,15 +34,31 @@ class Target:
     error: str | None = None
 
 
+#: `one_line` reads at most this many characters per character it keeps.
+READ_PER_KEPT = 8
+
+
 def one_line(text: Any, limit: int = MAX_TEXT) -> str:
-    """Whitespace collapsed, cut to `limit` characters."""
-    flat = " ".join(str(text).split())
+    """Whitespace collapsed, cut to `limit` characters (only the head of a long value is read)."""
+    head = limit * READ_PER_KEPT
+    raw = dump(text, limit=head) if isinstance(text, dict | list) else str(text)
+    flat = " ".join(raw[:head].split())
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
-def dump(value: Any, indent: int | None = None) -> str:
-    """JSON text of an example (dates and other YAML scalars as strings)."""
-    return json.dumps(value, indent=indent, ensure_ascii=False, default=str)
+def dump(value: Any, indent: int | None = None, limit: int | None = None) -> str:
+    """JSON text of an example (dates and other YAML scalars as strings); with `limit`, written only
+    until it passes `limit` characters (a large or deeply shared value is never serialised whole)."""
+    if limit is None:
+        return json.dumps(value, indent=indent, ensure_ascii=False, default=str)
+    parts: list[str] = []
+    written = 0
+    for part in json.JSONEncoder(indent=indent, ensure_ascii=False, default=str).iterencode(value):
+        parts.append(part)
+        written += len(part)
+        if written > limit:
+            break
+    return "".join(parts)
 
 
 class SchemaRenderer:
@@ -173,14 +192,19 @@ class SchemaRenderer:
         if isinstance(node.get("enum"), list):
             notes.append("Enum: " + " | ".join(f"`{one_line(v, 60)}`" for v in node["enum"][:30]))
         if "default" in node:
-            notes.append(f"Default: `{one_line(dump(node['default']), MAX_INLINE_EXAMPLE)}`")
+            notes.append(f"Default: `{inline_json(node['default'])}`")
         example = schema_example(node)
         if example is not None:
-            notes.append(f"Example: `{one_line(dump(example), MAX_INLINE_EXAMPLE)}`")
+            notes.append(f"Example: `{inline_json(example)}`")
         flags = [flag for flag in ("deprecated", "readOnly", "writeOnly") if node.get(flag) is True]
         if flags:
             notes.append(", ".join(flags) + ".")
         return (": " + " ".join(n if n.endswith((".", "…")) else n + "." for n in notes)) if notes else ""
+
+
+def inline_json(value: Any) -> str:
+    """A short value as one line of JSON (cut with "…")."""
+    return one_line(dump(value, limit=MAX_INLINE_EXAMPLE * READ_PER_KEPT), MAX_INLINE_EXAMPLE)
 
 
 def schema_example(node: dict[str, Any]) -> Any:

@@ -5,6 +5,12 @@ readability heuristic guesses (measured on real Debian docs: see bench/RESULTS.m
 bench/extraction.py). Pages no rule fits (plain articles, blogs) keep <body>, pruned of the blocks
 resiliparse's main-content heuristic leaves out: its judgement of what is boilerplate, our converter
 for the text (resiliparse's own output loses code languages, inline code and tables).
+
+Pages are outside content, so this step keeps to the "html" budget (services/budgets.py): resiliparse
+parses the raw page without lxml's nesting cap and slows with depth times size (100,000 nested
+<div>s: minutes), so a page nested past the budget's depth keeps its whole body instead; and matching
+blocks against resiliparse's text searches onward from the last match, within a bounded number of
+passes over that text, instead of from the start for every block (quadratic on large pages).
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ from collections.abc import Callable
 import lxml.html
 from lxml.html import HtmlElement
 
+from services.budgets import budget
 from services.pages.base import PageContext, Step
 from services.pages.parse import classes
 
@@ -137,7 +144,41 @@ def main_text_reference(html: str) -> str | None:
     return " ".join(text.split()) or None
 
 
-def prune_to_reference(element: HtmlElement, reference: str, vocabulary: set[str]) -> None:
+#: "Is there an element this deep under <html>?" (one XPath step per level, in C: a normal page's
+#: node set is empty after a few dozen steps).
+_TOO_DEEP = "boolean(" + "/".join(["*"] * budget("html").depth) + ")"
+
+
+def too_deep(tree: HtmlElement) -> bool:
+    """Whether the page nests elements deeper than the "html" budget's depth."""
+    return bool(tree.xpath(_TOO_DEEP))
+
+
+class Reference:
+    """resiliparse's text, searched for each block's text in document order: onward from where the
+    last block was found, then (blocks out of order) before it, all within `passes` lengths of the
+    text; past that, a block counts as not found (its words decide, see `prune_to_reference`)."""
+
+    def __init__(self, text: str, passes: int) -> None:
+        self.text = text
+        self.cursor = 0
+        self.work = passes * max(len(text), 1)
+
+    def __contains__(self, fragment: str) -> bool:
+        if self.work <= 0:
+            return False
+        found = self.text.find(fragment, self.cursor)
+        self.work -= (found if found >= 0 else len(self.text)) - self.cursor + len(fragment)
+        if found < 0 and self.cursor:
+            found = self.text.find(fragment, 0, self.cursor + len(fragment) - 1)
+            self.work -= self.cursor
+        if found < 0:
+            return False
+        self.cursor = found
+        return True
+
+
+def prune_to_reference(element: HtmlElement, reference: Reference, vocabulary: set[str]) -> None:
     """Drop child blocks whose text is (mostly) absent from `reference`; recurse into mixed ones."""
     for child in list(element):
         if not isinstance(child.tag, str):
@@ -148,7 +189,7 @@ def prune_to_reference(element: HtmlElement, reference: str, vocabulary: set[str
         if child.tag not in HEADING_TAGS and link_share(child, text) >= MAX_LINK_SHARE:
             child.drop_tree()  # menus, blogrolls, footers: mostly links
             continue
-        if text in reference or is_article_block(child, text):
+        if is_article_block(child, text) or text in reference:
             continue
         tokens = words(text)
         known = sum(1 for token in tokens if token in vocabulary)
@@ -176,10 +217,10 @@ def guided_body(tree: HtmlElement, html: str) -> tuple[HtmlElement, str]:
     """<body> without the blocks resiliparse judges boilerplate (all of it if resiliparse finds nothing)."""
     body = tree.find("body")
     root = body if body is not None else tree
-    reference = main_text_reference(html)
+    reference = None if too_deep(tree) else main_text_reference(html)
     if reference is None:
         return root, "body"
-    prune_to_reference(root, reference, set(words(reference)))
+    prune_to_reference(root, Reference(reference, budget("html").structure), set(words(reference)))
     return root, "body+resiliparse"
 
 

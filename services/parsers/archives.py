@@ -13,6 +13,7 @@ import io
 import zipfile
 from pathlib import PurePath
 
+from services.budgets import budget
 from services.errors import InvalidArgument
 
 #: Extensions of the ZIP-based formats.
@@ -22,7 +23,7 @@ EXPANSION_BUDGET = 10
 #: Past the file-size cap, an archive may inflate at most this many times its own size.
 MAX_RATIO = 100
 #: More members than this is not a document (each member costs a parser a file object).
-MAX_MEMBERS = 10_000
+MAX_MEMBERS = budget("office").structure
 
 
 def check_archive(data: bytes, path: PurePath, max_file_bytes: int) -> None:

@@ -1,10 +1,13 @@
-"""Heavy file formats are parsed in a worker process with memory and CPU-time limits.
+"""Heavy formats are parsed in a worker process with memory, CPU-time and wall-time limits.
 
-A pathological PDF, office file or e-book can make a parser allocate gigabytes or loop for minutes.
-In a worker limited by RLIMIT_AS and RLIMIT_CPU that costs the worker, not the server: the worker
-hits MemoryError or is killed by SIGXCPU, the caller gets a clear error, and the next call starts
-a fresh pool. Parsing never runs on the event loop: light formats (text, markdown, HTML, data
-files) run in a thread. ZIP-based files are checked for bombs before a worker sees them.
+A pathological PDF, office file, YAML file or OpenAPI spec can make a parser allocate gigabytes or loop
+for minutes. In a worker limited by RLIMIT_AS and RLIMIT_CPU that costs the worker, not the server: the
+worker hits MemoryError or is killed by SIGXCPU, the caller gets a clear error, and the next call starts
+a fresh pool. A task still running when its format's wall time (services/budgets.py) is over is stopped
+by an alarm in its worker (timed from the task's start, not from its wait in the queue).
+Which formats go to the worker is data: the `isolated` flag of their budget. Parsing never runs on the
+event loop: light formats (text, markdown, HTML, CSV) run in a thread, under their budget's counters.
+ZIP-based files are checked for bombs before a worker sees them.
 """
 
 from __future__ import annotations
@@ -13,21 +16,29 @@ import asyncio
 import logging
 import multiprocessing
 import resource
+import signal
 import threading
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path, PurePath
-from typing import Any
+from types import FrameType
+from typing import Any, TypeVar
 
+from services.budgets import Budget, budget
 from services.errors import InvalidArgument, ServiceError, Unavailable
-from services.parsers import parse_bytes
+from services.parsers import REGISTRY, parse_bytes, parser_budget
 from services.parsers.archives import check_archive
 from services.parsers.base import ParsedDocument
 
 logger = logging.getLogger(__name__)
 
-#: Formats parsed in the worker: binary containers whose parsers can be driven to extremes.
-ISOLATED_EXTENSIONS = frozenset({".pdf", ".docx", ".pptx", ".xlsx", ".xlsm", ".epub", ".odt", ".rtf"})
+T = TypeVar("T")
+
+#: Formats parsed in the worker: those whose budget says `isolated`.
+ISOLATED_EXTENSIONS = frozenset(
+    extension for entry in REGISTRY if budget(entry.budget).isolated for extension in entry.extensions
+)
 
 
 def _limit_memory(memory_bytes: int) -> None:
@@ -35,11 +46,26 @@ def _limit_memory(memory_bytes: int) -> None:
     resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
 
 
-def _parse_limited(data: bytes, name: str, cpu_seconds: int, max_file_bytes: int) -> ParsedDocument:
-    """In the worker: allow `cpu_seconds` more CPU time (RLIMIT_CPU counts the whole life), then parse."""
+def _run_limited(function: Callable[..., T], args: tuple[Any, ...], cpu_seconds: int, limits: Budget) -> T:
+    """In the worker: allow `cpu_seconds` more CPU time (RLIMIT_CPU counts the whole life) and
+    `limits.seconds` of wall time (an alarm raises OverBudget in the parser), then run."""
     usage = resource.getrusage(resource.RUSAGE_SELF)
     used = int(usage.ru_utime + usage.ru_stime) + 1
     resource.setrlimit(resource.RLIMIT_CPU, (used + cpu_seconds, resource.RLIM_INFINITY))
+
+    def out_of_time(signum: int, frame: FrameType | None) -> None:
+        raise limits.over(f"parsing took longer than {limits.seconds:g} s")
+
+    previous = signal.signal(signal.SIGALRM, out_of_time)
+    signal.setitimer(signal.ITIMER_REAL, limits.seconds)
+    try:
+        return function(*args)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def _parse(data: bytes, name: str, max_file_bytes: int) -> ParsedDocument:
     return parse_bytes(data, Path(name), max_file_bytes)
 
 
@@ -70,14 +96,15 @@ class ParserPool:
                 self._executor = None
         broken.shutdown(wait=False, cancel_futures=True)
 
-    async def parse(self, data: bytes, path: PurePath, max_file_bytes: int) -> ParsedDocument:
-        """Parse in a worker; limits hit become ServiceErrors, and never take the server down."""
-        executor, name = self._pool(), path.name
+    async def run(self, limits: Budget, name: str, function: Callable[..., T], *args: Any) -> T:
+        """`function(*args)` in a worker under `limits` (its wall time; the pool's memory and CPU caps).
+        Limits hit become ServiceErrors and never take the server down. `function` must be importable
+        by the worker (a module-level function) and its arguments and result picklable."""
+        executor = self._pool()
+        cpu = max(1, min(self.cpu_seconds, int(limits.seconds)))
         loop = asyncio.get_running_loop()
         try:
-            return await loop.run_in_executor(
-                executor, _parse_limited, data, str(path), self.cpu_seconds, max_file_bytes
-            )
+            return await loop.run_in_executor(executor, _run_limited, function, args, cpu, limits)
         except ServiceError:
             raise
         except MemoryError:
@@ -90,11 +117,16 @@ class ParserPool:
             self._discard(executor)
             logger.warning("parser worker died on %s; starting a fresh pool", name)
             raise Unavailable(
-                f"The parser worker stopped while parsing {name}: over the {self.cpu_seconds} s CPU "
+                f"The parser worker stopped while parsing {name}: over the {cpu} s CPU "
                 f"or {self.memory_mb} MB memory limit, or it crashed.",
                 "Retry once (a fresh worker is started); if the same file fails again, convert it to "
                 "text or PDF, or raise ARCHIVIST_PARSE_CPU_SECONDS / ARCHIVIST_PARSE_MEMORY_MB.",
             ) from None
+
+    async def parse(self, data: bytes, path: PurePath, max_file_bytes: int) -> ParsedDocument:
+        """Parse a file in a worker, under its format's budget."""
+        limits = parser_budget(Path(path))
+        return await self.run(limits, path.name, _parse, data, str(path), max_file_bytes)
 
     def close(self) -> None:
         with self._lock:

@@ -6,11 +6,15 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from services.budgets import budget
 from services.errors import InvalidArgument
 
 #: A long table is written as several tables of this many rows, each repeating the header row,
 #: so every chunk of a big sheet still says what its columns are.
 TABLE_BLOCK_ROWS = 20
+#: A table is written only when rows x columns stays within this budget: short rows are padded to the
+#: widest one, so one row of 100,000 commas would make every other row 100,000 cells wide.
+TABLES = budget("csv")
 
 _SPACE_RE = re.compile(r"[ \t\r\n\f\v]+")
 
@@ -47,10 +51,16 @@ def cell_text(value: Any) -> str:
 
 
 def _trim_rows(rows: Iterable[Sequence[Any]]) -> list[list[str]]:
-    """Cells as text; drop empty rows and the empty columns on the right of every row."""
+    """Cells as text; drop empty rows and the empty columns on the right of every row. OverBudget when
+    the padded table would pass the table budget's cells."""
     cleaned = [[cell_text(value) for value in row] for row in rows]
     cleaned = [row for row in cleaned if any(row)]
     width = max((max(i for i, value in enumerate(row) if value) + 1 for row in cleaned), default=0)
+    if width * len(cleaned) > TABLES.structure:
+        raise TABLES.over(
+            f"a table of {len(cleaned):,} rows by {width:,} columns is more than {TABLES.structure:,} table cells",
+            "Split the table, or convert it to text.",
+        )
     return [(row + [""] * width)[:width] for row in cleaned]
 
 

@@ -11,6 +11,7 @@ import io
 import logging
 from pathlib import Path
 
+from services.budgets import budget
 from services.parsers.base import DocumentParser, ParsedDocument
 from services.parsers.markup import heading, join_blocks, markdown_table, no_text, one_line, unreadable
 from services.parsers.text import decode_text
@@ -18,7 +19,7 @@ from services.parsers.text import decode_text
 logger = logging.getLogger(__name__)
 
 #: Cells read from one workbook at most (a guard against huge sparse sheets).
-MAX_CELLS = 2_000_000
+MAX_CELLS = budget("spreadsheet").structure
 
 
 class XlsxParser(DocumentParser):
@@ -69,8 +70,12 @@ class CsvParser(DocumentParser):
         suffix = path.suffix.lower() if path is not None else ".csv"
         first_line = text.split("\n", 1)[0]
         delimiter = "\t" if suffix == ".tsv" else (";" if first_line.count(";") > first_line.count(",") else ",")
+        limits, rows = budget("csv"), []
+        cells = limits.meter()
         try:
-            rows = list(csv.reader(io.StringIO(text, newline=""), delimiter=delimiter))
+            for row in csv.reader(io.StringIO(text, newline=""), delimiter=delimiter):
+                cells.tick(max(len(row), 1))
+                rows.append(row)
         except csv.Error as exc:  # e.g. a field over the size limit
             raise unreadable(name, suffix.lstrip(".").upper(), exc) from exc
         content = markdown_table(rows)

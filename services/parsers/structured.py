@@ -1,7 +1,9 @@
 """Parser for structured data files: JSON, YAML and TOML.
 
 The file must parse; its original text is kept as content (minified one-line JSON is
-pretty-printed so it can be chunked sensibly).
+pretty-printed so it can be chunked sensibly). YAML is composed by libyaml and counted on its node graph
+(services/parsers/yaml_nodes.py) under the "structured" budget; these formats run in the limited worker
+pool (a large YAML file costs hundreds of MB while it is composed).
 """
 
 from __future__ import annotations
@@ -14,9 +16,11 @@ from typing import Any
 
 import yaml
 
+from services.budgets import budget
 from services.errors import InvalidArgument
 from services.parsers.base import DocumentParser, ParsedDocument
 from services.parsers.text import decode_text, looks_binary
+from services.parsers.yaml_nodes import compose_all
 
 logger = logging.getLogger(__name__)
 
@@ -56,9 +60,9 @@ def parse_json(text: str, name: str) -> tuple[str, dict[str, Any]]:
 
 
 def parse_yaml(text: str, name: str) -> tuple[str, dict[str, Any]]:
-    """Validate YAML syntax (all documents; custom tags such as `!Ref` are allowed)."""
+    """Validate YAML syntax (all documents; custom tags such as `!Ref` are allowed), within the budget."""
     try:
-        documents = sum(1 for _ in yaml.compose_all(text, Loader=yaml.SafeLoader))
+        documents = compose_all(text, budget("structured"))
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""

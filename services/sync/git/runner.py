@@ -27,7 +27,7 @@ from services.documents import NewDocument, chunk_context
 from services.errors import NotFound, ServiceError
 from services.sync.git.config import GitConfig, read_credentials
 from services.sync.git.remote import FetchFailed, fetch_ref, open_clone
-from services.sync.git.tree import Plan, lookup_blob, plan_sync
+from services.sync.git.tree import Plan, bounded, lookup_blob, plan_sync
 from services.sync.runner import BATCH, SyncFailed, SyncRunner
 
 logger = logging.getLogger(__name__)
@@ -150,7 +150,10 @@ class GitSyncRunner(SyncRunner):
         repo = open_clone(self.git.directory(self.app.settings.data_dir))
         try:
             manifest = {path: stored.blob for path, stored in self.files.items()}
-            return plan_sync(repo.object_store, self.git, self.commit, manifest, self.app.settings.sync_max_files)
+            settings = self.app.settings
+            return plan_sync(
+                repo.object_store, self.git, self.commit, manifest, settings.sync_max_files, settings.max_file_bytes
+            )
         finally:
             repo.close()
 
@@ -183,9 +186,11 @@ class GitSyncRunner(SyncRunner):
             await self._ingest(batch)
 
     async def _read(self, path: str, renamed_from: str | None) -> Pending | None:
-        """Settle a file that needs no embedding (unchanged, renamed as is); else what to ingest."""
+        """Settle a file that needs no embedding (unchanged, renamed as is); else what to ingest. A blob
+        over the file cap fails here, from its header, before it is inflated (OverBudget)."""
         assert self.repo is not None
-        blob = await asyncio.to_thread(lookup_blob, self.repo.object_store, self.tree, path)
+        store = bounded(self.repo.object_store, self.app.settings.max_file_bytes)
+        blob = await asyncio.to_thread(lookup_blob, store, self.tree, path)
         if blob is None:
             await self.frontier.finish_row(path, RowResult("skipped", skip_reason="vanished"))
             return None

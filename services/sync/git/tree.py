@@ -7,6 +7,12 @@ starting with "." and no tool folder such as node_modules), not ignored by the r
 `plan()` compares what the commit holds with the manifest of the last syncs (path -> blob): with
 the last synced commit at hand only the paths dulwich's tree diff names are compared (renames come
 from its rename detector); without it (first sync, new patterns, a changed `.gitignore`) every path.
+
+A tree is outside content: a tree that names one subtree ten times per level lists 10^8 paths from a
+few objects. So the walk counts every entry it visits against the "git-tree" budget (entries, depth,
+time), stops as soon as it has one file more than the sync takes, skips hidden folders without
+entering them, and reads objects only through `BoundedStore` (services/sync/git/objects.py: sizes
+checked before inflating). A diff past the budget falls back to the bounded listing.
 """
 
 from __future__ import annotations
@@ -22,15 +28,28 @@ from dulwich.ignore import IgnoreFilter, IgnoreFilterManager, read_ignore_patter
 from dulwich.object_store import BaseObjectStore
 from dulwich.objects import Blob, SubmoduleEncountered, Tree
 
+from services.budgets import budget
+from services.errors import OverBudget
+from services.paths import SKIPPED_DIRS
 from services.sync.git.config import GitConfig, hidden
+from services.sync.git.objects import BoundedStore
 
 IGNORE_FILE = ".gitignore"
+#: A diff naming more than this many changes per file the sync takes is not cheaper than a listing.
+DIFF_PER_FILE = 4
+
+
+def bounded(store: BaseObjectStore | BoundedStore, max_object_bytes: int) -> BoundedStore:
+    """`store` seen through the git budgets (objects up to `max_object_bytes`, the walk's deadline)."""
+    if isinstance(store, BoundedStore):
+        return store
+    return BoundedStore(store, budget("git-tree").meter(), max_object_bytes)
 
 
 class TreeIgnores(IgnoreFilterManager):
     """The repository's `.gitignore` rules, read from a tree instead of a work tree."""
 
-    def __init__(self, store: BaseObjectStore, tree_id: bytes) -> None:
+    def __init__(self, store: BoundedStore, tree_id: bytes) -> None:
         super().__init__("", [], False)
         self.store = store
         self.tree_id = tree_id
@@ -47,24 +66,29 @@ class TreeIgnores(IgnoreFilterManager):
         return path.endswith("/")  # only files are asked about
 
 
-def lookup_blob(store: BaseObjectStore, tree_id: bytes, path: str) -> Blob | None:
-    """The regular file at `path` of a tree, or None."""
+def lookup_entry(store: BoundedStore, tree_id: bytes, path: str) -> bytes | None:
+    """The blob sha of the regular file at `path` of a tree (nothing inflated but the trees on the way),
+    or None."""
     try:
         tree = store[tree_id]
         assert isinstance(tree, Tree)
         mode, sha = tree.lookup_path(store.__getitem__, path.encode())
     except (KeyError, ValueError, AssertionError, NotTreeError, SubmoduleEncountered):
         return None  # not there, or a file or submodule where a folder was expected
-    if not stat.S_ISREG(mode):
-        return None
-    blob = store[sha]
+    return sha if stat.S_ISREG(mode) else None
+
+
+def lookup_blob(store: BoundedStore, tree_id: bytes, path: str) -> Blob | None:
+    """The regular file at `path` of a tree, or None; OverBudget for a blob over the object cap."""
+    sha = lookup_entry(store, tree_id, path)
+    blob = store[sha] if sha is not None else None
     return blob if isinstance(blob, Blob) else None
 
 
 class Rules:
     """Whether a path of one commit belongs to the source."""
 
-    def __init__(self, store: BaseObjectStore, tree_id: bytes, config: GitConfig) -> None:
+    def __init__(self, store: BoundedStore, tree_id: bytes, config: GitConfig) -> None:
         self.ignores = TreeIgnores(store, tree_id)
         self.patterns = config.patterns
 
@@ -79,13 +103,42 @@ def decode(path: bytes) -> str | None:
         return None
 
 
-def list_files(store: BaseObjectStore, tree_id: bytes, rules: Rules) -> dict[str, str]:
-    """Every file of the tree that belongs to the source: path -> blob sha."""
+def _tree(store: BoundedStore, sha: bytes) -> Tree:
+    tree = store[sha]
+    if not isinstance(tree, Tree):
+        raise NotTreeError(sha)
+    return tree
+
+
+def skipped_folder(name: bytes) -> bool:
+    """A folder whose every path is hidden (services.sync.git.config.hidden): never entered."""
+    return name.startswith(b".") or name.decode("utf-8", "replace") in SKIPPED_DIRS
+
+
+def list_files(store: BoundedStore, tree_id: bytes, rules: Rules, max_files: int) -> dict[str, str]:
+    """The files of the tree that belong to the source (path -> blob sha), in path order, at most
+    `max_files + 1` (one more says there are more). Each entry visited is counted on `store.meter`."""
+    limits, entries = budget("git-tree"), store.meter
     found: dict[str, str] = {}
-    for entry in store.iter_tree_contents(tree_id):
-        path = decode(entry.path)
+    stack = [(b"", iter(_tree(store, tree_id).iteritems()))]
+    while stack:
+        prefix, items = stack[-1]
+        entry = next(items, None)
+        if entry is None:
+            stack.pop()
+            continue
+        entries.tick()
+        if stat.S_ISDIR(entry.mode):
+            if len(stack) >= limits.depth:
+                raise limits.over(f"folders nested deeper than {limits.depth}")
+            if not skipped_folder(entry.path):
+                stack.append((prefix + entry.path + b"/", iter(_tree(store, entry.sha).iteritems())))
+            continue
+        path = decode(prefix + entry.path)
         if path is not None and stat.S_ISREG(entry.mode) and rules.wants(path):
             found[path] = entry.sha.decode()
+            if len(found) > max_files:
+                break
     return found
 
 
@@ -101,7 +154,15 @@ class Diff:
         return any(p == IGNORE_FILE or p.endswith("/" + IGNORE_FILE) for p in self.paths)
 
 
-def diff_trees(store: BaseObjectStore, old_tree: bytes, new_tree: bytes) -> Diff:
+def diff_trees(store: BoundedStore, old_tree: bytes, new_tree: bytes, max_changes: int) -> Diff | None:
+    """The paths that differ between two trees, renames found; None past `max_changes` changes (the
+    caller lists the new tree instead, which stops at the file limit and is no dearer then)."""
+    changes = budget("git-tree").meter("changed entries", max_changes)
+    try:
+        for _ in tree_changes(store, old_tree, new_tree):  # counted first: the rename detector collects all
+            changes.tick()
+    except OverBudget:
+        return None
     diff = Diff()
     for change in tree_changes(store, old_tree, new_tree, rename_detector=RenameDetector(store)):
         old = decode(change.old.path) if change.old and change.old.path else None
@@ -157,25 +218,34 @@ def plan(
 
 
 def plan_sync(
-    store: BaseObjectStore, config: GitConfig, commit: str, manifest: dict[str, str], max_files: int
+    store: BaseObjectStore | BoundedStore,
+    config: GitConfig,
+    commit: str,
+    manifest: dict[str, str],
+    max_files: int,
+    max_object_bytes: int,
 ) -> tuple[Plan, list[str]]:
-    """The plan to bring the manifest to `commit`, and warnings (files over the limit)."""
+    """The plan to bring the manifest to `commit`, and warnings (files over the limit). OverBudget
+    when the tree is over its budget even for listing (entries, depth, object size, time)."""
+    store = bounded(store, max_object_bytes)
     new_tree = store[commit.encode()].tree
     rules = Rules(store, new_tree, config)
     old = config.last_commit.encode() if config.last_commit else None
     if old is not None and old in store and config.last_patterns == config.patterns_key():
-        diff = diff_trees(store, store[old].tree, new_tree)
-        if not diff.touches_ignores:
+        diff = diff_trees(store, store[old].tree, new_tree, DIFF_PER_FILE * max_files)
+        if diff is not None and not diff.touches_ignores:
 
             def target(path: str) -> str | None:
-                blob = lookup_blob(store, new_tree, path) if rules.wants(path) else None
-                return blob.id.decode() if blob is not None else None
+                sha = lookup_entry(store, new_tree, path) if rules.wants(path) else None
+                return sha.decode() if sha is not None else None
 
             return plan(diff.paths, target, manifest, diff.renames), []
-    files = list_files(store, new_tree, rules)
+    files = list_files(store, new_tree, rules, max_files)
     warnings = []
     if len(files) > max_files:
-        warnings.append(f"The repository has {len(files)} matching files; only {max_files} are synced.")
+        warnings.append(
+            f"The repository has more than {max_files} matching files; only the first {max_files} are synced."
+        )
         files = dict(sorted(files.items())[:max_files])
     result = plan(set(files) | set(manifest), files.get, manifest)
     result.full = True
