@@ -11,8 +11,9 @@ Two doors lead into it, and only two:
 - `ArchivistServer.call_tool` (server.py) for `tools/call`, because a tool's refusal is a tool
   result in the JSON error contract (success=false, error_code, retryable, suggestion).
 
-Only this module reads the SDK's access token. Services see the caller only as the entered Scope;
-with none entered `current_scope()` raises, so a path that skips this gate fails closed.
+Only this module reads the SDK's access token (and its verified user, `bearer_verified`). Services
+see the caller only as the entered Scope; with none entered `current_scope()` raises, so a path that
+skips this gate fails closed.
 """
 
 from __future__ import annotations
@@ -21,10 +22,11 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from mcp.server.auth.middleware.auth_context import get_access_token
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.shared.exceptions import MCPError
 from mcp.types import INTERNAL_ERROR, INVALID_PARAMS
 
@@ -61,6 +63,12 @@ def caller_of(profiles: list[str], request: Any) -> Caller:
     if headers is None:
         return Caller(profiles=tuple(profiles), transport="stdio")
     return Caller(profiles=tuple(profiles), transport="local", session=session_of(request))
+
+
+def bearer_verified(asgi_scope: Mapping[str, Any]) -> bool:
+    """Whether the SDK's authentication middleware verified a bearer token on this HTTP request (the
+    /mcp gate of access/http_auth.py lets a request without one through only while it is open)."""
+    return isinstance(asgi_scope.get("user"), AuthenticatedUser)
 
 
 def session_of(request: Any) -> str | None:

@@ -21,12 +21,11 @@ taken off the app, and the 401 names no metadata and says a bearer token is need
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 import logging
 from typing import Any
 
 import asyncpg
-from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser, RequireAuthMiddleware
+from mcp.server.auth.middleware.bearer_auth import RequireAuthMiddleware
 from mcp.server.auth.provider import AccessToken as SdkToken
 from mcp.server.auth.routes import create_protected_resource_routes
 from mcp.server.auth.settings import AuthSettings
@@ -34,6 +33,8 @@ from starlette.routing import Route
 from starlette.types import Receive, Send
 from starlette.types import Scope as AsgiScope
 
+from access.guard import bearer_verified
+from services.access.hosts import is_loopback
 from services.access.oauth import WRITE_SCOPE, InvalidToken, OAuthConfig, OAuthVerifier
 from services.access.tokens import PREFIX, TokenService
 
@@ -43,10 +44,6 @@ METADATA_PATH = "/.well-known/oauth-protected-resource"
 TOKEN_NEEDED = (
     "This server needs a bearer token (Authorization: Bearer <token>); "
     "create one on the server with: archivist token create --name NAME"
-)
-ACTIVE_TOKENS_SQL = (
-    "SELECT EXISTS (SELECT 1 FROM access_tokens WHERE revoked_at IS NULL "
-    "AND (expires_at IS NULL OR expires_at > now()))"
 )
 
 
@@ -85,7 +82,7 @@ class ArchivistTokenVerifier:
     async def verify_token(self, token: str) -> SdkToken | None:
         if self.oauth is not None and not token.startswith(PREFIX):
             return await self.verify_issuer_token(self.oauth, token)
-        record = await TokenService(await self.auth_db.open()).verify(token)  # type: ignore[arg-type]
+        record = await TokenService(await self.auth_db.open()).verify(token)
         if record is None:
             return None
         claims = {
@@ -155,8 +152,7 @@ class AuthGate:
 
     async def _check(self) -> bool:
         try:
-            db = await self.auth_db.open()
-            self.last_open = not await db.pool.fetchval(ACTIVE_TOKENS_SQL)
+            self.last_open = not await TokenService(await self.auth_db.open()).any_active()
         except asyncpg.UndefinedTableError:
             self.last_open = True  # not migrated yet: no token can exist
         except Exception:
@@ -200,7 +196,7 @@ class BearerUnlessOpen(RequireAuthMiddleware):
         await super()._send_auth_error(send, status_code, error, description)
 
     async def __call__(self, scope: AsgiScope, receive: Receive, send: Send) -> None:
-        authed = isinstance(scope.get("user"), AuthenticatedUser)
+        authed = bearer_verified(scope)
         has_header = any(k.lower() == b"authorization" for k, _ in scope.get("headers") or [])
         if not authed and not has_header and await self.gate.open_without_token():
             await self.app(scope, receive, send)
@@ -236,25 +232,3 @@ def resource_metadata(config: OAuthConfig, url: str) -> list[Route]:
     if routes[0].path != bare:
         routes.append(Route(bare, endpoint=routes[0].endpoint, methods=["GET", "OPTIONS"]))
     return routes
-
-
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
-async def tokens_exist(settings: Any) -> bool:
-    """Whether any active token exists (start-up: a non-loopback bind without one refuses to start)."""
-    from services.database import resolve_dsn
-
-    conn = await asyncpg.connect(await resolve_dsn(settings))
-    try:
-        if not await conn.fetchval("SELECT to_regclass('access_tokens') IS NOT NULL"):
-            return False
-        return bool(await conn.fetchval(ACTIVE_TOKENS_SQL))
-    finally:
-        await conn.close()

@@ -37,7 +37,8 @@ def add_serve_command(sub: Any) -> None:
 
 
 def refuse_open_public_bind(settings: Settings, host: str) -> None:
-    from access.http_auth import is_loopback, tokens_exist
+    from services.access.hosts import is_loopback
+    from services.access.tokens import tokens_exist
 
     if not is_loopback(host) and not settings.oauth_issuer and not asyncio.run(tokens_exist(settings)):
         fail(

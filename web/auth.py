@@ -8,7 +8,6 @@ a revoked token signs its sessions out at once."""
 from __future__ import annotations
 
 import hmac
-import ipaddress
 import secrets
 from dataclasses import dataclass, field
 from typing import Any
@@ -17,22 +16,13 @@ from urllib.parse import unquote
 from starlette.requests import Request
 from starlette.responses import Response
 
-from services.access.hosts import HostPolicy
+from services.access.hosts import HostPolicy, is_loopback
 
 SESSION_COOKIE = "archivist_session"
 CSRF_COOKIE = "archivist_csrf"
 CSRF_FIELD = "csrf"
 MAX_SESSIONS = 1000
 MAX_NEXT_CHARS = 2000
-
-
-def is_loopback_host(host: str) -> bool:
-    if host in ("localhost", ""):
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 @dataclass
@@ -87,14 +77,9 @@ def access_services(app: Any) -> Any:
 
 
 async def tokens_exist(app: Any) -> bool:
+    """Whether any active token exists (services/access/tokens.py answers it for every door)."""
     tokens = access_services(app)
-    if tokens is None:
-        return False
-    if hasattr(tokens, "any_active"):
-        return bool(await tokens.any_active())
-    listed = await tokens.list()
-    items = getattr(listed, "items", listed)
-    return any(not getattr(t, "revoked_at", None) and not getattr(t, "revoked", False) for t in items)
+    return tokens is not None and await tokens.any_active()
 
 
 async def verify(app: Any, secret: str | None) -> Any:
@@ -108,7 +93,8 @@ def secure_cookie(request: Request, secure_server: bool) -> bool:
     """Secure when the server is off loopback or serves TLS (its cookies then never travel in clear
     text; off loopback over plain HTTP, sign-in needs a TLS reverse proxy), and on https or a loopback
     name (browsers keep Secure cookies for http://localhost and 127.0.0.1)."""
-    return secure_server or request.url.scheme == "https" or is_loopback_host(request.url.hostname or "")
+    host = request.url.hostname
+    return secure_server or request.url.scheme == "https" or not host or is_loopback(host)
 
 
 def set_cookie(response: Response, name: str, value: str, *, secure: bool, max_age: int | None = None) -> None:

@@ -96,6 +96,7 @@ async def test_a_closed_session_gives_its_subscriptions_back(url: str, world: Wo
         await asyncio.sleep(0.5)  # the server sees the session end
 
 
+@pytest.mark.usefixtures("owner")  # the test changes the handbook itself, as the owner
 async def test_a_crowded_tenant_cannot_delay_anothers_notifications(
     app: Any, url: str, world: World, mallory: str
 ) -> None:
