@@ -43,10 +43,11 @@ chromium:
 test: install-dev chromium
 	PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 $(BIN)/python -m pytest -q -p no:cacheprovider
 
-# Screenshots of the MCP App for the docs (docs/screenshots/app-*.png), on request only: `make test`
-# runs the same browser test without writing them.
-screenshots: install chromium
-	ARCHIVIST_SCREENSHOTS=1 PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 $(BIN)/python -m pytest -q -p no:cacheprovider tests/test_mcp_app.py
+# Screenshots for the docs (docs/screenshots/*.png: the console and the MCP App), on request only:
+# `make test` runs the same browser tests without writing them, so it leaves the tree clean.
+SCREENSHOT_TESTS := tests/test_mcp_app.py tests/test_web_console.py tests/test_web_access.py tests/test_console_profiles.py
+screenshots: install-dev chromium
+	ARCHIVIST_SCREENSHOTS=1 PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 $(BIN)/python -m pytest -q -p no:cacheprovider $(SCREENSHOT_TESTS)
 
 # The MCP App's bridge (tools/apps/ext-apps.js) from @modelcontextprotocol/ext-apps, pinned in
 # tools/apps/bundle/package-lock.json (needs node and npm; the built file is committed).
