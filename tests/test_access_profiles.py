@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 from uuid import uuid4
 
+import pytest
 import pytest_asyncio
 
 from server import build_server
@@ -86,6 +87,7 @@ async def test_selected_profiles_limit_the_choice_and_name_themselves(world, set
         assert r["profile"] == "pa" and r["search_type"] == "vector" and r["count"] == 1
 
 
+@pytest.mark.usefixtures("owner")
 async def test_jobs_are_scoped(world, app, settings, embedder) -> None:
     job_a = (await app.jobs.start("http://127.0.0.1:9/a/", source_id=world["a"])).job
     job_b = (await app.jobs.start("http://127.0.0.1:9/b/", source_id=world["b"])).job
@@ -109,6 +111,7 @@ async def test_jobs_are_scoped(world, app, settings, embedder) -> None:
     await app.jobs.cancel(job_b.id, wait_seconds=0)
 
 
+@pytest.mark.usefixtures("owner")
 async def test_sources_created_in_scope_join_the_first_profile(world, app, settings, embedder, files_dir: Path) -> None:
     folder = files_dir / "joined-notes"
     folder.mkdir()

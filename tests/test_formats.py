@@ -293,6 +293,7 @@ async def ingested(app: Archivist, files_dir: Path) -> dict[str, Any]:
         ("Reykjavik Iceland population", "cities.csv", [], "Reykjavik"),
     ],
 )  # fmt: skip
+@pytest.mark.usefixtures("owner")
 async def test_each_format_is_found_with_its_heading_path(
     app: Archivist, ingested: dict[str, Any], query: str, file_name: str, heading_path: list[str], snippet: str
 ) -> None:

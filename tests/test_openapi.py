@@ -237,6 +237,7 @@ async def test_file_ingest_makes_one_document_per_operation(app: Archivist, pets
     assert chunks and chunks[0]["heading_path"][:2] == ["pets", "POST /pets — Create a pet"]
 
 
+@pytest.mark.usefixtures("owner")
 async def test_search_finds_the_create_operation(app: Archivist, pets: dict[str, Any]) -> None:
     outcome = await app.search.search("how do I create a pet", pets["source_id"], match_count=5)
     titles = [hit.document_title for hit in outcome.hits]
@@ -245,6 +246,7 @@ async def test_search_finds_the_create_operation(app: Archivist, pets: dict[str,
     assert titles[0] == "POST /pets — Create a pet", titles
 
 
+@pytest.mark.usefixtures("owner")
 async def test_reingest_is_idempotent_and_removes_vanished_operations(app: Archivist, pets: dict[str, Any]) -> None:
     source_id, path = pets["source_id"], pets["path"]
     before = await documents_of(app, source_id)

@@ -116,6 +116,7 @@ def hit_view(hit: Any) -> dict[str, Any]:
     return hit_views([hit], HitShape(), [], "english")[0]
 
 
+@pytest.mark.usefixtures("owner")
 async def test_search_hits_and_chunk_reads_show_page_number(app: Archivist, documents: dict[str, Any]) -> None:
     outcome = await app.search.search("volcano magma chambers", documents["source_id"], match_count=5)
     top = outcome.hits[0]
@@ -136,6 +137,7 @@ async def test_search_hits_and_chunk_reads_show_page_number(app: Archivist, docu
     assert "page_start" not in payload["chunk"]
 
 
+@pytest.mark.usefixtures("owner")
 async def test_pptx_chunks_record_slide_numbers(app: Archivist, documents: dict[str, Any]) -> None:
     outcome = await app.search.search("quinoa silos budget", documents["source_id"], match_count=3)
     hit = next(h for h in outcome.hits if h.document_id == documents["ids"]["deck.pptx"])
@@ -148,6 +150,7 @@ async def test_pptx_chunks_record_slide_numbers(app: Archivist, documents: dict[
     ]
 
 
+@pytest.mark.usefixtures("owner")
 async def test_unpaged_documents_have_no_page_number(app: Archivist, documents: dict[str, Any]) -> None:
     outcome = await app.search.search("astronomy quinoa note", documents["source_id"], match_count=10)
     plain = [h for h in outcome.hits if h.document_id == documents["ids"]["plain.md"]]
@@ -155,6 +158,7 @@ async def test_unpaged_documents_have_no_page_number(app: Archivist, documents: 
     assert all(r["page_start"] is None for r in await chunk_rows(app, documents["ids"]["plain.md"]))
 
 
+@pytest.mark.usefixtures("owner")
 async def test_rechunking_on_title_change_keeps_pages(app: Archivist, documents: dict[str, Any]) -> None:
     document_id = documents["ids"]["notes.pdf"]
     before = [(r["char_start"], r["page_start"], r["page_end"]) for r in await chunk_rows(app, document_id)]

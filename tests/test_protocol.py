@@ -163,6 +163,7 @@ async def until(check: Callable[[], bool], seconds: float = 10.0) -> None:
             await asyncio.sleep(0.05)
 
 
+@pytest.mark.usefixtures("owner")
 async def test_legacy_subscriptions_stay_in_scope(
     world: dict[str, Any], app: Any, proto_settings: Settings, embedder: Any
 ) -> None:
@@ -184,6 +185,7 @@ async def test_legacy_subscriptions_stay_in_scope(
     assert theirs not in heard.uris and all(str(world["b"]) not in u for u in heard.uris)
 
 
+@pytest.mark.usefixtures("owner")
 async def test_listen_stays_in_scope(world: dict[str, Any], app: Any, proto_settings: Settings, embedder: Any) -> None:
     confined = server(proto_settings, embedder, profiles=["proto_a"])
     mine, theirs = doc_uri(world["doc_a"]), doc_uri(world["doc_b"])
@@ -323,6 +325,7 @@ async def test_crawl_as_task(proto_settings: Settings, embedder: Any, site: Fixt
             await task_get(old, created.task_id)
 
 
+@pytest.mark.usefixtures("owner")
 async def test_task_and_job_resource_stay_in_scope(
     world: dict[str, Any], app: Any, proto_settings: Settings, embedder: Any, site: FixtureSite
 ) -> None:

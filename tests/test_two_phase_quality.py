@@ -96,6 +96,7 @@ async def sources(app: Archivist) -> dict[str, Any]:
 @pytest.mark.parametrize("fusion", ["convex", "rrf"])
 @pytest.mark.parametrize("scan_max", [pending.PENDING_SCAN_MAX, 0])  # from the pending chunks / the postings
 @pytest.mark.parametrize("postings", [1000, 0])  # impact-ordered / every posting
+@pytest.mark.usefixtures("owner")
 async def test_pending_chunks_rank_by_the_questions_common_words(
     app: Archivist,
     sources: dict[str, Any],
@@ -114,6 +115,7 @@ async def test_pending_chunks_rank_by_the_questions_common_words(
     assert "Date Fields" in titles and outcome.hits[0].match_type == "keyword"
 
 
+@pytest.mark.usefixtures("owner")
 async def test_fully_embedded_search_keeps_todays_sql_and_terms(app: Archivist, sources: dict[str, Any]) -> None:
     """Passes on main too: no pending chunk in scope, the same query with the same parameters."""
     hybrid = HybridSearch(SpyDatabase(app.db), app.settings)  # type: ignore[arg-type]
@@ -132,6 +134,7 @@ async def test_fully_embedded_search_keeps_todays_sql_and_terms(app: Archivist, 
 
 
 @pytest.mark.parametrize("fusion", ["convex", "rrf"])
+@pytest.mark.usefixtures("owner")
 async def test_a_few_pending_chunks_are_set_against_the_embedded_ones(
     app: Archivist, sources: dict[str, Any], monkeypatch: pytest.MonkeyPatch, fusion: str
 ) -> None:

@@ -161,6 +161,7 @@ async def test_renaming_onto_a_hidden_title_is_no_oracle(beta: Any, tenants: Ten
     assert names_no_alpha_source(hidden, tenants), hidden
 
 
+@pytest.mark.usefixtures("owner")
 async def test_two_visible_sources_under_one_title_ask_for_the_id(app: Any, url: str, tenants: Tenants) -> None:
     """The owner puts alpha's and beta's "Hidden Plans" in one profile: a title no longer names one source."""
     beta_plans = await app.db.pool.fetchval(
