@@ -12,7 +12,7 @@ STAMP := $(VENV)/.installed
 DEV_STAMP := $(VENV)/.installed-dev
 TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
 
-.PHONY: install install-dev run test docs lint chromium screenshots app-bridge bench-beir bench-scale bench-crawl bench-cluster bench-docs bench-arrival bench-ingest-cpu bench-keyword-only bench-extraction
+.PHONY: install install-dev run test docs lint typecheck chromium screenshots app-bridge bench-beir bench-scale bench-crawl bench-cluster bench-docs bench-arrival bench-ingest-cpu bench-keyword-only bench-extraction
 
 $(STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "need $(PYTHON) (set PYTHON=...)"; exit 1; }
@@ -60,6 +60,10 @@ docs: install-dev
 
 lint: install-dev
 	$(BIN)/ruff check . && $(BIN)/ruff format --check .
+
+# mypy over the code (files and per-module strictness in pyproject.toml: strict on services/access)
+typecheck: install-dev
+	$(BIN)/python -m mypy
 
 bench-beir: install
 	$(BIN)/python bench/beir.py --corpus ../shared/data/scifact/corpus.jsonl \

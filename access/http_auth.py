@@ -210,13 +210,21 @@ def http_auth(settings: Any, host: str, port: int, scheme: str = "http") -> tupl
     base = (getattr(settings, "public_url", None) or f"{scheme}://{host}:{port}").rstrip("/")
     url = f"{base}/mcp"
     config = OAuthConfig.from_settings(settings, default_audience=url)
+    # URLs as strings (validated by the SDK's model): AnyHttpUrl would add a trailing slash to an issuer
     if config is None:
-        sdk = AuthSettings(issuer_url=base, resource_server_url=url, validate_token_resource=False)
+        sdk = AuthSettings.model_validate(
+            {"issuer_url": base, "resource_server_url": url, "validate_token_resource": False}
+        )
         return {"token_verifier": ArchivistTokenVerifier(auth_db), "auth": sdk}, AuthGate(auth_db, host)
     # The verifier checks `aud` itself (validate_token_resource=False): the SDK compares only `resource`
     required = list(config.required_scopes)
-    sdk = AuthSettings(
-        issuer_url=config.issuer, resource_server_url=url, required_scopes=required, validate_token_resource=False
+    sdk = AuthSettings.model_validate(
+        {
+            "issuer_url": config.issuer,
+            "resource_server_url": url,
+            "required_scopes": required,
+            "validate_token_resource": False,
+        }
     )
     verifier = ArchivistTokenVerifier(auth_db, OAuthVerifier(config))
     return {"token_verifier": verifier, "auth": sdk}, AuthGate(auth_db, host, resource_metadata(config, url))
@@ -227,7 +235,7 @@ def resource_metadata(config: OAuthConfig, url: str) -> list[Route]:
     401's `resource_metadata` points to and at the bare one (clients that look there first)."""
     scopes = list(dict.fromkeys([*config.required_scopes, WRITE_SCOPE]))
     # strings, not AnyHttpUrl: the issuer is compared exactly, and AnyHttpUrl would add a trailing slash
-    routes = create_protected_resource_routes(url, [config.issuer], scopes, resource_name="Archivist")  # type: ignore[arg-type]
+    routes = create_protected_resource_routes(url, [config.issuer], scopes, resource_name="Archivist")  # type: ignore[arg-type,list-item]
     bare = METADATA_PATH
     if routes[0].path != bare:
         routes.append(Route(bare, endpoint=routes[0].endpoint, methods=["GET", "OPTIONS"]))

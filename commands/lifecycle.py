@@ -26,7 +26,7 @@ HTTP_GRACE_SECONDS = 3  # open streams (SSE) get this long to finish before uvic
 
 
 @contextlib.contextmanager
-def on_stop_signals(first: Callable[[], None], second: Callable[[], None]) -> Iterator[None]:
+def on_stop_signals(first: Callable[[], object], second: Callable[[], object]) -> Iterator[None]:
     """Call `first` on the first SIGINT/SIGTERM and `second` on any later one (inside a running loop)."""
     loop = asyncio.get_running_loop()
     seen = 0

@@ -54,7 +54,7 @@ async def insert_job(db: Any, settings: Any, source_id: UUID, kind: str, params:
                 )
                 exc.retry_after_seconds = RETRY_AFTER_SECONDS  # type: ignore[attr-defined]
                 raise exc
-        return await conn.fetchval(
+        job_id: UUID = await conn.fetchval(
             "INSERT INTO crawl_jobs (source_id, kind, params, started_by, local_owner) "
             "VALUES ($1, $2, $3, $4, $5) RETURNING id",
             source_id,
@@ -63,6 +63,7 @@ async def insert_job(db: Any, settings: Any, source_id: UUID, kind: str, params:
             scope.who,
             scope.local_owner,
         )
+        return job_id
 
 
 async def job_scope(db: Any, job_id: UUID, source_id: UUID) -> Scope:

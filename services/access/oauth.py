@@ -307,11 +307,11 @@ class OAuthVerifier:
         endpoint = (await self.keys.metadata()).get("introspection_endpoint")
         if not endpoint:
             raise InvalidToken("not a JWT, and the issuer offers no introspection endpoint")
-        auth = (self.config.client_id, self.config.client_secret or "") if self.config.client_id else None
+        config = self.config
+        auth = httpx.BasicAuth(config.client_id, config.client_secret or "") if config.client_id else None
+        form = {"token": token, "token_type_hint": "access_token"}
         try:
-            response = await self.client.post(
-                endpoint, data={"token": token, "token_type_hint": "access_token"}, auth=auth
-            )
+            response = await self.client.post(endpoint, data=form, auth=auth or httpx.USE_CLIENT_DEFAULT)
             response.raise_for_status()
             claims = response.json()
         except (httpx.HTTPError, ValueError) as exc:

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import builtins
 import logging
 from pathlib import Path
 from typing import Any
@@ -77,7 +78,7 @@ class ProfileService:
             raise NotFound(f"Profile '{name}' not found.", f"Valid profiles: {', '.join(names) or '(none)'}.")
         return _to_profile(row)
 
-    async def _check_sources(self, source_ids: list[Any]) -> list[UUID]:
+    async def _check_sources(self, source_ids: builtins.list[Any]) -> builtins.list[UUID]:
         try:
             ids = [UUID(str(s)) for s in source_ids]
         except ValueError as exc:
@@ -103,17 +104,17 @@ class ProfileService:
         self,
         name: str,
         description: str = "",
-        source_ids: list[UUID] | None = None,
+        source_ids: builtins.list[UUID] | None = None,
         search_type: str | None = None,
         match_count: int | None = None,
         similarity_threshold: float | None = None,
         keyword_weight: float | None = None,
         read_only: bool = False,
         enabled: bool = True,
-        allowed_paths: list[str] | None = None,
+        allowed_paths: builtins.list[str] | None = None,
         exclude_flagged: bool = False,
         snippet_chars: int | None = None,
-        hit_fields: list[str] | None = None,
+        hit_fields: builtins.list[str] | None = None,
     ) -> Profile:
         check_name(name)
         fields = dict(
@@ -188,7 +189,7 @@ class ProfileService:
         )
         return output_settings_of([Profile.model_construct(**dict(r)) for r in rows])
 
-    async def scope_for(self, names: list[str], read_only: bool = False, who: str = "local") -> Scope:
+    async def scope_for(self, names: builtins.list[str], read_only: bool = False, who: str = "local") -> Scope:
         """The union of the named (enabled) profiles' sources; no names = every source (but not the
         local owner: services/access/identity.py says who that is). Unknown or disabled profile -> NotFound."""
         if not names:
