@@ -29,6 +29,7 @@ from mcp.server.auth.middleware.bearer_auth import RequireAuthMiddleware
 from mcp.server.auth.provider import AccessToken as SdkToken
 from mcp.server.auth.routes import create_protected_resource_routes
 from mcp.server.auth.settings import AuthSettings
+from starlette.applications import Starlette
 from starlette.routing import Route
 from starlette.types import Receive, Send
 from starlette.types import Scope as AsgiScope
@@ -37,6 +38,7 @@ from access.guard import bearer_verified
 from services.access.hosts import is_loopback
 from services.access.oauth import WRITE_SCOPE, InvalidToken, OAuthConfig, OAuthVerifier
 from services.access.tokens import PREFIX, TokenService
+from services.settings import Settings
 
 logger = logging.getLogger(__name__)
 METADATA_PATH = "/.well-known/oauth-protected-resource"
@@ -50,7 +52,7 @@ TOKEN_NEEDED = (
 class AuthDb:
     """A small pool for token checks (the `pool` attribute TokenService reads)."""
 
-    def __init__(self, settings: Any) -> None:
+    def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self._pool: asyncpg.Pool | None = None
 
@@ -162,7 +164,7 @@ class AuthGate:
             logger.warning("token check failed; keeping the last answer (open=%s)", self.last_open, exc_info=True)
         return self.last_open
 
-    def install(self, app: Any, path: str = "/mcp") -> None:
+    def install(self, app: Starlette, path: str = "/mcp") -> None:
         """Swap the SDK's RequireAuthMiddleware on `path` for one that consults this gate (and, with
         an issuer, the SDK's protected-resource metadata for one that also lists the write scope;
         without one, no metadata at all)."""
@@ -204,7 +206,7 @@ class BearerUnlessOpen(RequireAuthMiddleware):
         await super().__call__(scope, receive, send)
 
 
-def http_auth(settings: Any, host: str, port: int, scheme: str = "http") -> tuple[dict[str, Any], AuthGate]:
+def http_auth(settings: Settings, host: str, port: int, scheme: str = "http") -> tuple[dict[str, Any], AuthGate]:
     """The SDK auth arguments for build_server, and the gate to install on the app."""
     auth_db = AuthDb(settings)
     base = (getattr(settings, "public_url", None) or f"{scheme}://{host}:{port}").rstrip("/")

@@ -10,13 +10,17 @@ from __future__ import annotations
 import hmac
 import secrets
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
 from starlette.requests import Request
 from starlette.responses import Response
 
 from services.access.hosts import HostPolicy, is_loopback
+
+if TYPE_CHECKING:
+    from services.access.tokens import TokenService
+    from services.app import Archivist
 
 SESSION_COOKIE = "archivist_session"
 CSRF_COOKIE = "archivist_csrf"
@@ -71,18 +75,18 @@ class Sessions:
             self.secrets_by_id.pop(sid, None)
 
 
-def access_services(app: Any) -> Any:
+def access_services(app: Archivist) -> TokenService | None:
     """The token service when the access-control feature is installed, else None."""
     return getattr(app, "tokens", None)
 
 
-async def tokens_exist(app: Any) -> bool:
+async def tokens_exist(app: Archivist) -> bool:
     """Whether any active token exists (services/access/tokens.py answers it for every door)."""
     tokens = access_services(app)
     return tokens is not None and await tokens.any_active()
 
 
-async def verify(app: Any, secret: str | None) -> Any:
+async def verify(app: Archivist, secret: str | None) -> Any:
     tokens = access_services(app)
     if tokens is None or not secret:
         return None

@@ -15,6 +15,7 @@ from uuid import UUID
 from models.jobs import ACTIVE_STATUSES
 from services.access.scope import Scope, current_scope
 from services.errors import RateLimited
+from services.settings import Settings
 
 #: Seconds suggested to wait when over the running-jobs limit (a job's progress is worth a look first).
 RETRY_AFTER_SECONDS = 30.0
@@ -28,13 +29,13 @@ def scoped_ids(scope: Scope | None = None) -> list[UUID] | None:
     return None if ids is None else list(ids)
 
 
-def running_limit(scope: Scope, settings: Any) -> int | None:
+def running_limit(scope: Scope, settings: Settings) -> int | None:
     if scope.who in UNLIMITED_CALLERS:
         return None
     return scope.max_running_jobs or int(settings.max_running_jobs_per_token)
 
 
-async def insert_job(db: Any, settings: Any, source_id: UUID, kind: str, params: dict[str, Any]) -> UUID:
+async def insert_job(db: Any, settings: Settings, source_id: UUID, kind: str, params: dict[str, Any]) -> UUID:
     """Queue one job for the current caller, within its running-jobs limit."""
     scope = current_scope()
     limit = running_limit(scope, settings)

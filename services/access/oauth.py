@@ -36,6 +36,7 @@ import jwt
 
 from services.access.redaction import redact_text
 from services.access.token_cache import TokenCache
+from services.settings import Settings
 
 logger = logging.getLogger(__name__)
 #: the scope that lets a token write (create, update, delete, crawl); without it access is read-only
@@ -66,7 +67,7 @@ class OAuthConfig:
     timeout_seconds: float = 10.0
 
     @classmethod
-    def from_settings(cls, settings: Any, default_audience: str) -> OAuthConfig | None:
+    def from_settings(cls, settings: Settings, default_audience: str) -> OAuthConfig | None:
         issuer = (getattr(settings, "oauth_issuer", None) or "").strip()
         if not issuer:
             return None

@@ -16,6 +16,7 @@ from services.access.profile_settings import OutputSettings, check_name, check_v
 from services.access.scope import Scope
 from services.database import Database
 from services.errors import Conflict, InvalidArgument, NotFound
+from services.settings import Settings
 
 logger = logging.getLogger(__name__)
 FIELDS = (
@@ -209,7 +210,7 @@ class ProfileService:
         return Scope.of_profiles(frozenset(ids), ro, list(names), who, tuple(paths))
 
 
-async def read_profile_notes(settings: Any, names: list[str]) -> dict[str, str]:
+async def read_profile_notes(settings: Settings, names: list[str]) -> dict[str, str]:
     """The named (enabled) profiles' descriptions on a connection of its own: read at server start-up,
     before the models load. Empty when none are named or the database cannot be read."""
     if not names:
