@@ -12,7 +12,7 @@ STAMP := $(VENV)/.installed
 DEV_STAMP := $(VENV)/.installed-dev
 TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
 
-.PHONY: install install-dev run test docs lint chromium screenshots app-bridge bench-beir bench-scale bench-crawl bench-cluster bench-docs bench-arrival bench-ingest-cpu bench-keyword-only bench-extraction
+.PHONY: install install-dev run test docs lint typecheck chromium screenshots app-bridge bench-beir bench-scale bench-crawl bench-cluster bench-docs bench-arrival bench-ingest-cpu bench-keyword-only bench-extraction
 
 $(STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "need $(PYTHON) (set PYTHON=...)"; exit 1; }
@@ -43,10 +43,11 @@ chromium:
 test: install-dev chromium
 	PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 $(BIN)/python -m pytest -q -p no:cacheprovider
 
-# Screenshots of the MCP App for the docs (docs/screenshots/app-*.png), on request only: `make test`
-# runs the same browser test without writing them.
-screenshots: install chromium
-	ARCHIVIST_SCREENSHOTS=1 PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 $(BIN)/python -m pytest -q -p no:cacheprovider tests/test_mcp_app.py
+# Screenshots for the docs (docs/screenshots/*.png: the console and the MCP App), on request only:
+# `make test` runs the same browser tests without writing them, so it leaves the tree clean.
+SCREENSHOT_TESTS := tests/test_mcp_app.py tests/test_web_console.py tests/test_web_access.py tests/test_console_profiles.py
+screenshots: install-dev chromium
+	ARCHIVIST_SCREENSHOTS=1 PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 $(BIN)/python -m pytest -q -p no:cacheprovider $(SCREENSHOT_TESTS)
 
 # The MCP App's bridge (tools/apps/ext-apps.js) from @modelcontextprotocol/ext-apps, pinned in
 # tools/apps/bundle/package-lock.json (needs node and npm; the built file is committed).
@@ -59,6 +60,10 @@ docs: install-dev
 
 lint: install-dev
 	$(BIN)/ruff check . && $(BIN)/ruff format --check .
+
+# mypy over the code (files and per-module strictness in pyproject.toml: strict on services/access)
+typecheck: install-dev
+	$(BIN)/python -m mypy
 
 bench-beir: install
 	$(BIN)/python bench/beir.py --corpus ../shared/data/scifact/corpus.jsonl \

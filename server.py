@@ -75,6 +75,7 @@ class ArchivistServer(MCPServer):
     change_watch: Any = None  # tools.subscriptions.ChangeWatch: polls what subscribers watch
     resource_pager: Any = None  # set by tools.resources.register: resources/list, 20 per page
     auth_gate: Any = None  # access_http.AuthGate on HTTP: bearer required once any token exists
+    runtime: Runtime  # the services, set by build_server
     profiles: list[str] = []  # noqa: RUF012  (`serve --profile`; replaced per instance)
     profile_notes: dict[str, str] = {}  # noqa: RUF012  (their descriptions, read at start-up)
 
@@ -104,10 +105,11 @@ class ArchivistServer(MCPServer):
         from access.guard import guarded_call
 
         async def run() -> Any:
-            if self._tool_manager.get_tool(name) is None:
+            tool = self._tool_manager.get_tool(name)
+            if tool is None:
                 names = ", ".join(t.name for t in self._tool_manager.list_tools())
                 return failure("NOT_FOUND", f"Unknown tool: {name}", f"Use one of: {names}.")
-            refused = unknown_arguments(name, arguments, self._tool_manager.get_tool(name).parameters)
+            refused = unknown_arguments(name, arguments, tool.parameters)
             if refused is not None:
                 return refused
             try:

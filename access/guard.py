@@ -11,8 +11,9 @@ Two doors lead into it, and only two:
 - `ArchivistServer.call_tool` (server.py) for `tools/call`, because a tool's refusal is a tool
   result in the JSON error contract (success=false, error_code, retryable, suggestion).
 
-Only this module reads the SDK's access token. Services see the caller only as the entered Scope;
-with none entered `current_scope()` raises, so a path that skips this gate fails closed.
+Only this module reads the SDK's access token (and its verified user, `bearer_verified`). Services
+see the caller only as the entered Scope; with none entered `current_scope()` raises, so a path that
+skips this gate fails closed.
 """
 
 from __future__ import annotations
@@ -21,10 +22,12 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import Awaitable, Callable
-from typing import Any
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Protocol
 
 from mcp.server.auth.middleware.auth_context import get_access_token
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
 from mcp.types import INTERNAL_ERROR, INVALID_PARAMS
 
@@ -33,6 +36,9 @@ from services.access.oauth import Identity
 from services.access.scope import Scope, use_scope
 from services.errors import CallTimeout, ServiceError, service_error_from
 from tools.common import failure, failure_from, rpc_error
+
+if TYPE_CHECKING:
+    from services.app import Archivist, Runtime
 
 logger = logging.getLogger(__name__)
 HIDDEN_ARGUMENTS = frozenset({"self", "ctx", "runtime"})
@@ -63,6 +69,12 @@ def caller_of(profiles: list[str], request: Any) -> Caller:
     return Caller(profiles=tuple(profiles), transport="local", session=session_of(request))
 
 
+def bearer_verified(asgi_scope: Mapping[str, Any]) -> bool:
+    """Whether the SDK's authentication middleware verified a bearer token on this HTTP request (the
+    /mcp gate of access/http_auth.py lets a request without one through only while it is open)."""
+    return isinstance(asgi_scope.get("user"), AuthenticatedUser)
+
+
 def session_of(request: Any) -> str | None:
     """The owner's rate-bucket key on HTTP: its MCP session (mcp-session-id), or, for the session-less
     2026-07-28 protocol, the client's connection (address and port: one per client in practice)."""
@@ -86,7 +98,7 @@ class Outcome:
 
 
 async def gated(
-    runtime: Any,
+    runtime: Runtime,
     caller: Caller,
     name: str,
     arguments: dict[str, Any],
@@ -120,7 +132,7 @@ async def gated(
         audit(runtime, caller, scope, name, arguments, outcome, started)
 
 
-async def within_limit(app: Any, name: str, run: Callable[[], Awaitable[Any]]) -> Any:
+async def within_limit(app: Archivist, name: str, run: Callable[[], Awaitable[Any]]) -> Any:
     limit = float(getattr(app.settings, "call_timeout_seconds", 60.0))
     try:
         async with asyncio.timeout(limit):
@@ -155,7 +167,13 @@ def error_message(exc: BaseException) -> str | None:
 
 
 def audit(
-    runtime: Any, caller: Caller, scope: Scope | None, name: str, arguments: dict[str, Any], o: Outcome, started: float
+    runtime: Runtime,
+    caller: Caller,
+    scope: Scope | None,
+    name: str,
+    arguments: dict[str, Any],
+    o: Outcome,
+    started: float,
 ) -> None:
     """Queue one audit entry; never blocks, never raises (see services.access.audit)."""
     app = runtime.ready()
@@ -197,7 +215,7 @@ def measure_tool(result: Any, outcome: Outcome) -> None:
 
 
 async def guarded_call(
-    runtime: Any, profiles: list[str], request: Any, name: str, arguments: dict[str, Any], run: Any
+    runtime: Runtime, profiles: list[str], request: Any, name: str, arguments: dict[str, Any], run: Any
 ) -> Any:
     """A tool call through the gate (the tools apply their own per-action time limit)."""
     caller = caller_of(profiles, request)
@@ -224,10 +242,19 @@ def measure_rpc(result: Any, outcome: Outcome) -> None:
         outcome.size = 0
 
 
+class GuardedServer(Protocol):
+    """The MCP server the gate serves (server.ArchivistServer): an SDK MCPServer with its services and
+    its `serve --profile` selection."""
+
+    runtime: Runtime
+    profiles: list[str]
+    _lowlevel_server: Server[Any]
+
+
 class AccessMiddleware:
     """SDK middleware: every inbound request that may touch stored data passes `gated()`."""
 
-    def __init__(self, server: Any) -> None:
+    def __init__(self, server: GuardedServer) -> None:
         self.server = server
 
     def gates(self, method: str) -> bool:

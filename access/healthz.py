@@ -5,12 +5,15 @@ The report is redacted all the same."""
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
 from services.access.redaction import redact
+
+if TYPE_CHECKING:
+    from services.app import Runtime
 
 #: longest wait for the token check: a health probe must answer even while the database hangs
 CHECK_SECONDS = 3.0
@@ -31,7 +34,7 @@ async def may_see_details(request: Request, gate: Any, verifier: Any) -> bool:
     return gate is not None and bool(await gate.open_without_token())
 
 
-def healthz_endpoint(runtime: Any, gate: Any = None, verifier: Any = None) -> Any:
+def healthz_endpoint(runtime: Runtime, gate: Any = None, verifier: Any = None) -> Any:
     """The Starlette handler; `gate`/`verifier` are the HTTP auth gate and token verifier (None: no details)."""
     from services.health import runtime_report
 

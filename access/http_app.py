@@ -11,13 +11,16 @@ INFO, never an ERROR with a traceback (`QuietDisconnects`)."""
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, Protocol
 
 from mcp.server.transport_security import DEFAULT_MAX_REQUEST_BODY_SIZE, TransportSecuritySettings
+from starlette.applications import Starlette
 from starlette.middleware.body_limit import RequestBodyLimitMiddleware
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.requests import ClientDisconnect
+from starlette.routing import Route
 
+from access.guard import GuardedServer
 from access.rate_headers import RateLimitHeaders
 from services.access.hosts import HostPolicy
 from services.settings import Settings
@@ -71,7 +74,20 @@ def body_limit(settings: Settings) -> int:
     return max(settings.max_file_bytes + UPLOAD_OVERHEAD, DEFAULT_MAX_REQUEST_BODY_SIZE)
 
 
-def http_app(server: Any, settings: Settings, host: str, *, stateless: bool = False) -> Any:
+class HttpServer(GuardedServer, Protocol):
+    """The MCP server served over HTTP (server.ArchivistServer): the gate's server with the SDK's app."""
+
+    def streamable_http_app(
+        self,
+        *,
+        streamable_http_path: str,
+        stateless_http: bool,
+        transport_security: TransportSecuritySettings,
+        host: str,
+    ) -> Starlette: ...
+
+
+def http_app(server: HttpServer, settings: Settings, host: str, *, stateless: bool = False) -> Any:
     """The streamable-HTTP app (with the console mounted by the caller), hardened."""
     quiet_disconnects()
     policy = host_policy(settings, host)
@@ -82,7 +98,7 @@ def http_app(server: Any, settings: Settings, host: str, *, stateless: bool = Fa
         host=host,
     )
     for route in app.router.routes:  # the caller's rate bucket on every /mcp response
-        if getattr(route, "path", None) == "/mcp":
+        if isinstance(route, Route) and route.path == "/mcp":
             route.app = RateLimitHeaders(route.app, server)
     app.add_middleware(RequestBodyLimitMiddleware, max_body_size=body_limit(settings))
     app.add_middleware(TrustedHostMiddleware, allowed_hosts=policy.names, www_redirect=False)

@@ -21,21 +21,24 @@ taken off the app, and the 401 names no metadata and says a bearer token is need
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 import logging
 from typing import Any
 
 import asyncpg
-from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser, RequireAuthMiddleware
+from mcp.server.auth.middleware.bearer_auth import RequireAuthMiddleware
 from mcp.server.auth.provider import AccessToken as SdkToken
 from mcp.server.auth.routes import create_protected_resource_routes
 from mcp.server.auth.settings import AuthSettings
+from starlette.applications import Starlette
 from starlette.routing import Route
 from starlette.types import Receive, Send
 from starlette.types import Scope as AsgiScope
 
+from access.guard import bearer_verified
+from services.access.hosts import is_loopback
 from services.access.oauth import WRITE_SCOPE, InvalidToken, OAuthConfig, OAuthVerifier
 from services.access.tokens import PREFIX, TokenService
+from services.settings import Settings
 
 logger = logging.getLogger(__name__)
 METADATA_PATH = "/.well-known/oauth-protected-resource"
@@ -44,16 +47,12 @@ TOKEN_NEEDED = (
     "This server needs a bearer token (Authorization: Bearer <token>); "
     "create one on the server with: archivist token create --name NAME"
 )
-ACTIVE_TOKENS_SQL = (
-    "SELECT EXISTS (SELECT 1 FROM access_tokens WHERE revoked_at IS NULL "
-    "AND (expires_at IS NULL OR expires_at > now()))"
-)
 
 
 class AuthDb:
     """A small pool for token checks (the `pool` attribute TokenService reads)."""
 
-    def __init__(self, settings: Any) -> None:
+    def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self._pool: asyncpg.Pool | None = None
 
@@ -85,7 +84,7 @@ class ArchivistTokenVerifier:
     async def verify_token(self, token: str) -> SdkToken | None:
         if self.oauth is not None and not token.startswith(PREFIX):
             return await self.verify_issuer_token(self.oauth, token)
-        record = await TokenService(await self.auth_db.open()).verify(token)  # type: ignore[arg-type]
+        record = await TokenService(await self.auth_db.open()).verify(token)
         if record is None:
             return None
         claims = {
@@ -155,8 +154,7 @@ class AuthGate:
 
     async def _check(self) -> bool:
         try:
-            db = await self.auth_db.open()
-            self.last_open = not await db.pool.fetchval(ACTIVE_TOKENS_SQL)
+            self.last_open = not await TokenService(await self.auth_db.open()).any_active()
         except asyncpg.UndefinedTableError:
             self.last_open = True  # not migrated yet: no token can exist
         except Exception:
@@ -166,7 +164,7 @@ class AuthGate:
             logger.warning("token check failed; keeping the last answer (open=%s)", self.last_open, exc_info=True)
         return self.last_open
 
-    def install(self, app: Any, path: str = "/mcp") -> None:
+    def install(self, app: Starlette, path: str = "/mcp") -> None:
         """Swap the SDK's RequireAuthMiddleware on `path` for one that consults this gate (and, with
         an issuer, the SDK's protected-resource metadata for one that also lists the write scope;
         without one, no metadata at all)."""
@@ -200,7 +198,7 @@ class BearerUnlessOpen(RequireAuthMiddleware):
         await super()._send_auth_error(send, status_code, error, description)
 
     async def __call__(self, scope: AsgiScope, receive: Receive, send: Send) -> None:
-        authed = isinstance(scope.get("user"), AuthenticatedUser)
+        authed = bearer_verified(scope)
         has_header = any(k.lower() == b"authorization" for k, _ in scope.get("headers") or [])
         if not authed and not has_header and await self.gate.open_without_token():
             await self.app(scope, receive, send)
@@ -208,19 +206,27 @@ class BearerUnlessOpen(RequireAuthMiddleware):
         await super().__call__(scope, receive, send)
 
 
-def http_auth(settings: Any, host: str, port: int, scheme: str = "http") -> tuple[dict[str, Any], AuthGate]:
+def http_auth(settings: Settings, host: str, port: int, scheme: str = "http") -> tuple[dict[str, Any], AuthGate]:
     """The SDK auth arguments for build_server, and the gate to install on the app."""
     auth_db = AuthDb(settings)
     base = (getattr(settings, "public_url", None) or f"{scheme}://{host}:{port}").rstrip("/")
     url = f"{base}/mcp"
     config = OAuthConfig.from_settings(settings, default_audience=url)
+    # URLs as strings (validated by the SDK's model): AnyHttpUrl would add a trailing slash to an issuer
     if config is None:
-        sdk = AuthSettings(issuer_url=base, resource_server_url=url, validate_token_resource=False)
+        sdk = AuthSettings.model_validate(
+            {"issuer_url": base, "resource_server_url": url, "validate_token_resource": False}
+        )
         return {"token_verifier": ArchivistTokenVerifier(auth_db), "auth": sdk}, AuthGate(auth_db, host)
     # The verifier checks `aud` itself (validate_token_resource=False): the SDK compares only `resource`
     required = list(config.required_scopes)
-    sdk = AuthSettings(
-        issuer_url=config.issuer, resource_server_url=url, required_scopes=required, validate_token_resource=False
+    sdk = AuthSettings.model_validate(
+        {
+            "issuer_url": config.issuer,
+            "resource_server_url": url,
+            "required_scopes": required,
+            "validate_token_resource": False,
+        }
     )
     verifier = ArchivistTokenVerifier(auth_db, OAuthVerifier(config))
     return {"token_verifier": verifier, "auth": sdk}, AuthGate(auth_db, host, resource_metadata(config, url))
@@ -231,30 +237,8 @@ def resource_metadata(config: OAuthConfig, url: str) -> list[Route]:
     401's `resource_metadata` points to and at the bare one (clients that look there first)."""
     scopes = list(dict.fromkeys([*config.required_scopes, WRITE_SCOPE]))
     # strings, not AnyHttpUrl: the issuer is compared exactly, and AnyHttpUrl would add a trailing slash
-    routes = create_protected_resource_routes(url, [config.issuer], scopes, resource_name="Archivist")  # type: ignore[arg-type]
+    routes = create_protected_resource_routes(url, [config.issuer], scopes, resource_name="Archivist")  # type: ignore[arg-type,list-item]
     bare = METADATA_PATH
     if routes[0].path != bare:
         routes.append(Route(bare, endpoint=routes[0].endpoint, methods=["GET", "OPTIONS"]))
     return routes
-
-
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
-async def tokens_exist(settings: Any) -> bool:
-    """Whether any active token exists (start-up: a non-loopback bind without one refuses to start)."""
-    from services.database import resolve_dsn
-
-    conn = await asyncpg.connect(await resolve_dsn(settings))
-    try:
-        if not await conn.fetchval("SELECT to_regclass('access_tokens') IS NOT NULL"):
-            return False
-        return bool(await conn.fetchval(ACTIVE_TOKENS_SQL))
-    finally:
-        await conn.close()

@@ -11,7 +11,7 @@ the bucket never fails a response: without an answer the headers are left out.""
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Send
@@ -20,13 +20,16 @@ from starlette.types import Scope as AsgiScope
 from access.guard import caller_of
 from services.access.identity import rate_bucket
 
+if TYPE_CHECKING:
+    from access.guard import GuardedServer
+
 logger = logging.getLogger(__name__)
 
 
 class RateLimitHeaders:
     """ASGI wrapper of the /mcp route (installed by access/http_app.py)."""
 
-    def __init__(self, app: ASGIApp, server: Any) -> None:
+    def __init__(self, app: ASGIApp, server: GuardedServer) -> None:
         self.app = app
         self.server = server
 

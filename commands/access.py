@@ -7,11 +7,14 @@ import os
 import re
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from commands.output import note, print_json, print_table, say, usage, when
 from models import SEARCH_TYPES
 from services.settings import get_settings
+
+if TYPE_CHECKING:
+    from services.app import Archivist
 
 UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
 
@@ -161,7 +164,7 @@ def add_token_commands(sub: Any) -> None:
     )
 
 
-async def profile_fields(app: Any, args: argparse.Namespace) -> dict[str, Any]:
+async def profile_fields(app: Archivist, args: argparse.Namespace) -> dict[str, Any]:
     sources = [(await app.sources.resolve(s)).id for s in args.source] if args.source is not None else None
     fields = {
         "description": args.description,
@@ -228,7 +231,7 @@ def show_profiles(profiles: list[Any]) -> None:
     print_table(columns, rows, right=["k"])
 
 
-async def cli_grant(app: Any, args: argparse.Namespace) -> None:
+async def cli_grant(app: Archivist, args: argparse.Namespace) -> None:
     """`archivist profile grant|revoke NAME --group G --subject S --email-domain D [--write]`, `grants`."""
     if args.op == "grants":
         grants = await app.grants.list(args.name)
@@ -251,7 +254,7 @@ async def cli_grant(app: Any, args: argparse.Namespace) -> None:
             say(f"revoked {args.name} from {kind} {value}")
 
 
-async def cli_profile(app: Any, args: argparse.Namespace) -> None:
+async def cli_profile(app: Archivist, args: argparse.Namespace) -> None:
     if args.op in ("grant", "revoke", "grants"):
         await cli_grant(app, args)
         return
@@ -279,7 +282,7 @@ def token_state(token: Any) -> str:
     return "revoked" if token.revoked_at else ("active" if token.active else "expired")
 
 
-async def cli_token(app: Any, args: argparse.Namespace) -> None:
+async def cli_token(app: Archivist, args: argparse.Namespace) -> None:
     if args.op == "create":
         token, secret = await app.tokens.create(
             args.name,
@@ -332,7 +335,7 @@ def show_audit_stats(summary: dict[str, Any], args: argparse.Namespace) -> None:
         print_table(["calls", "query"], [[q["calls"], q["query"]] for q in summary["top_queries"]], right=["calls"])
 
 
-async def cli_audit(app: Any, args: argparse.Namespace) -> None:
+async def cli_audit(app: Archivist, args: argparse.Namespace) -> None:
     if args.prune:
         n = await app.audit.prune(timedelta(days=app.settings.audit_retention_days))
         say(f"pruned {n} entries")

@@ -14,10 +14,10 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from commands.output import fail, note
+from services.access.hosts import is_loopback
 from services.settings import Settings
 
 CLIENTS = ["claude-code", "claude-desktop", "cursor", "vscode"]
-LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
 def add_config_command(sub: Any) -> None:
@@ -108,7 +108,7 @@ def wants_token_header(url: str, choice: bool | None) -> bool:
     if choice is not None:
         return choice
     if answer == "unreachable":
-        required = urlsplit(url).hostname not in LOOPBACK  # off loopback, a server always requires tokens
+        required = not is_loopback(urlsplit(url).hostname or "")  # off loopback, a server always requires tokens
         state = "with" if required else "without"
         note(
             f"note: could not reach {url}: printed {state} a token header, as a server there "

@@ -8,10 +8,13 @@ chunk again, after the rules changed.
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from commands.output import print_json, print_table, say
 from services.flags.store import FlagStore
+
+if TYPE_CHECKING:
+    from services.app import Archivist
 
 
 def add_flags_command(sub: Any) -> None:
@@ -30,7 +33,7 @@ def add_flags_command(sub: Any) -> None:
     scan.add_argument("--all", action="store_true", help="scan every chunk again (after the rules changed)")
 
 
-async def cli_flags(app: Any, args: argparse.Namespace) -> None:
+async def cli_flags(app: Archivist, args: argparse.Namespace) -> None:
     store = FlagStore(app.db)
     if getattr(args, "op", None) == "scan":
         done = await (store.rescan() if args.all else store.scan_unscanned())

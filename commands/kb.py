@@ -6,13 +6,16 @@ import argparse
 import asyncio
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from commands.output import fail, note, print_json, progress_bar, say
 from commands.owner import open_archivist
 from models import SEARCH_TYPES
 from services.errors import ServiceError
 from services.settings import Settings
+
+if TYPE_CHECKING:
+    from services.app import Archivist
 
 #: how a re-ingest counts its files (IngestResult.status)
 INGEST_LABELS = {"created": "new", "updated": "updated", "unchanged": "unchanged"}
@@ -72,7 +75,7 @@ def count_files(path: Path, extensions: list[str] | None) -> int:
     return sum(1 for _ in walk_files(path, wanted or set(supported_extensions())))
 
 
-async def cli_ingest(app: Any, args: argparse.Namespace) -> None:
+async def cli_ingest(app: Archivist, args: argparse.Namespace) -> None:
     """Ingest files and folders, then say what happened: new / updated / unchanged documents, and every
     file that failed or was passed over, by name."""
     from services.errors import NotFound
@@ -138,7 +141,7 @@ class IngestOutcome:
             note(f"skipped {len(self.skipped) - SHOWN_SKIPPED} more files ({more})")
 
 
-async def cli_search(app: Any, args: argparse.Namespace) -> None:
+async def cli_search(app: Archivist, args: argparse.Namespace) -> None:
     source = (await app.sources.resolve(args.source)).id if args.source else None
     served = None
     if args.library or args.version:
@@ -189,7 +192,7 @@ def show_hit(rank: int, hit: Any, query: str) -> None:
     console.print(body)
 
 
-async def say_why_nothing(app: Any, source: Any) -> None:
+async def say_why_nothing(app: Archivist, source: Any) -> None:
     """No hit: an empty knowledge base (or source) says how to add to it; otherwise, other words."""
     stored = await app.documents.list(source, 1, 1)
     if stored.total_count == 0:

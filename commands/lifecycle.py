@@ -17,7 +17,12 @@ import socket
 import sys
 import threading
 from collections.abc import Awaitable, Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from starlette.types import ASGIApp
+
+    from server import ArchivistServer
 
 logger = logging.getLogger("archivist")
 
@@ -26,7 +31,7 @@ HTTP_GRACE_SECONDS = 3  # open streams (SSE) get this long to finish before uvic
 
 
 @contextlib.contextmanager
-def on_stop_signals(first: Callable[[], None], second: Callable[[], None]) -> Iterator[None]:
+def on_stop_signals(first: Callable[[], object], second: Callable[[], object]) -> Iterator[None]:
     """Call `first` on the first SIGINT/SIGTERM and `second` on any later one (inside a running loop)."""
     loop = asyncio.get_running_loop()
     seen = 0
@@ -119,7 +124,7 @@ class StdinRelay:
             self._closed = True
 
 
-async def serve_stdio(server: Any) -> None:
+async def serve_stdio(server: ArchivistServer) -> None:
     """The stdio MCP server until the client closes stdin or a stop signal arrives."""
     relay = StdinRelay()
     task = asyncio.ensure_future(server.run_stdio_async())
@@ -148,7 +153,7 @@ def quiet_uvicorn_server(config: Any) -> Any:
     return QuietServer(config)
 
 
-async def serve_http(app: Any, listening: socket.socket, **uvicorn_options: Any) -> None:
+async def serve_http(app: ASGIApp, listening: socket.socket, **uvicorn_options: Any) -> None:
     """The Starlette app under uvicorn on a bound socket until a stop signal; `uvicorn_options` pass
     through (e.g. TLS files). uvicorn logs through our stderr logging (its per-request access log only
     at debug)."""

@@ -7,11 +7,15 @@ import asyncio
 import errno
 import socket
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from commands.lifecycle import serve_http, serve_stdio
 from commands.output import fail, usage
 from services.settings import Settings
+
+if TYPE_CHECKING:
+    from server import ArchivistServer
+    from services.app import Runtime
 
 
 def add_serve_command(sub: Any) -> None:
@@ -37,7 +41,8 @@ def add_serve_command(sub: Any) -> None:
 
 
 def refuse_open_public_bind(settings: Settings, host: str) -> None:
-    from access.http_auth import is_loopback, tokens_exist
+    from services.access.hosts import is_loopback
+    from services.access.tokens import tokens_exist
 
     if not is_loopback(host) and not settings.oauth_issuer and not asyncio.run(tokens_exist(settings)):
         fail(
@@ -112,7 +117,7 @@ def serve(args: argparse.Namespace, settings: Settings) -> None:
 
 
 def serve_console(
-    args: argparse.Namespace, server: Any, runtime: Any, settings: Settings, host: str, port: int
+    args: argparse.Namespace, server: ArchivistServer, runtime: Runtime, settings: Settings, host: str, port: int
 ) -> None:
     """Streamable HTTP at /mcp with the console at /, hardened (access/http_app.py), under uvicorn."""
     from access.http_app import http_app

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from commands.output import fail, print_json, print_table, say, usage, when
+
+if TYPE_CHECKING:
+    from services.app import Archivist
 
 EMPTY_SOURCES = "No sources yet. Add one with: archivist ingest PATH --source NAME"
 
@@ -72,7 +75,7 @@ async def all_pages(fetch: Any) -> list[Any]:
         page_no += 1
 
 
-async def cli_sources(app: Any, args: argparse.Namespace) -> None:
+async def cli_sources(app: Archivist, args: argparse.Namespace) -> None:
     if args.op == "delete":
         await delete_source(app, args)
         return
@@ -95,7 +98,7 @@ async def cli_sources(app: Any, args: argparse.Namespace) -> None:
     )
 
 
-async def delete_source(app: Any, args: argparse.Namespace) -> None:
+async def delete_source(app: Archivist, args: argparse.Namespace) -> None:
     source = await app.sources.resolve(args.source)
     stats = await app.sources.stats(source.id)
     confirm(f"Delete source '{source.title}' with {stats.documents_count} documents?", args.yes)
@@ -104,7 +107,7 @@ async def delete_source(app: Any, args: argparse.Namespace) -> None:
         f"{removed['chunks_deleted']} chunks")  # fmt: skip
 
 
-async def cli_documents(app: Any, args: argparse.Namespace) -> None:
+async def cli_documents(app: Archivist, args: argparse.Namespace) -> None:
     if args.op == "get":
         await show_document(app, args)
     elif args.op == "delete":
@@ -116,7 +119,7 @@ async def cli_documents(app: Any, args: argparse.Namespace) -> None:
         await list_documents(app, args)
 
 
-async def list_documents(app: Any, args: argparse.Namespace) -> None:
+async def list_documents(app: Archivist, args: argparse.Namespace) -> None:
     source_id = (await app.sources.resolve(args.source)).id if args.source else None
     documents = await all_pages(lambda n: app.documents.list(source_id, n, 20))
     if args.json:
@@ -129,7 +132,7 @@ async def list_documents(app: Any, args: argparse.Namespace) -> None:
     print_table(["title", "type", "chunks", "updated", "url", "id"], rows, right=["chunks"])
 
 
-async def show_document(app: Any, args: argparse.Namespace) -> None:
+async def show_document(app: Archivist, args: argparse.Namespace) -> None:
     document = await app.documents.get(args.id)
     text = await full_text(app, document)
     if args.json:
@@ -141,7 +144,7 @@ async def show_document(app: Any, args: argparse.Namespace) -> None:
     print(text)
 
 
-async def full_text(app: Any, document: Any) -> str:
+async def full_text(app: Archivist, document: Any) -> str:
     parts, offset = [], 0
     while True:
         window = await app.documents.read_window(document.id, offset)

@@ -7,11 +7,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from commands.jobs import exit_if_failed, follow, with_worker
 from commands.output import note, progress_bar, say, usage
 from services.errors import NotFound
+
+if TYPE_CHECKING:
+    from services.app import Archivist
 
 
 def add_sync_command(sub: Any) -> None:
@@ -39,7 +42,7 @@ def add_sync_command(sub: Any) -> None:
     sync.add_argument("--no-recursive", action="store_true", help="only the directory's top level")
 
 
-async def queue_sync(app: Any, args: argparse.Namespace) -> tuple[Any, str]:
+async def queue_sync(app: Archivist, args: argparse.Namespace) -> tuple[Any, str]:
     """Queue the sync the arguments name; returns the started job and a label for the outcome line."""
     if args.git:
         started = await app.git.sync(
@@ -63,7 +66,7 @@ async def queue_sync(app: Any, args: argparse.Namespace) -> tuple[Any, str]:
     return await app.sync.queue(config.source_id), config.path
 
 
-async def cli_sync(app: Any, args: argparse.Namespace, stop: asyncio.Event) -> None:
+async def cli_sync(app: Archivist, args: argparse.Namespace, stop: asyncio.Event) -> None:
     started, label = await queue_sync(app, args)
     with progress_bar("files") as bar:
         task = bar.add_task("syncing", total=None, extra="")

@@ -84,7 +84,7 @@ def release(data_dir: Path) -> bool:
 
 def stop_unless_shared(pgdata: Path) -> bool:
     """Leave pgserver's handle list; stop the server (fast shutdown) when no live process is left on it."""
-    from pgserver._commands import pg_ctl
+    from pgserver._commands import pg_ctl  # type: ignore[attr-defined]  # pgserver makes it at import time
     from pgserver.postgres_server import PostgresServer
 
     server = PostgresServer._instances.pop(pgdata, None)

@@ -3,12 +3,38 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from services.errors import service_error_from
 
+if TYPE_CHECKING:
+    from services.access.audit import AuditService
+    from services.database import Database
+    from services.embeddings.base import Embedder
+    from services.settings import Settings
 
-async def database_state(app: Any) -> dict[str, Any]:
+
+class HealthApp(Protocol):
+    """What the report reads of the services (services.app.Archivist)."""
+
+    @property
+    def settings(self) -> Settings: ...
+    @property
+    def db(self) -> Database: ...
+    @property
+    def embedder(self) -> Embedder: ...
+    @property
+    def audit(self) -> AuditService: ...
+
+
+class StartingServices(Protocol):
+    """A server's services while they start (services.app.Runtime): the task that opens them."""
+
+    @property
+    def _task(self) -> asyncio.Task[HealthApp] | None: ...
+
+
+async def database_state(app: HealthApp) -> dict[str, Any]:
     """Round-trip to the database (2 s at most), plus the embedded server's supervision state."""
     state: dict[str, Any] = {"embedded": not app.settings.database_url}
     supervisor = getattr(app.db, "supervisor", None)
@@ -23,7 +49,7 @@ async def database_state(app: Any) -> dict[str, Any]:
     return state
 
 
-async def queue_state(app: Any) -> dict[str, Any]:
+async def queue_state(app: HealthApp) -> dict[str, Any]:
     try:
         rows = await asyncio.wait_for(
             app.db.pool.fetch("SELECT status, count(*) AS n FROM crawl_jobs GROUP BY status"), 2
@@ -33,7 +59,7 @@ async def queue_state(app: Any) -> dict[str, Any]:
     return {"ok": True, **{r["status"]: r["n"] for r in rows}}
 
 
-async def report(app: Any) -> dict[str, Any]:
+async def report(app: HealthApp) -> dict[str, Any]:
     """The whole report; `ok` is true when the database answers."""
     database = await database_state(app)
     queue = await queue_state(app) if database["ok"] else {"ok": False}
@@ -47,7 +73,7 @@ async def report(app: Any) -> dict[str, Any]:
     }
 
 
-async def runtime_report(runtime: Any) -> tuple[dict[str, Any], int]:
+async def runtime_report(runtime: StartingServices) -> tuple[dict[str, Any], int]:
     """Report for a server whose services may still be starting: (body, HTTP status)."""
     task = getattr(runtime, "_task", None)
     if task is None or not task.done():

@@ -137,7 +137,7 @@ class ReadingService:
             "total_length": total,
             "heading_path": path_at(headings, start),
         }
-        result = {"content": window, "outline": outline_page_view(headings, outline_page)}
+        result: dict[str, Any] = {"content": window, "outline": outline_page_view(headings, outline_page)}
         if note:
             result["note"] = note
         return result

@@ -15,6 +15,7 @@ asked for the source id instead of being handed either (`ambiguous`).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TypeAlias
 from uuid import UUID
 
 import asyncpg
@@ -28,7 +29,7 @@ IN_SCOPE = "($2::uuid[] IS NULL OR id = ANY($2::uuid[]))"
 #: at most this many ids are named in an error
 SHOWN_IDS = 10
 
-Queryable = asyncpg.Connection | asyncpg.Pool
+Queryable: TypeAlias = "asyncpg.Connection | asyncpg.Pool"
 
 
 async def lock_title(conn: asyncpg.Connection, title: str) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import builtins
 from typing import Any
 from uuid import UUID
 
@@ -171,7 +172,8 @@ class SourceService:
     async def list(self, page: int = 1, per_page: int = 10, title: str | None = None) -> Page[Source]:
         """Newest first; `title` keeps sources whose title contains it (any case)."""
         page, per_page = check_page(page, per_page)
-        conditions, params = [], []
+        conditions: builtins.list[str] = []
+        params: builtins.list[object] = []
         scoped = scoped_ids()
         if scoped is not None:
             params.append(scoped)
@@ -277,7 +279,7 @@ class SourceService:
         )
         return removed is not None
 
-    async def counts(self, source_ids: list[UUID]) -> dict[UUID, dict[str, int]]:
+    async def counts(self, source_ids: builtins.list[UUID]) -> dict[UUID, dict[str, int]]:
         """documents_count and chunks_count of several sources in one query (sources without any omitted)."""
         rows = await self.db.pool.fetch(
             "SELECT source_id, count(*) AS documents_count, coalesce(sum(chunk_count), 0) AS chunks_count "

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 from uuid import UUID
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
@@ -82,7 +82,7 @@ def sort_key(label: str | None) -> tuple[int, Version | str]:
     return (1, parsed) if parsed is not None else (0, label or "")
 
 
-def pick(labels: list[str | None], requested: str | None) -> str | None | bool:
+def pick(labels: list[str | None], requested: str | None) -> str | None | Literal[False]:
     """The best stored label for the request; False when none fits."""
     ordered = sorted(labels, key=sort_key, reverse=True)
     if requested is None or not requested.strip() or requested.strip().lower() == "latest":

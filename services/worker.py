@@ -19,7 +19,7 @@ import asyncpg
 
 from models.jobs import CrawlJob
 from services.access.job_limits import job_scope
-from services.access.scope import Scope, use_scope
+from services.access.scope import server_scope, use_scope
 from services.crawl.runner import run_job, wait_any
 from services.errors import ServiceError
 from services.flags.store import run_scanner
@@ -57,7 +57,7 @@ async def run_worker(
     backlog = start_backlog_runner(app, stop)
     scanner = asyncio.create_task(run_scanner(app.db, stop), name="flag-scan")  # chunks from before flags
     try:
-        with use_scope(Scope.owner("worker")):  # claiming sees every job; each job runs in its own scope
+        with use_scope(server_scope("worker")):  # claiming sees every job; each job runs in its own scope
             await work_until_stopped(app, worker_id, stop, running, concurrent_jobs)
     finally:
         await finish_running(running)

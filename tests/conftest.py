@@ -21,13 +21,13 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 
-@pytest.fixture(scope="session", autouse=True)
-def owner_scope() -> Iterator[None]:
-    """Tests that call services directly act as the local owner (as the command line does); servers
-    under test enter each caller's own scope per request. pytest-asyncio copies this context into every
-    test and fixture it runs."""
-    with use_scope(Scope.owner()):
-        yield
+@pytest.fixture
+def owner() -> Iterator[Scope]:
+    """The test calls services directly as the local owner (as the command line does), said out loud:
+    no test has a scope it did not ask for, so a service reached without one fails (NoScope). Servers
+    under test enter each caller's own scope per request."""
+    with use_scope(Scope.owner()) as scope:
+        yield scope
 
 
 @pytest.fixture(scope="session")

@@ -15,6 +15,7 @@ from uuid import uuid4
 
 import asyncpg
 import httpx
+import pytest
 import pytest_asyncio
 
 from server import build_server
@@ -73,6 +74,7 @@ def script(source_id: str) -> list[tuple[str, dict[str, Any], str | None]]:
     return (steps * 2)[:30]
 
 
+@pytest.mark.usefixtures("owner")
 async def test_thirty_calls_thirty_rows(app, http_server: int) -> None:
     source = await app.sources.create(title="Audited", source_type="api")
     _, secret = await app.tokens.create("auditor", [])
@@ -153,6 +155,7 @@ async def consistent(app: Any, title: str) -> int:
     return len(docs)
 
 
+@pytest.mark.usefixtures("owner")
 async def test_timeouts_leave_no_half_written_document(app, database_url: str, files_dir: Path, embedder) -> None:
     settings = make_settings(database_url, files_dir, call_timeout_seconds=0.05)
     server = build_server(settings, runtime=Runtime(settings, embedder=embedder), run_worker=False)
@@ -188,6 +191,7 @@ async def test_timeouts_leave_no_half_written_document(app, database_url: str, f
         await consistent(app, f"Big {i}")
 
 
+@pytest.mark.usefixtures("owner")
 async def test_timeout_in_the_middle_of_the_write_rolls_back(app, database_url: str, files_dir: Path, embedder) -> None:
     """The chunk write blocks (another connection holds chunks in SHARE mode, so reads go on) after the
     document row is inserted in the same transaction: the TIMEOUT must roll the document back too."""

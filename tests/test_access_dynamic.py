@@ -7,6 +7,7 @@ import subprocess
 from pathlib import Path
 
 import httpx
+import pytest
 from mcp import Client, StdioServerParameters
 
 from tests.mcp_helpers import err, ok
@@ -32,6 +33,7 @@ async def post_init(url: str, secret: str | None = None) -> httpx.Response:
         return await http.post(url, json=INIT, headers=headers)
 
 
+@pytest.mark.usefixtures("owner")
 async def test_auth_turns_on_and_off_without_restart(app, database_url: str, files_dir: Path) -> None:
     s1 = await app.sources.create(title="Dyn one", source_type="api")
     s2 = await app.sources.create(title="Dyn two", source_type="api")
@@ -87,6 +89,7 @@ async def test_auth_turns_on_and_off_without_restart(app, database_url: str, fil
         await app.jobs.cancel(job.id, wait_seconds=0)
 
 
+@pytest.mark.usefixtures("owner")
 async def test_stdio_serve_profile_names_it_and_applies_its_defaults(app, database_url: str, files_dir: Path) -> None:
     src = await app.sources.create(title="Stdio prof", source_type="api")
     await app.documents.create_from_text(src.id, "Lighthouse keepers log the weather every hour.", title="Log")

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import httpx
 import httpx2
+import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
@@ -28,6 +29,7 @@ def authed(url: str, secret: str) -> Client:
     return Client(streamable_http_client(url, http_client=http))
 
 
+@pytest.mark.usefixtures("owner")
 async def test_tokens_profiles_and_refusal(app, database_url: str, files_dir: Path) -> None:
     env = server_env(database_url, files_dir)
     # no token yet: a non-loopback bind refuses to start and says how to create one

@@ -8,9 +8,11 @@ from pathlib import Path
 from typing import Any
 from uuid import uuid4
 
+import pytest
 import pytest_asyncio
 
 from server import build_server
+from services.access.scope import Scope, use_scope
 from services.app import Runtime
 from services.search import SEARCH_TYPES
 from tests.mcp_helpers import client_in_own_task, err, ok
@@ -22,17 +24,20 @@ GAMMA = "Gamma tide gauge manual: calibrate the float gauge before the spring ti
 
 @pytest_asyncio.fixture(scope="module")
 async def world(app) -> dict[str, Any]:
-    ids = {}
-    for key, text in (("a", ALPHA), ("b", BETA), ("c", GAMMA)):
-        src = await app.sources.create(title=f"Profile src {key}", source_type="api")
-        await app.documents.create_from_text(src.id, text, title=f"doc {key}")
-        ids[key] = src.id
-    await app.profiles.create("pa", "Alpha tides for the harbour team", [ids["a"]], search_type="vector", match_count=1)
-    await app.profiles.create("pb", "Beta and gamma", [ids["b"], ids["c"]], similarity_threshold=0.99)
-    await app.profiles.create("pk0", "", [ids["a"], ids["c"]], search_type="hybrid", keyword_weight=0.0)
-    await app.profiles.create("pk1", "", [ids["a"], ids["c"]], search_type="hybrid", keyword_weight=1.0)
-    await app.profiles.create("poff", "disabled one", [ids["a"]], enabled=False)
-    return ids
+    with use_scope(Scope.owner()):  # the fixture sets its data up as the local owner
+        ids = {}
+        for key, text in (("a", ALPHA), ("b", BETA), ("c", GAMMA)):
+            src = await app.sources.create(title=f"Profile src {key}", source_type="api")
+            await app.documents.create_from_text(src.id, text, title=f"doc {key}")
+            ids[key] = src.id
+        await app.profiles.create(
+            "pa", "Alpha tides for the harbour team", [ids["a"]], search_type="vector", match_count=1
+        )
+        await app.profiles.create("pb", "Beta and gamma", [ids["b"], ids["c"]], similarity_threshold=0.99)
+        await app.profiles.create("pk0", "", [ids["a"], ids["c"]], search_type="hybrid", keyword_weight=0.0)
+        await app.profiles.create("pk1", "", [ids["a"], ids["c"]], search_type="hybrid", keyword_weight=1.0)
+        await app.profiles.create("poff", "disabled one", [ids["a"]], enabled=False)
+        return ids
 
 
 def server_for(settings: Any, embedder: Any, profiles: list[str] | None = None) -> Any:
@@ -82,6 +87,7 @@ async def test_selected_profiles_limit_the_choice_and_name_themselves(world, set
         assert r["profile"] == "pa" and r["search_type"] == "vector" and r["count"] == 1
 
 
+@pytest.mark.usefixtures("owner")
 async def test_jobs_are_scoped(world, app, settings, embedder) -> None:
     job_a = (await app.jobs.start("http://127.0.0.1:9/a/", source_id=world["a"])).job
     job_b = (await app.jobs.start("http://127.0.0.1:9/b/", source_id=world["b"])).job
@@ -105,6 +111,7 @@ async def test_jobs_are_scoped(world, app, settings, embedder) -> None:
     await app.jobs.cancel(job_b.id, wait_seconds=0)
 
 
+@pytest.mark.usefixtures("owner")
 async def test_sources_created_in_scope_join_the_first_profile(world, app, settings, embedder, files_dir: Path) -> None:
     folder = files_dir / "joined-notes"
     folder.mkdir()

@@ -12,6 +12,7 @@ from services.access.scope import Scope, current_scope, use_scope
 from services.errors import Conflict, InvalidArgument, NotFound, PermissionDenied
 
 
+@pytest.mark.usefixtures("owner")
 async def test_profiles_crud_and_scope(app) -> None:
     a = await app.sources.create(title="Alpha", source_type="api")
     b = await app.sources.create(title="Beta", source_type="api")
@@ -45,6 +46,7 @@ async def test_profiles_crud_and_scope(app) -> None:
         await app.profiles.get("off")
 
 
+@pytest.mark.usefixtures("owner")
 async def test_profile_output_settings_and_one_validation(app) -> None:
     """Issue 32.1: output settings stored by the profile service, checked by the same rules the console's
     form is drawn from, and `output_settings_for` (what the search tool's hit shaper calls)."""
@@ -90,6 +92,7 @@ async def test_profile_output_settings_and_one_validation(app) -> None:
     assert every.hit_fields == list(HIT_FIELDS)
 
 
+@pytest.mark.usefixtures("owner")
 async def test_tokens_hash_only_revoke_expiry(app) -> None:
     tok, secret = await app.tokens.create("alice", ["team-a"], read_only=True, rate_per_minute=10)
     assert secret.startswith("arch_") and tok.rate_per_minute == 10
@@ -131,6 +134,7 @@ async def test_audit_batched_and_query(app) -> None:
     assert Scope.owner().allows(None) and not Scope().allows(None)  # the bare Scope allows nothing
 
 
+@pytest.mark.usefixtures("owner")
 async def test_scoped_document_delete_cannot_reach_other_sources(app) -> None:
     mine = await app.sources.create(title="Mine", source_type="api")
     theirs = await app.sources.create(title="Theirs", source_type="api")
@@ -147,6 +151,7 @@ async def test_scoped_document_delete_cannot_reach_other_sources(app) -> None:
 
 
 @pytest.mark.parametrize("search_type", ["vector", "hybrid"])
+@pytest.mark.usefixtures("owner")
 async def test_a_small_scope_in_a_large_knowledge_base_gets_a_full_list(app, search_type: str) -> None:
     """The scope filters inside the SQL, not over a candidate pool the rest of the knowledge base fills."""
     big, created = await app.sources.get_or_create("Otter encyclopedia")

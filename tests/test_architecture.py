@@ -1,113 +1,49 @@
-"""The import rules of docs/architecture.md, read from the source with `ast` (function-local and
-TYPE_CHECKING imports count too): layers point down, the edge packages never import each other,
-services stay free of transports and terminals, and nothing imports in a circle."""
+"""The rules of docs/architecture.md, read from the source with `ast` (tests/architecture_rules.py):
+layers point down, the edge packages never import each other, services stay free of transports and
+terminals, nothing imports in a circle, identity is worked out in one place, and the loopback rule and
+"does any token exist" each have one home. Each rule is also shown to catch a planted violation."""
 
 from __future__ import annotations
 
-import ast
+import contextvars
 from graphlib import CycleError, TopologicalSorter
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("access", "commands", "models", "services", "tools", "web")
-TOP_MODULES = ("cli", "server")
-
-#: rank of each layer: an import must point to a lower rank (or stay inside its own group)
-RANKS = {"cli": 5, "server": 4, "edge": 3, "app": 2, "services": 1, "models": 0}
-#: imports allowed between the edge packages (the reply contract lives in tools/common.py)
-EDGE_ALLOWED = {("access", "tools.common")}
-#: what services must never import: transports, web frameworks and terminals belong to the edge
-FORBIDDEN_IN_SERVICES = ("mcp", "starlette", "argparse", "tqdm", "uvicorn", "rich")
-
-
-def module_files() -> dict[str, Path]:
-    files = {name: ROOT / f"{name}.py" for name in TOP_MODULES}
-    for package in PACKAGES:
-        for path in (ROOT / package).rglob("*.py"):
-            parts = path.relative_to(ROOT).with_suffix("").parts
-            name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-            files[name] = path
-    return files
-
-
-def imported_names(path: Path, module: str) -> set[str]:
-    """Every module name `path` imports, anywhere in the file (relative imports resolved)."""
-    names: set[str] = set()
-    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
-        if isinstance(node, ast.Import):
-            names.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
-                base = ".".join([*anchor, base] if base else anchor)
-            names.add(base)
-            names.update(f"{base}.{alias.name}" for alias in node.names)
-    return names
-
-
-def internal_graph() -> dict[str, set[str]]:
-    files = module_files()
-    graph: dict[str, set[str]] = {}
-    for module, path in files.items():
-        targets = {name for name in imported_names(path, module) if name in files}
-        graph[module] = targets - {module}
-    return graph
-
-
-def group(module: str) -> str:
-    head = module.split(".")[0]
-    if head in ("cli", "commands"):
-        return "cli"
-    if head == "server":
-        return "server"
-    if head in ("tools", "web", "access"):
-        return "edge"
-    if module == "services.app":
-        return "app"
-    return "services" if head == "services" else "models"
-
-
-def is_package_of(parent: str, child: str) -> bool:
-    return child.startswith(parent + ".")
+from tests.architecture_rules import (
+    graph_of,
+    identity_problems,
+    imported_names,
+    internal_graph,
+    is_package_of,
+    layer_problems,
+    loopback_problems,
+    sources,
+    transport_problems,
+)
 
 
 def test_layers_point_down() -> None:
-    wrong = []
-    for module, targets in internal_graph().items():
-        for target in targets:
-            if is_package_of(target, module):
-                continue  # a module may import its own package's __init__
-            mine, theirs = group(module), group(target)
-            if mine == theirs == "edge":
-                here, there = module.split(".")[0], target.split(".")[0]
-                if here != there and (here, target) not in EDGE_ALLOWED:
-                    wrong.append(f"{module} -> {target} (edge packages never import each other)")
-            elif mine != theirs and RANKS[theirs] > RANKS[mine]:
-                wrong.append(f"{module} -> {target} ({mine} may not import {theirs})")
-    assert not wrong, "\n".join(sorted(wrong))
+    wrong = layer_problems(internal_graph())
+    assert not wrong, "\n".join(wrong)
 
 
 def test_services_import_no_transport_or_terminal() -> None:
-    wrong = []
-    for module, path in module_files().items():
-        if group(module) not in ("services", "app", "models"):
-            continue
-        for name in imported_names(path, module):
-            if name.split(".")[0] in FORBIDDEN_IN_SERVICES:
-                wrong.append(f"{module} imports {name}")
+    wrong = [p for module, source, package in sources() for p in transport_problems(module, source, package)]
     assert not wrong, "\n".join(sorted(wrong))
 
 
-def test_no_import_circles() -> None:
-    graph = {m: {t for t in ts if not is_package_of(t, m)} for m, ts in internal_graph().items()}
+def cycle_in(graph: dict[str, set[str]]) -> list[str] | None:
     try:
-        TopologicalSorter(graph).prepare()
+        TopologicalSorter({m: {t for t in ts if not is_package_of(t, m)} for m, ts in graph.items()}).prepare()
     except CycleError as exc:
-        pytest.fail(f"import circle: {' -> '.join(exc.args[1])}")
+        return list(exc.args[1])
+    return None
+
+
+def test_no_import_circles() -> None:
+    circle = cycle_in(internal_graph())
+    assert circle is None, f"import circle: {' -> '.join(circle or [])}"
 
 
 def test_services_subpackages_are_acyclic() -> None:
@@ -127,34 +63,120 @@ def test_services_subpackages_are_acyclic() -> None:
         pytest.fail(f"circle between services packages: {' -> '.join(exc.args[1])}")
 
 
-def test_the_rule_catches_an_upward_import(tmp_path: Path) -> None:
-    """The checker itself can fail: a services module importing tools is reported."""
-    path = tmp_path / "x.py"
-    path.write_text("def f():\n    from tools.common import failure\n")
-    assert "tools.common" in imported_names(path, "services.x")
-    assert group("tools.common") == "edge" and RANKS["edge"] > RANKS[group("services.x")]
-
-
 def test_identity_is_protected() -> None:
-    """Rule 5: only access/guard.py reads the SDK's access token, and only services/access/ builds a
-    Scope (`Scope(...)`; entry points use its named constructors such as `Scope.owner()`)."""
-    wrong = []
-    for module, path in module_files().items():
-        if "get_access_token" in path.read_text() and module != "access.guard":
-            wrong.append(f"{module} reads the SDK's access token")
-        if module.startswith("services.access"):
-            continue
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "Scope":
-                wrong.append(f"{module}:{node.lineno} builds a Scope")
+    """Rule 5: only access/guard.py reads the SDK's access token; only services/access/ builds, copies
+    or changes a Scope; `Scope.owner()` elsewhere only at the CLI's entry."""
+    wrong = [p for module, source, package in sources() for p in identity_problems(module, source, package)]
+    assert not wrong, "\n".join(sorted(wrong))
+
+
+def test_loopback_and_token_rules_have_one_home() -> None:
+    wrong = [p for module, source, _ in sources() for p in loopback_problems(module, source)]
     assert not wrong, "\n".join(sorted(wrong))
 
 
 def test_no_scope_means_no_access() -> None:
     """Rule 5: with no scope entered, current_scope() raises instead of answering 'unrestricted'."""
-    import contextvars
-
     from services.access.scope import NoScope, current_scope
 
     with pytest.raises(NoScope):
         contextvars.Context().run(current_scope)
+
+
+# --- each rule catches a planted violation --------------------------------------------------------
+
+
+def test_planted_upward_import_is_caught() -> None:
+    """A function-local import of tools from a service."""
+    planted = "def f():\n    from tools.common import failure\n"
+    graph = graph_of({"services.x": (planted, False), "tools.common": ("", False)})
+    assert layer_problems(graph) == ["services.x -> tools.common (services may not import edge)"]
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "import importlib\ndef f():\n    return importlib.import_module('tools.common')\n",
+        "from importlib import import_module as load\nmod = load('tools.common')\n",
+        "mod = __import__('tools.common')\n",
+        "import importlib\nmod = importlib.import_module('.common', 'tools')\n",
+        "RUNNERS = {'x': 'tools.common:failure'}\n",
+    ],
+    ids=["import_module", "aliased", "__import__", "relative", "registry-string"],
+)
+def test_planted_dynamic_import_is_caught(source: str) -> None:
+    """An import spelled as a call with a constant name (or a registry string) is an import."""
+    assert "tools.common" in imported_names(source, "services.x")
+    graph = graph_of({"services.x": (source, False), "tools.common": ("import services.x\n", False)})
+    assert layer_problems(graph) == ["services.x -> tools.common (services may not import edge)"]
+    assert cycle_in(graph) is not None
+
+
+WIDENING = [
+    "from dataclasses import replace\nfrom services.access.scope import current_scope\n"
+    "wide = replace(current_scope(), source_ids=None)\n",
+    "import dataclasses\ndef f(scope):\n    return dataclasses.replace(scope, read_only=False)\n",
+    "import copy\ndef f(scope):\n    return copy.replace(scope, source_ids=None)\n",
+    "from copy import copy as cp\ndef f(my_scope):\n    return cp(my_scope)\n",
+    "def f(scope):\n    return scope.model_copy(update={'source_ids': None})\n",
+    "def f(scope):\n    object.__setattr__(scope, 'source_ids', None)\n",
+    "from dataclasses import replace as r\nfrom services.access.scope import entered_scope\n"
+    "s = entered_scope()\nt = r(s, local_owner=True)\n",
+]
+BUILDING = [
+    "from services.access.scope import Scope\nS = Scope\ns = S(source_ids=None)\n",
+    "from services.access.scope import Scope as X\ns = X(source_ids=None, read_only=False)\n",
+    "from services.access import scope as m\ns = m.Scope()\n",
+    "import services.access.scope\ns = services.access.scope.Scope()\n",
+    "import importlib\nm = importlib.import_module('services.access.scope')\ns = m.Scope()\n",
+    "from services.access import scope\ns = getattr(scope, 'Scope')()\n",
+    "def f(scope):\n    return type(scope)(source_ids=None)\n",
+    "from services.access.scope import Scope as X\nY = X\ns = Y.owner()\n",
+    "from services.access.scope import Scope\ns = Scope.unrestricted('me')\n",
+    "from services.access.scope import _current\n",
+]
+TOKEN_READS = [
+    "from mcp.server.auth.middleware.auth_context import auth_context_var\nuser = auth_context_var.get()\n",
+    "from mcp.server.auth.middleware import auth_context\nuser = auth_context.auth_context_var.get()\n",
+    "from mcp.server.auth.middleware.auth_context import get_access_token as who\n",
+    "def f(scope):\n    from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser\n"
+    "    return isinstance(scope.get('user'), AuthenticatedUser)\n",
+    "import importlib\nm = importlib.import_module('mcp.server.auth.middleware.auth_context')\n",
+]
+
+
+@pytest.mark.parametrize("source", WIDENING + BUILDING + TOKEN_READS)
+def test_planted_identity_violation_is_caught(source: str) -> None:
+    assert identity_problems("web.x", source), source
+
+
+def test_identity_rule_allows_its_homes() -> None:
+    """The same source is fine in its home: services/access builds scopes, access/guard reads the token,
+    the CLI's entry says `Scope.owner()` out loud."""
+    assert not identity_problems("services.access.x", BUILDING[0] + WIDENING[0])
+    assert not identity_problems("access.guard", TOKEN_READS[0])
+    assert not identity_problems("cli", "from services.access.scope import Scope\ns = Scope.owner()\n")
+    assert identity_problems("commands.x", "from services.access.scope import Scope\ns = Scope.owner()\n")
+
+
+@pytest.mark.parametrize(
+    "source",
+    ["print('hello')\n", "name = input()\n", "import sys\nsys.stdout.write('x')\n", "from sys import stdin\n"],
+)
+def test_planted_terminal_use_in_a_service_is_caught(source: str) -> None:
+    assert transport_problems("services.x", source)
+    assert not transport_problems("commands.x", source)  # the command line may talk to the terminal
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "def f(host):\n    return host in ('localhost', '::1')\n",
+        "def f(host):\n    return host == '127.0.0.1'\n",
+        "LOOPBACK = ['127.0.0.1', '[::1]']\n",
+        "import ipaddress\ndef f(host):\n    return ipaddress.ip_address(host).is_loopback\n",
+        "SQL = 'SELECT EXISTS (SELECT 1 FROM access_tokens WHERE revoked_at IS NULL)'\n",
+    ],
+)
+def test_planted_second_loopback_or_token_rule_is_caught(source: str) -> None:
+    assert loopback_problems("web.x", source), source

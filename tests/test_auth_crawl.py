@@ -144,6 +144,7 @@ def assert_secret_free(text: str, secrets: dict[str, str]) -> None:
         assert value not in text and value.split()[-1] not in text
 
 
+@pytest.mark.usefixtures("owner")
 async def test_login_goes_to_the_start_host_only(
     login_app: Archivist, site: LoginSite, other: FixtureSite, secrets: dict[str, str], caplog: Any
 ) -> None:
@@ -167,6 +168,7 @@ async def test_login_goes_to_the_start_host_only(
     assert_secret_free(caplog.text, secrets)
 
 
+@pytest.mark.usefixtures("owner")
 async def test_robots_and_browser_requests_carry_the_login_only_to_its_host(
     login_app: Archivist, site: LoginSite, other: FixtureSite, secrets: dict[str, str]
 ) -> None:
@@ -203,6 +205,7 @@ async def test_robots_and_browser_requests_carry_the_login_only_to_its_host(
     assert not same_host("https://docs.example/", "http://docs.example/")  # not on a move to plain http
 
 
+@pytest.mark.usefixtures("owner")
 async def test_recrawl_reuses_the_references(
     login_app: Archivist, site: LoginSite, other: FixtureSite, secrets: dict[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -226,6 +229,7 @@ async def test_recrawl_reuses_the_references(
     assert_secret_free(await database_text(login_app), {**secrets, "rotated": rotated})
 
 
+@pytest.mark.usefixtures("owner")
 async def test_a_missing_variable_is_named(
     login_app: Archivist, site: LoginSite, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -265,6 +269,7 @@ async def client(login_app: Archivist, embedder: Any) -> AsyncIterator[Any]:
     await runtime.close()
 
 
+@pytest.mark.usefixtures("owner")
 async def test_source_get_and_console_show_kind_origin_and_variable_names(
     login_app: Archivist, client: Any, site: LoginSite, secrets: dict[str, str], files_dir: Path
 ) -> None:
@@ -338,6 +343,7 @@ document.querySelector("main, article, body").appendChild(p);
 
 
 @pytest.mark.skipif(not os.access(CHROMIUM, os.X_OK), reason=f"no Chromium at {CHROMIUM}")
+@pytest.mark.usefixtures("owner")
 async def test_browser_fetcher_sends_the_login_to_its_host_only(
     tmp_path: Path, site: LoginSite, other: FixtureSite, monkeypatch: pytest.MonkeyPatch
 ) -> None:

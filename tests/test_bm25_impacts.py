@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import math
 
+import pytest
+
 from services.app import Archivist
 from services.search import bm25_index
 from services.search.base import SearchRequest
@@ -56,6 +58,7 @@ async def _python_bm25(app: Archivist, source_id, query: str = QUERY) -> list:
     return await python_bm25_order(app, source_id, dict(zip(terms.terms, terms.idfs, strict=True)), terms.avgdl)
 
 
+@pytest.mark.usefixtures("owner")
 async def test_impact_leg_equals_exhaustive_bm25_when_it_reads_every_posting(app: Archivist) -> None:
     source = await _corpus(app, "impacts-equal")
     expected = await _python_bm25(app, source.id)
@@ -66,6 +69,7 @@ async def test_impact_leg_equals_exhaustive_bm25_when_it_reads_every_posting(app
     assert impact == exhaustive
 
 
+@pytest.mark.usefixtures("owner")
 async def test_impact_leg_reading_few_postings_still_ranks_the_best_first(app: Archivist) -> None:
     source = await _corpus(app, "impacts-few")
     expected = await _python_bm25(app, source.id)
@@ -78,6 +82,7 @@ async def test_impact_leg_reading_few_postings_still_ranks_the_best_first(app: A
     assert ranked == [cid for cid in expected if cid in set(ranked)]
 
 
+@pytest.mark.usefixtures("owner")
 async def test_new_chunks_get_impacts_and_are_found(app: Archivist) -> None:
     source = await _corpus(app, "impacts-incremental")
     avgdl = await app.db.pool.fetchval("SELECT bm25_avgdl()")
@@ -98,6 +103,7 @@ async def test_new_chunks_get_impacts_and_are_found(app: Archivist) -> None:
     assert top[0][0] == new_chunk == (await _python_bm25(app, source.id))[0]
 
 
+@pytest.mark.usefixtures("owner")
 async def test_source_filter_reads_that_source_s_postings(app: Archivist) -> None:
     strong = await _corpus(app, "impacts-other", [TEXTS[0], TEXTS[1], TEXTS[4]] * 3)
     weak = await _corpus(app, "impacts-mine", [TEXTS[2], TEXTS[6]])
@@ -108,6 +114,7 @@ async def test_source_filter_reads_that_source_s_postings(app: Archivist) -> Non
     assert strong.id != weak.id
 
 
+@pytest.mark.usefixtures("owner")
 async def test_bulk_rebuild_reproduces_the_trigger_maintained_postings(app: Archivist) -> None:
     await _corpus(app, "impacts-rebuild")
     columns = "term, chunk_id, source_id, tf, dl"
@@ -141,6 +148,7 @@ async def test_bulk_rebuild_reproduces_the_trigger_maintained_postings(app: Arch
     assert await app.db.pool.fetchval("SELECT count(*) FROM chunk_terms WHERE source_id = $1", source.id) > 0
 
 
+@pytest.mark.usefixtures("owner")
 async def test_statistics_estimate_df_of_common_terms_and_rank_as_exact_counts(app: Archivist) -> None:
     # every chunk has "glaze" and "kiln" (distinct lengths: no ties), a few "kimchi"
     texts = [f"Pottery note: glaze the kiln {'shelf ' * i}" for i in range(30)]

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from services.access.scope import Scope, use_scope
 from services.app import Archivist
 from services.chunking import MarkdownChunker, get_chunker
 from services.chunking.base import Chunk
@@ -396,12 +397,14 @@ async def code_source(app: Archivist, files_dir: Path) -> dict[str, Any]:
     folder.mkdir()
     for name, (_, content) in SAMPLES.items():
         (folder / name).write_text(content)
-    source = await app.sources.create("Code")
-    results, failures, _ = await app.documents.create_from_directory(source.id, folder)
+    with use_scope(Scope.owner()):  # the fixture sets its data up as the local owner
+        source = await app.sources.create("Code")
+        results, failures, _ = await app.documents.create_from_directory(source.id, folder)
     assert failures == []
     return {"source_id": source.id, "ids": {path.name: r.document.id for path, r in results}}
 
 
+@pytest.mark.usefixtures("owner")
 @pytest.mark.parametrize(
     ("query", "file_name", "heading_path"),
     [

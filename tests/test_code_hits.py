@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import pytest
 import pytest_asyncio
 from mcp import Client
 
@@ -68,6 +69,7 @@ async def test_a_folder_ingest_names_the_file_and_its_lines(client: Client, file
     assert not {"path", "line_start", "line_end"} & set(found["results"][0])  # only code says where
 
 
+@pytest.mark.usefixtures("owner")
 async def test_a_git_source_gives_the_commit_and_a_link_to_the_line(
     client: Client, git_app: Archivist, git_server: GitServer
 ) -> None:

@@ -21,6 +21,7 @@ from mcp.client.streamable_http import streamable_http_client
 from playwright.sync_api import expect
 
 from services.access.profile_settings import NAME_PATTERN
+from services.access.scope import Scope, use_scope
 from tests.mcp_helpers import call, client_in_own_task
 from tests.test_e2e import run_cli, server_env
 from tests.web_helpers import chromium, console_server, screenshot
@@ -34,17 +35,18 @@ QUERY = "tide tables posted at the pier"
 async def world(app: Any) -> dict[str, Any]:
     """The same document in two sources (their scores tie, so the profile's order decides), a profile
     over both (A first), one with no sources; an owner token, an agent and a reader confined to it."""
-    ids: dict[str, Any] = {}
-    for key in ("A", "B"):
-        source = await app.sources.create(title=f"Harbour {key}", source_type="api")
-        await app.documents.create_from_text(source.id, TEXT, title="Tide tables")
-        ids[key] = str(source.id)
-    await app.profiles.create("harbour", "Harbour notices", [ids["A"], ids["B"]])
-    await app.profiles.create("empty", "Nothing yet")
-    _, ids["owner"] = await app.tokens.create("harbour-owner", [])
-    _, ids["agent"] = await app.tokens.create("harbour-agent", ["harbour"])
-    _, ids["reader"] = await app.tokens.create("harbour-reader", ["harbour"], read_only=True)
-    return ids
+    with use_scope(Scope.owner()):  # the fixture sets its data up as the local owner
+        ids: dict[str, Any] = {}
+        for key in ("A", "B"):
+            source = await app.sources.create(title=f"Harbour {key}", source_type="api")
+            await app.documents.create_from_text(source.id, TEXT, title="Tide tables")
+            ids[key] = str(source.id)
+        await app.profiles.create("harbour", "Harbour notices", [ids["A"], ids["B"]])
+        await app.profiles.create("empty", "Nothing yet")
+        _, ids["owner"] = await app.tokens.create("harbour-owner", [])
+        _, ids["agent"] = await app.tokens.create("harbour-agent", ["harbour"])
+        _, ids["reader"] = await app.tokens.create("harbour-reader", ["harbour"], read_only=True)
+        return ids
 
 
 @pytest.fixture(scope="module")

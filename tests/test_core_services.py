@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from services.access.scope import Scope, use_scope
 from services.app import Archivist
 from services.database import ConfigMismatch, Database
 from services.errors import Conflict, InvalidArgument, NotFound, PermissionDenied
@@ -16,12 +17,13 @@ from tests.corpus import DOCUMENTS, QUERIES
 
 @pytest.fixture(scope="module")
 async def corpus(app: Archivist) -> dict[str, Any]:
-    source = await app.sources.create("Corpus", description="hand-written topics")
-    ids = {}
-    for title, content in DOCUMENTS.items():
-        result = await app.documents.create_from_text(source.id, content, title=title)
-        ids[title] = result.document.id
-    return {"source_id": source.id, "ids": ids}
+    with use_scope(Scope.owner()):  # the fixture sets its data up as the local owner
+        source = await app.sources.create("Corpus", description="hand-written topics")
+        ids = {}
+        for title, content in DOCUMENTS.items():
+            result = await app.documents.create_from_text(source.id, content, title=title)
+            ids[title] = result.document.id
+        return {"source_id": source.id, "ids": ids}
 
 
 async def test_migrations_are_recorded_and_idempotent(app: Archivist, settings: Any) -> None:
@@ -48,6 +50,7 @@ async def test_other_model_on_existing_database_is_refused(app: Archivist, setti
     assert app.embedder.name in info.value.message
 
 
+@pytest.mark.usefixtures("owner")
 async def test_ingest_chunks_cover_content_and_offsets_match(app: Archivist, corpus: dict) -> None:
     doc_id = corpus["ids"]["Postgres vacuum"]
     document = await app.documents.get(doc_id)
@@ -72,6 +75,7 @@ async def test_same_content_is_reported_unchanged(app: Archivist, corpus: dict) 
 
 
 @pytest.mark.parametrize("search_type", ["vector", "hybrid", "rerank"])
+@pytest.mark.usefixtures("owner")
 async def test_right_document_ranks_first(app: Archivist, corpus: dict, search_type: str) -> None:
     for query, expected in QUERIES:
         outcome = await app.search.search(query, corpus["source_id"], 5, search_type)
@@ -86,12 +90,14 @@ async def test_right_document_ranks_first(app: Archivist, corpus: dict, search_t
         assert all(0.0 <= s <= 1.0 for s in scores)
 
 
+@pytest.mark.usefixtures("owner")
 async def test_keyword_leg_finds_rare_exact_term(app: Archivist, corpus: dict) -> None:
     outcome = await app.search.search("autovacuum_vacuum_scale_factor", corpus["source_id"], 3, "hybrid")
     assert outcome.hits[0].document_title == "Postgres vacuum"
     assert outcome.hits[0].match_type in ("hybrid", "keyword")
 
 
+@pytest.mark.usefixtures("owner")
 async def test_source_filter_still_returns_k(app: Archivist, corpus: dict) -> None:
     other = await app.sources.create("Noise")
     for i in range(30):
@@ -103,6 +109,7 @@ async def test_source_filter_still_returns_k(app: Archivist, corpus: dict) -> No
     assert len(many.hits) == 20
 
 
+@pytest.mark.usefixtures("owner")
 async def test_threshold_and_capping(app: Archivist, corpus: dict) -> None:
     loose = await app.search.search("honeybee dance", corpus["source_id"], 50, "hybrid")
     assert loose.capped and loose.match_count == 20
@@ -117,6 +124,7 @@ async def test_threshold_and_capping(app: Archivist, corpus: dict) -> None:
         await app.search.search("x", "00000000-0000-0000-0000-000000000000", 5, "hybrid")
 
 
+@pytest.mark.usefixtures("owner")
 async def test_update_content_replaces_search_results(app: Archivist) -> None:
     source = await app.sources.create("Updates")
     created = await app.documents.create_from_text(
@@ -132,6 +140,7 @@ async def test_update_content_replaces_search_results(app: Archivist) -> None:
     assert all("Poseidonia" not in h.text for h in old)
 
 
+@pytest.mark.usefixtures("owner")
 async def test_update_is_atomic_for_readers(app: Archivist) -> None:
     """Concurrent readers see the old or the new chunks, never none."""
     source = await app.sources.create("Atomic")
@@ -153,6 +162,7 @@ async def test_update_is_atomic_for_readers(app: Archivist) -> None:
     assert not seen_empty
 
 
+@pytest.mark.usefixtures("owner")
 async def test_update_metadata_merges_and_url_conflict(app: Archivist) -> None:
     source = await app.sources.create("Meta")
     a = await app.documents.create_from_text(source.id, "alpha text", url="https://a.example/1", metadata={"x": 1})
@@ -163,6 +173,7 @@ async def test_update_metadata_merges_and_url_conflict(app: Archivist) -> None:
         await app.documents.update(b.document.id, url="https://a.example/1")
 
 
+@pytest.mark.usefixtures("owner")
 async def test_read_window_and_chunk(app: Archivist) -> None:
     source = await app.sources.create("Long")
     content = "".join(f"Sentence number {i} is here. " for i in range(300))
@@ -179,6 +190,7 @@ async def test_read_window_and_chunk(app: Archivist) -> None:
         await app.documents.read_window(doc.document.id, len(content) + 5)
 
 
+@pytest.mark.usefixtures("owner")
 async def test_files_and_directories(app: Archivist, files_dir: Path) -> None:
     source = await app.sources.create("Files")
     (files_dir / "notes.md").write_text("# Gardening\n\nTomatoes need full sun and regular watering.")
@@ -197,6 +209,7 @@ async def test_files_and_directories(app: Archivist, files_dir: Path) -> None:
     assert [p.name for p, _ in only_md] == ["a.md"] and only_md[0][1].status == "unchanged"
 
 
+@pytest.mark.usefixtures("owner")
 async def test_paths_outside_allowed_roots_are_refused(app: Archivist, files_dir: Path, tmp_path: Path) -> None:
     source = await app.sources.create("Guarded")
     outside = tmp_path / "secret.txt"
@@ -211,6 +224,7 @@ async def test_paths_outside_allowed_roots_are_refused(app: Archivist, files_dir
         await app.documents.create_from_file(source.id, link)
 
 
+@pytest.mark.usefixtures("owner")
 async def test_file_size_limit(app: Archivist, files_dir: Path, settings: Any) -> None:
     source = await app.sources.create("Big")
     big = files_dir / "big.txt"
@@ -219,6 +233,7 @@ async def test_file_size_limit(app: Archivist, files_dir: Path, settings: Any) -
         await app.documents.create_from_file(source.id, big)
 
 
+@pytest.mark.usefixtures("owner")
 async def test_delete_cascades(app: Archivist) -> None:
     source = await app.sources.create("Doomed")
     doc = await app.documents.create_from_text(source.id, "Something to delete. " * 200)
@@ -234,6 +249,7 @@ async def test_delete_cascades(app: Archivist) -> None:
         await app.sources.get(source.id)
 
 
+@pytest.mark.usefixtures("owner")
 async def test_list_pagination(app: Archivist) -> None:
     source = await app.sources.create("Paged")
     for i in range(25):
@@ -254,6 +270,7 @@ async def test_stats(app: Archivist, corpus: dict) -> None:
     assert stats.chunks_count == chunks and stats.last_updated is not None
 
 
+@pytest.mark.usefixtures("owner")
 async def test_same_content_ingested_concurrently_is_stored_once(app: Archivist) -> None:
     source = await app.sources.create("Concurrent duplicates")
     text = "Identical content arriving from two URLs at the same moment."

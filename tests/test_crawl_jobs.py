@@ -111,6 +111,7 @@ def page_requests(site: FixtureSite) -> list[str]:
 # ------------------------------------------------------------------ crawling
 
 
+@pytest.mark.usefixtures("owner")
 async def test_recursive_crawl_stores_every_reachable_page_once(crawl_app: Archivist, site: FixtureSite) -> None:
     job = await crawl(crawl_app, site.url_for("/"), recursive=True, max_depth=2, max_pages=50)
     assert job.status == "completed"
@@ -133,6 +134,7 @@ async def test_recursive_crawl_stores_every_reachable_page_once(crawl_app: Archi
     assert (source.title, source.source_type) == (f"127.0.0.1:{site.port}", "crawl")
 
 
+@pytest.mark.usefixtures("owner")
 async def test_crawled_pages_are_linked_and_searchable(crawl_app: Archivist, site: FixtureSite) -> None:
     job = await crawl(crawl_app, site.url_for("/"), recursive=True, max_depth=1, max_pages=50)
     ids = {
@@ -148,6 +150,7 @@ async def test_crawled_pages_are_linked_and_searchable(crawl_app: Archivist, sit
     assert _path(outcome.hits[0].url or "") == "/docs/a"
 
 
+@pytest.mark.usefixtures("owner")
 async def test_single_page_when_not_recursive(crawl_app: Archivist, site: FixtureSite) -> None:
     job = await crawl(crawl_app, site.url_for("/docs/a#section"), max_pages=50)
     assert job.params.url == site.url_for("/docs/a")  # fragment dropped
@@ -157,6 +160,7 @@ async def test_single_page_when_not_recursive(crawl_app: Archivist, site: Fixtur
     assert site.requests_for("/sitemap.xml") == []
 
 
+@pytest.mark.usefixtures("owner")
 async def test_max_pages_is_exact(crawl_app: Archivist, site: FixtureSite) -> None:
     job = await crawl(crawl_app, site.url_for("/"), recursive=True, max_depth=2, max_pages=3)
     assert job.pages_crawled == 3
@@ -166,6 +170,7 @@ async def test_max_pages_is_exact(crawl_app: Archivist, site: FixtureSite) -> No
     assert any("max_pages (3) reached" in w for w in job.warnings)
 
 
+@pytest.mark.usefixtures("owner")
 async def test_max_depth_limits_link_following(crawl_app: Archivist, site: FixtureSite) -> None:
     job = await crawl(crawl_app, site.url_for("/"), recursive=True, max_depth=1, max_pages=50)
     counts = await document_counts(crawl_app, job.source_id)
@@ -173,6 +178,7 @@ async def test_max_depth_limits_link_following(crawl_app: Archivist, site: Fixtu
     assert site.requests_for("/deep/2") == []
 
 
+@pytest.mark.usefixtures("owner")
 async def test_exclude_patterns_are_applied_before_fetching(crawl_app: Archivist, site: FixtureSite) -> None:
     job = await crawl(
         crawl_app, site.url_for("/"), recursive=True, max_depth=2, exclude_patterns=["/archive/*", "/deep/*", "slow"]
@@ -183,6 +189,7 @@ async def test_exclude_patterns_are_applied_before_fetching(crawl_app: Archivist
     assert "/archive/old" not in await document_counts(crawl_app, job.source_id)
 
 
+@pytest.mark.usefixtures("owner")
 async def test_include_patterns_keep_only_matching_pages(crawl_app: Archivist, site: FixtureSite) -> None:
     job = await crawl(crawl_app, site.url_for("/"), recursive=True, max_depth=2, include_patterns=["/docs/*"])
     assert await document_counts(crawl_app, job.source_id) == {"/docs/a": 1, "/docs/b": 1}
@@ -191,6 +198,7 @@ async def test_include_patterns_keep_only_matching_pages(crawl_app: Archivist, s
     assert len(site.requests_for("/")) == 1
 
 
+@pytest.mark.usefixtures("owner")
 async def test_robots_crawl_delay_is_enforced(crawl_app: Archivist, site: FixtureSite) -> None:
     site.set_page("/robots.txt", site.robots_txt("Crawl-delay: 0.5"), "text/plain")
     await crawl(crawl_app, site.url_for("/"), recursive=True, max_depth=1, max_pages=4, exclude_patterns=["slow"])
@@ -203,6 +211,7 @@ async def test_robots_crawl_delay_is_enforced(crawl_app: Archivist, site: Fixtur
     assert min(gaps) >= 0.3, gaps
 
 
+@pytest.mark.usefixtures("owner")
 async def test_markdown_text_and_pdf_pages_are_ingested(crawl_app: Archivist, site: FixtureSite) -> None:
     manual = make_pdf(["Calibrating the telescope mirror takes a steady hand."], "Telescope Manual")
     site.set_page("/formats/manual.pdf", manual, "application/pdf")
@@ -234,6 +243,7 @@ async def test_markdown_text_and_pdf_pages_are_ingested(crawl_app: Archivist, si
     assert site.requests_for("/docs/a") == []  # seeded from the sitemap but outside the start folder
 
 
+@pytest.mark.usefixtures("owner")
 async def test_job_that_stores_nothing_because_of_errors_fails(crawl_app: Archivist, site: FixtureSite) -> None:
     job = await crawl(crawl_app, site.url_for("/missing"))
     assert job.status == "failed"
@@ -241,6 +251,7 @@ async def test_job_that_stores_nothing_because_of_errors_fails(crawl_app: Archiv
     assert job.pages_failed == 1 and job.pages_crawled == 0
 
 
+@pytest.mark.usefixtures("owner")
 async def test_job_that_skips_everything_completes_with_a_warning(crawl_app: Archivist, site: FixtureSite) -> None:
     job = await crawl(crawl_app, site.url_for("/private/secret"))
     assert (job.status, job.pages_crawled, job.skipped_by_reason) == ("completed", 0, {"robots": 1})
@@ -262,6 +273,7 @@ async def test_private_targets_are_refused_by_default(strict_app: Archivist, sit
     assert await strict_app.db.pool.fetchval("SELECT count(*) FROM crawl_jobs") == before
 
 
+@pytest.mark.usefixtures("owner")
 async def test_worker_with_default_policy_refuses_a_queued_private_job(
     crawl_app: Archivist, strict_app: Archivist, site: FixtureSite
 ) -> None:
@@ -292,6 +304,7 @@ async def test_arguments_are_validated_and_capped(crawl_app: Archivist) -> None:
 # ------------------------------------------------------------------ queue, cancel, stop
 
 
+@pytest.mark.usefixtures("owner")
 async def test_queued_job_is_claimed_once_released_and_cancelled(crawl_app: Archivist, site: FixtureSite) -> None:
     started = await crawl_app.jobs.start(site.url_for("/"), title="Claim test")
     with pytest.raises(Conflict):
@@ -308,6 +321,7 @@ async def test_queued_job_is_claimed_once_released_and_cancelled(crawl_app: Arch
     assert page_requests(site) == []
 
 
+@pytest.mark.usefixtures("owner")
 async def test_cancel_stops_a_running_crawl_within_two_seconds(crawl_app: Archivist) -> None:
     site = slow_generated_site(12, delay=0.6)
     stop = asyncio.Event()
@@ -334,6 +348,7 @@ async def test_cancel_stops_a_running_crawl_within_two_seconds(crawl_app: Archiv
         site.stop()
 
 
+@pytest.mark.usefixtures("owner")
 async def test_cancel_is_prompt_while_discovery_files_are_slow(crawl_app: Archivist, site: FixtureSite) -> None:
     for path in DISCOVERY_PATHS:
         site.set_delay(path, 5.0)  # each discovery fetch would time out after 1 s: seeding takes 3 s
@@ -352,6 +367,7 @@ async def test_cancel_is_prompt_while_discovery_files_are_slow(crawl_app: Archiv
         await worker
 
 
+@pytest.mark.usefixtures("owner")
 async def test_stopping_a_worker_hands_its_job_to_the_next_one(crawl_app: Archivist) -> None:
     site = slow_generated_site(10, delay=0.4)
     try:
@@ -377,6 +393,7 @@ async def test_stopping_a_worker_hands_its_job_to_the_next_one(crawl_app: Archiv
 # ------------------------------------------------------------------ recrawl
 
 
+@pytest.mark.usefixtures("owner")
 async def test_recrawl_reports_exact_changes(crawl_app: Archivist, site: FixtureSite) -> None:
     site.set_delay("/slow", 0)
     first = await crawl(crawl_app, site.url_for("/"), recursive=True, max_depth=2, max_pages=50)
@@ -429,6 +446,7 @@ async def test_recrawl_reports_exact_changes(crawl_app: Archivist, site: Fixture
     assert again.documents_unchanged == 7
 
 
+@pytest.mark.usefixtures("owner")
 async def test_recrawl_needs_a_crawled_source(crawl_app: Archivist) -> None:
     source = await crawl_app.sources.create("Never crawled")
     with pytest.raises(InvalidArgument):
@@ -437,6 +455,7 @@ async def test_recrawl_needs_a_crawled_source(crawl_app: Archivist) -> None:
         await crawl_app.jobs.recrawl()
 
 
+@pytest.mark.usefixtures("owner")
 async def test_list_filters_and_pages_newest_first(crawl_app: Archivist) -> None:
     everything = await crawl_app.jobs.list(per_page=20)
     assert everything.total_count >= 10
@@ -456,6 +475,7 @@ async def test_list_filters_and_pages_newest_first(crawl_app: Archivist) -> None
 # ------------------------------------------------------------------ worker crash
 
 
+@pytest.mark.usefixtures("owner")
 async def test_killed_worker_process_job_resumes_without_duplicates_or_losses(
     crawl_app: Archivist, database_url: str, files_dir: Path
 ) -> None:

@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import pytest
 import pytest_asyncio
 from mcp import Client
 
@@ -29,6 +30,7 @@ async def client(settings: Any, embedder: Any) -> AsyncIterator[Client]:
         yield c
 
 
+@pytest.mark.usefixtures("owner")
 async def test_documents_say_type_size_and_status(client: Client, app: Archivist, files_dir: Path) -> None:
     path = files_dir / "tides.md"
     path.write_text("# Tides\n\nSpring tides follow the full moon — höher als Nippfluten.\n")

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from services.access.scope import Scope, use_scope
 from services.app import Archivist
 from tests.conftest import fresh_database, make_settings
 
@@ -48,19 +49,22 @@ async def _source(app: Archivist, title: str) -> Any:
 
 @pytest.fixture(scope="module")
 async def guide(app: Archivist) -> Any:
-    source = await _source(app, "Guide")
-    await app.documents.create_from_text(source.id, GUIDE, "Keeper guide")
-    return source
+    with use_scope(Scope.owner()):  # the fixture sets its data up as the local owner
+        source = await _source(app, "Guide")
+        await app.documents.create_from_text(source.id, GUIDE, "Keeper guide")
+        return source
 
 
 @pytest.fixture(scope="module")
 async def notes(app: Archivist) -> Any:
-    source = await _source(app, "Code notes")
-    for title, text in CODE_NOTES.items():
-        await app.documents.create_from_text(source.id, text, title)
-    return source
+    with use_scope(Scope.owner()):  # the fixture sets its data up as the local owner
+        source = await _source(app, "Code notes")
+        for title, text in CODE_NOTES.items():
+            await app.documents.create_from_text(source.id, text, title)
+        return source
 
 
+@pytest.mark.usefixtures("owner")
 async def test_a_marker_word_ranks_its_chunk_first(app: Archivist, guide: Any) -> None:
     chunks = await app.db.pool.fetch("SELECT text FROM chunks WHERE source_id = $1", guide.id)
     assert any(c["text"].strip().endswith("Intro.") for c in chunks) or len(chunks) > 3, chunks
@@ -69,6 +73,7 @@ async def test_a_marker_word_ranks_its_chunk_first(app: Archivist, guide: Any) -
         assert f"quillfeather{n}" in outcome.hits[0].text, (n, [h.text[:40] for h in outcome.hits])
 
 
+@pytest.mark.usefixtures("owner")
 @pytest.mark.parametrize(
     ("query", "title"),
     [
@@ -104,6 +109,7 @@ def test_exactness_is_the_idf_share_of_rare_terms() -> None:
     assert both == pytest.approx(idf(chunks, 1) / (idf(chunks, 1) + idf(chunks, 200)))
 
 
+@pytest.mark.usefixtures("owner")
 async def test_names_are_found_while_chunks_wait_for_vectors(database_url: str, tmp_path: Path, embedder: Any) -> None:
     """The pending path (two-phase indexing): chunks stored, no vector yet, found by their names."""
     settings = make_settings(database_url, tmp_path, run_worker=False)
@@ -130,6 +136,7 @@ async def own_database(pg_server: Any) -> AsyncIterator[str]:
         yield url
 
 
+@pytest.mark.usefixtures("owner")
 async def test_an_upgraded_database_finds_names_by_part(own_database: str, tmp_path: Path, embedder: Any) -> None:
     """A database indexed before sql/030 (plain to_tsvector) is re-analysed when the server starts."""
     settings = make_settings(own_database, tmp_path)

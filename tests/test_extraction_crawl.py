@@ -37,6 +37,7 @@ def site() -> Any:
     running.stop()
 
 
+@pytest.mark.usefixtures("owner")
 async def test_crawled_page_keeps_article_and_links(crawl_app: Archivist, site: FixtureSite) -> None:
     job = await crawl(crawl_app, site.url_for("/guide/brewing.html"), recursive=True, max_depth=1, max_pages=5)
     row = await crawl_app.db.pool.fetchrow(
@@ -59,6 +60,7 @@ async def test_crawled_page_keeps_article_and_links(crawl_app: Archivist, site: 
     assert any("Grind size" in (r["heading_path"] or []) for r in heading_paths)
 
 
+@pytest.mark.usefixtures("owner")
 async def test_page_from_an_older_extractor_is_refetched_and_replaced(crawl_app: Archivist, site: FixtureSite) -> None:
     job = await crawl(crawl_app, site.url_for("/guide/brewing.html"), max_pages=1)
     url = site.url_for("/guide/brewing.html")
@@ -87,6 +89,7 @@ async def test_page_from_an_older_extractor_is_refetched_and_replaced(crawl_app:
     assert third.documents_unchanged == 1 and third.documents_updated == 0
 
 
+@pytest.mark.usefixtures("owner")
 async def test_generated_index_pages_lead_the_crawl_but_are_not_stored(crawl_app: Archivist) -> None:
     def sphinx(title: str, rel_index: str, links: str) -> str:
         return (

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from services.access.scope import Scope, use_scope
 from services.app import Archivist
 from services.errors import InvalidArgument
 from services.parsers import get_parser, parse_bytes, supported_extensions
@@ -267,14 +268,15 @@ def _zip_without_content() -> bytes:
 
 @pytest.fixture(scope="module")
 async def ingested(app: Archivist, files_dir: Path) -> dict[str, Any]:
-    folder = files_dir / "office"
-    folder.mkdir()
-    for name, make in FILES.items():
-        (folder / name).write_bytes(make())
-    source = await app.sources.create("Office files")
-    results, failures, skipped = await app.documents.create_from_directory(source.id, folder)
-    assert (failures, skipped) == ([], 0)
-    return {"source_id": source.id, "documents": {path.name: result.document for path, result in results}}
+    with use_scope(Scope.owner()):  # the fixture sets its data up as the local owner
+        folder = files_dir / "office"
+        folder.mkdir()
+        for name, make in FILES.items():
+            (folder / name).write_bytes(make())
+        source = await app.sources.create("Office files")
+        results, failures, skipped = await app.documents.create_from_directory(source.id, folder)
+        assert (failures, skipped) == ([], 0)
+        return {"source_id": source.id, "documents": {path.name: result.document for path, result in results}}
 
 
 @pytest.mark.parametrize(
@@ -291,6 +293,7 @@ async def ingested(app: Archivist, files_dir: Path) -> dict[str, Any]:
         ("Reykjavik Iceland population", "cities.csv", [], "Reykjavik"),
     ],
 )  # fmt: skip
+@pytest.mark.usefixtures("owner")
 async def test_each_format_is_found_with_its_heading_path(
     app: Archivist, ingested: dict[str, Any], query: str, file_name: str, heading_path: list[str], snippet: str
 ) -> None:

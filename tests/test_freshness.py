@@ -151,6 +151,7 @@ async def test_a_recrawl_links_to_its_changes(client: Client) -> None:
         assert listed["changes"][0]["changed_sections"]
 
 
+@pytest.mark.usefixtures("owner")
 async def test_changes_stay_in_the_callers_scope(database_url: str, files_dir: Path, embedder: Any) -> None:
     app = await Archivist.open(make_settings(database_url, files_dir), embedder)
     try:

@@ -58,6 +58,7 @@ class CountIngests:
         return taken
 
 
+@pytest.mark.usefixtures("owner")
 async def test_sync_adds_changes_renames_and_deletes(
     git_app: Archivist, git_server: GitServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -119,6 +120,7 @@ async def test_sync_adds_changes_renames_and_deletes(
     assert (await git_app.sources.get(config.source_id)).metadata["last_synced_commit"] == third_commit
 
 
+@pytest.mark.usefixtures("owner")
 async def test_git_plus_urls_patterns_and_ignore_changes(git_app: Archivist, git_server: GitServer) -> None:
     repo = git_server.add("patterned")
     commit = repo.commit(FILES, "first")
@@ -161,6 +163,7 @@ def test_plan_pairs_renames_and_skips_what_is_stored() -> None:
     assert plan(["a.md", "gone.md"], target.get, {"a.md": "1", "gone.md": "9"}).gone == ["gone.md"]
 
 
+@pytest.mark.usefixtures("owner")
 async def test_a_file_becomes_a_folder_and_back(git_app: Archivist, git_server: GitServer) -> None:
     repo = git_server.add("shapes")
     repo.commit({"notes.md": "# Notes\n\nA file first.\n", "keep.md": "# Keep\n\nStays.\n"})
@@ -173,6 +176,7 @@ async def test_a_file_becomes_a_folder_and_back(git_app: Archivist, git_server: 
     assert set(await stored(git_app, config.source_id)) == {"notes.md", "keep.md"}
 
 
+@pytest.mark.usefixtures("owner")
 async def test_handed_back_sync_resumes_the_same_commit(git_app: Archivist, git_server: GitServer) -> None:
     repo = git_server.add("many")
     commit = repo.commit(
@@ -200,6 +204,7 @@ async def test_handed_back_sync_resumes_the_same_commit(git_app: Archivist, git_
     assert counts(job) == (0, 0, 0, 1)  # then the next sync takes the new commit
 
 
+@pytest.mark.usefixtures("owner")
 async def test_deleted_source_clone_is_removed(git_app: Archivist, git_server: GitServer) -> None:
     repo = git_server.add("shortlived")
     repo.commit({"a.md": "# A\n\nShort-lived repository.\n"})
@@ -218,6 +223,7 @@ def sync_args(*args: str) -> tuple[argparse.Namespace, asyncio.Event]:
     return build_parser().parse_args(["sync", *args]), asyncio.Event()
 
 
+@pytest.mark.usefixtures("owner")
 async def test_sync_commands(git_app: Archivist, git_server: GitServer, capsys: pytest.CaptureFixture[str]) -> None:
     repo = git_server.add("shell")
     repo.commit({"one.md": "# One\n\nSynced from the shell.\n", "two.md": "# Two\n\nAlso synced.\n"})

@@ -33,6 +33,7 @@ async def table_texts(app: Archivist) -> str:
     return "\n".join(texts)
 
 
+@pytest.mark.usefixtures("owner")
 async def test_private_repository_token_from_env(
     git_app: Archivist,
     git_server: GitServer,
@@ -71,6 +72,7 @@ async def test_private_repository_token_from_env(
     assert all(TOKEN.encode() not in p.read_bytes() for p in clone.rglob("*") if p.is_file())
 
 
+@pytest.mark.usefixtures("owner")
 async def test_token_not_sent_on_a_redirect_to_another_host(
     git_app: Archivist, git_server: GitServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -23,6 +23,7 @@ import pytest
 import pytest_asyncio
 from mcp import Client
 
+from services.access.scope import Scope, use_scope
 from tests.mcp_helpers import client_in_own_task, ok
 from tests.security.support import audit_rows, bearer_transport, http_server
 from tests.web_helpers import CHROMIUM, CHROMIUM_ARGS, SCREENSHOTS
@@ -85,10 +86,13 @@ def host_page() -> str:
 
 @pytest_asyncio.fixture(scope="module")
 async def world(app: Any) -> dict[str, Any]:
-    source = await app.sources.create(title="Pools", source_type="api", version="15")
-    pools = await app.documents.create_from_text(source.id, POOLS, "Connection pools", "https://docs.example.org/pools")
-    proxy = await app.documents.create_from_text(source.id, FLAGGED, "Pool proxy", "https://docs.example.org/proxy")
-    return {"source": source.id, "pools": pools.document.id, "proxy": proxy.document.id}
+    with use_scope(Scope.owner()):  # the fixture sets its data up as the local owner
+        source = await app.sources.create(title="Pools", source_type="api", version="15")
+        pools = await app.documents.create_from_text(
+            source.id, POOLS, "Connection pools", "https://docs.example.org/pools"
+        )
+        proxy = await app.documents.create_from_text(source.id, FLAGGED, "Pool proxy", "https://docs.example.org/proxy")
+        return {"source": source.id, "pools": pools.document.id, "proxy": proxy.document.id}
 
 
 @pytest_asyncio.fixture(scope="module")

@@ -18,6 +18,7 @@ import pytest_asyncio
 import yaml
 
 from server import build_server
+from services.access.scope import Scope, use_scope
 from services.app import Archivist, Runtime
 from services.documents.specs import SpecIngestResult
 from services.errors import InvalidArgument
@@ -194,13 +195,14 @@ def test_detection_by_content() -> None:
 @pytest_asyncio.fixture(scope="module")
 async def pets(app: Archivist, files_dir: Path) -> dict[str, Any]:
     """The petstore spec ingested from a YAML file into its own source."""
-    path = files_dir / "openapi" / "petstore.yaml"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(PETSTORE_30)
-    source, _ = await app.sources.get_or_create("Harbour Petstore API")
-    result = await app.documents.create_from_file(source.id, path)
-    assert isinstance(result, SpecIngestResult)
-    return {"source_id": source.id, "path": path, "result": result}
+    with use_scope(Scope.owner()):  # the fixture sets its data up as the local owner
+        path = files_dir / "openapi" / "petstore.yaml"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(PETSTORE_30)
+        source, _ = await app.sources.get_or_create("Harbour Petstore API")
+        result = await app.documents.create_from_file(source.id, path)
+        assert isinstance(result, SpecIngestResult)
+        return {"source_id": source.id, "path": path, "result": result}
 
 
 async def documents_of(app: Archivist, source_id: UUID) -> dict[str, Any]:
@@ -235,6 +237,7 @@ async def test_file_ingest_makes_one_document_per_operation(app: Archivist, pets
     assert chunks and chunks[0]["heading_path"][:2] == ["pets", "POST /pets — Create a pet"]
 
 
+@pytest.mark.usefixtures("owner")
 async def test_search_finds_the_create_operation(app: Archivist, pets: dict[str, Any]) -> None:
     outcome = await app.search.search("how do I create a pet", pets["source_id"], match_count=5)
     titles = [hit.document_title for hit in outcome.hits]
@@ -243,6 +246,7 @@ async def test_search_finds_the_create_operation(app: Archivist, pets: dict[str,
     assert titles[0] == "POST /pets — Create a pet", titles
 
 
+@pytest.mark.usefixtures("owner")
 async def test_reingest_is_idempotent_and_removes_vanished_operations(app: Archivist, pets: dict[str, Any]) -> None:
     source_id, path = pets["source_id"], pets["path"]
     before = await documents_of(app, source_id)
@@ -266,6 +270,7 @@ async def test_reingest_is_idempotent_and_removes_vanished_operations(app: Archi
     assert isinstance(restored, SpecIngestResult) and restored.count("created") == 1
 
 
+@pytest.mark.usefixtures("owner")
 async def test_directory_ingest_expands_specs_and_keeps_other_files(
     app: Archivist, files_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -283,6 +288,7 @@ async def test_directory_ingest_expands_specs_and_keeps_other_files(
     assert "package.json" in titles and len(results) == 6  # overview + 3 operations + 2 files
 
 
+@pytest.mark.usefixtures("owner")
 async def test_large_spec_ingest_time(app: Archivist, files_dir: Path) -> None:
     spec = large_spec(220)  # 1,100 operations
     path = files_dir / "openapi" / "fleet.json"
@@ -341,6 +347,7 @@ def site() -> Any:
         yield running
 
 
+@pytest.mark.usefixtures("owner")
 async def test_url_ingest_of_a_spec(crawl_app: Archivist, site: FixtureSite) -> None:
     site.set_page("/specs/logbook.yaml", yaml.safe_dump(SWAGGER_20), "application/yaml")
     source, _ = await crawl_app.sources.get_or_create("Logbook by URL")
@@ -357,6 +364,7 @@ async def test_url_ingest_of_a_spec(crawl_app: Archivist, site: FixtureSite) -> 
     assert not isinstance(plain, SpecIngestResult) and plain.document.document_type == "json"
 
 
+@pytest.mark.usefixtures("owner")
 async def test_crawl_ingests_a_linked_spec_as_operations(crawl_app: Archivist, site: FixtureSite) -> None:
     links = [("/openapi.json", "OpenAPI"), ("/config.json", "Config"), ("/guide", "Guide")]
     site.set_page("/", html_page("Petstore developer portal", ["Our API reference is below."], links))

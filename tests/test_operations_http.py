@@ -23,6 +23,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
 from services.access.audit import ERROR_MESSAGE_LIMIT
+from services.access.scope import Scope, use_scope
 from tests.mcp_helpers import call, client_in_own_task, err, ok
 from tests.test_e2e import ARCHIVIST, free_port, run_cli, server_env, wait_for_port
 
@@ -32,16 +33,19 @@ QUERY = "when do the ferries leave"
 
 @pytest_asyncio.fixture(scope="module")
 async def world(app: Any) -> dict[str, Any]:
-    ids: dict[str, Any] = {}
-    for key in ("A", "B"):
-        source = await app.sources.create(title=f"Ops {key}", source_type="api")
-        await app.documents.create_from_text(source.id, f"Ferries leave the {key} quay at dawn.", title=f"Ferry {key}")
-        ids[key] = source.id
-    await app.profiles.create("ops-a", "Ops A only", [ids["A"]])
-    # one call a minute, BURST at once: the headers count down without refilling during the test
-    _, ids["slow"] = await app.tokens.create("ops-slow", ["ops-a"], rate_per_minute=1)
-    _, ids["tenant"] = await app.tokens.create("ops-tenant", ["ops-a"], rate_per_minute=60_000)
-    return ids
+    with use_scope(Scope.owner()):  # the fixture sets its data up as the local owner
+        ids: dict[str, Any] = {}
+        for key in ("A", "B"):
+            source = await app.sources.create(title=f"Ops {key}", source_type="api")
+            await app.documents.create_from_text(
+                source.id, f"Ferries leave the {key} quay at dawn.", title=f"Ferry {key}"
+            )
+            ids[key] = source.id
+        await app.profiles.create("ops-a", "Ops A only", [ids["A"]])
+        # one call a minute, BURST at once: the headers count down without refilling during the test
+        _, ids["slow"] = await app.tokens.create("ops-slow", ["ops-a"], rate_per_minute=1)
+        _, ids["tenant"] = await app.tokens.create("ops-tenant", ["ops-a"], rate_per_minute=60_000)
+        return ids
 
 
 @pytest_asyncio.fixture(scope="module")

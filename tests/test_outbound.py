@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import ast
 
-from tests.test_architecture import module_files
+from tests.architecture_rules import module_files
 
 CONNECTOR = "services.net.connector"
 GATE = "services.access.secret_gate"
@@ -45,7 +45,7 @@ ALLOWED = {
     ("services.access.oauth", "httpx.AsyncClient"): "the identity provider the operator configures",
     ("commands.config", "httpx.Client"): "the command line probing the server URL its own user typed",
     ("services.fetchers.browser", "socket.socket"): "binds a free local port for Chromium's DevTools",
-    ("commands.serve", "socket.socket"): "the listening socket of `serve --http` (binds, never connects)",
+    ("commands.serve", "socket.socket"): "the HTTP server's own listening socket: it binds, never connects",
     ("services.sync.git.remote", "dulwich.client.Urllib3HttpGitClient"): (
         "subclassed as BoundedGitClient, which refuses any pool manager but the connector's "
         "(tests/security/test_ssrf_git.py::test_the_git_client_connects_only_through_the_connector)"

@@ -13,6 +13,7 @@ import pytest_asyncio
 from mcp import Client
 
 from server import build_server
+from services.access.scope import Scope, use_scope
 from services.app import Archivist, Runtime
 from services.chunking.base import Chunk
 from services.chunking.pages import assign_pages, format_page_number, page_starts
@@ -65,15 +66,16 @@ def settings(database_url: str, files_dir: Path) -> Settings:
 
 @pytest.fixture(scope="module")
 async def documents(app: Archivist, files_dir: Path) -> dict[str, Any]:
-    (files_dir / "notes.pdf").write_bytes(make_pdf())
-    (files_dir / "deck.pptx").write_bytes(make_pptx())
-    (files_dir / "plain.md").write_text("# Plain\n\nNo pages in this astronomy note about quinoa.\n")
-    source = await app.sources.create("Paged")
-    ids = {}
-    for name in ("notes.pdf", "deck.pptx", "plain.md"):
-        result = await app.documents.create_from_file(source.id, files_dir / name)
-        ids[name] = result.document.id
-    return {"source_id": source.id, "ids": ids}
+    with use_scope(Scope.owner()):  # the fixture sets its data up as the local owner
+        (files_dir / "notes.pdf").write_bytes(make_pdf())
+        (files_dir / "deck.pptx").write_bytes(make_pptx())
+        (files_dir / "plain.md").write_text("# Plain\n\nNo pages in this astronomy note about quinoa.\n")
+        source = await app.sources.create("Paged")
+        ids = {}
+        for name in ("notes.pdf", "deck.pptx", "plain.md"):
+            result = await app.documents.create_from_file(source.id, files_dir / name)
+            ids[name] = result.document.id
+        return {"source_id": source.id, "ids": ids}
 
 
 async def chunk_rows(app: Archivist, document_id: Any) -> list[Any]:
@@ -114,6 +116,7 @@ def hit_view(hit: Any) -> dict[str, Any]:
     return hit_views([hit], HitShape(), [], "english")[0]
 
 
+@pytest.mark.usefixtures("owner")
 async def test_search_hits_and_chunk_reads_show_page_number(app: Archivist, documents: dict[str, Any]) -> None:
     outcome = await app.search.search("volcano magma chambers", documents["source_id"], match_count=5)
     top = outcome.hits[0]
@@ -134,6 +137,7 @@ async def test_search_hits_and_chunk_reads_show_page_number(app: Archivist, docu
     assert "page_start" not in payload["chunk"]
 
 
+@pytest.mark.usefixtures("owner")
 async def test_pptx_chunks_record_slide_numbers(app: Archivist, documents: dict[str, Any]) -> None:
     outcome = await app.search.search("quinoa silos budget", documents["source_id"], match_count=3)
     hit = next(h for h in outcome.hits if h.document_id == documents["ids"]["deck.pptx"])
@@ -146,6 +150,7 @@ async def test_pptx_chunks_record_slide_numbers(app: Archivist, documents: dict[
     ]
 
 
+@pytest.mark.usefixtures("owner")
 async def test_unpaged_documents_have_no_page_number(app: Archivist, documents: dict[str, Any]) -> None:
     outcome = await app.search.search("astronomy quinoa note", documents["source_id"], match_count=10)
     plain = [h for h in outcome.hits if h.document_id == documents["ids"]["plain.md"]]
@@ -153,6 +158,7 @@ async def test_unpaged_documents_have_no_page_number(app: Archivist, documents: 
     assert all(r["page_start"] is None for r in await chunk_rows(app, documents["ids"]["plain.md"]))
 
 
+@pytest.mark.usefixtures("owner")
 async def test_rechunking_on_title_change_keeps_pages(app: Archivist, documents: dict[str, Any]) -> None:
     document_id = documents["ids"]["notes.pdf"]
     before = [(r["char_start"], r["page_start"], r["page_end"]) for r in await chunk_rows(app, document_id)]

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from uuid import uuid4
 
+import pytest
+
 from models import SearchHit
 from services.app import Archivist
 from services.search.passages import cap_per_document, merge_adjacent
@@ -60,6 +62,7 @@ def test_cap_per_document_fills_up_only_when_documents_run_out() -> None:
     assert len(cap_per_document(hits, per_doc=2)) == 6  # k=None keeps everything, held-back last-in-rank
 
 
+@pytest.mark.usefixtures("owner")
 async def test_one_long_document_does_not_fill_the_list(app: Archivist) -> None:
     source = await app.sources.create("Distinct passages")
     sections = [

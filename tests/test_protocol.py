@@ -34,6 +34,7 @@ from mcp.types import (
 from pydantic import ConfigDict, TypeAdapter
 
 from server import build_server
+from services.access.scope import Scope, use_scope
 from services.app import Runtime
 from services.settings import Settings
 from tests.conftest import make_settings
@@ -62,13 +63,14 @@ def server(settings: Settings, embedder: Any, **options: Any) -> Any:
 @pytest_asyncio.fixture(scope="module")
 async def world(app: Any) -> dict[str, Any]:
     """Two sources, one document each, and a profile that holds only the first."""
-    ids: dict[str, Any] = {}
-    for key in ("a", "b"):
-        source = await app.sources.create(title=f"Protocol {key}", source_type="api")
-        created = await app.documents.create_from_text(source.id, f"{SAFFRON} ({key})", title=f"Saffron {key}")
-        ids[key], ids[f"doc_{key}"] = source.id, created.document.id
-    await app.profiles.create("proto_a", "Protocol a only", [ids["a"]])
-    return ids
+    with use_scope(Scope.owner()):  # the fixture sets its data up as the local owner
+        ids: dict[str, Any] = {}
+        for key in ("a", "b"):
+            source = await app.sources.create(title=f"Protocol {key}", source_type="api")
+            created = await app.documents.create_from_text(source.id, f"{SAFFRON} ({key})", title=f"Saffron {key}")
+            ids[key], ids[f"doc_{key}"] = source.id, created.document.id
+        await app.profiles.create("proto_a", "Protocol a only", [ids["a"]])
+        return ids
 
 
 def doc_uri(doc_id: Any) -> str:
@@ -161,6 +163,7 @@ async def until(check: Callable[[], bool], seconds: float = 10.0) -> None:
             await asyncio.sleep(0.05)
 
 
+@pytest.mark.usefixtures("owner")
 async def test_legacy_subscriptions_stay_in_scope(
     world: dict[str, Any], app: Any, proto_settings: Settings, embedder: Any
 ) -> None:
@@ -182,6 +185,7 @@ async def test_legacy_subscriptions_stay_in_scope(
     assert theirs not in heard.uris and all(str(world["b"]) not in u for u in heard.uris)
 
 
+@pytest.mark.usefixtures("owner")
 async def test_listen_stays_in_scope(world: dict[str, Any], app: Any, proto_settings: Settings, embedder: Any) -> None:
     confined = server(proto_settings, embedder, profiles=["proto_a"])
     mine, theirs = doc_uri(world["doc_a"]), doc_uri(world["doc_b"])
@@ -321,6 +325,7 @@ async def test_crawl_as_task(proto_settings: Settings, embedder: Any, site: Fixt
             await task_get(old, created.task_id)
 
 
+@pytest.mark.usefixtures("owner")
 async def test_task_and_job_resource_stay_in_scope(
     world: dict[str, Any], app: Any, proto_settings: Settings, embedder: Any, site: FixtureSite
 ) -> None:

@@ -76,6 +76,7 @@ async def test_reads_go_to_the_replica(replica_app: Archivist) -> None:
     assert await replica_app.db.pool.fetchval("SELECT pg_is_in_recovery()") is False
 
 
+@pytest.mark.usefixtures("owner")
 async def test_get_right_after_create_sees_the_write(replica_app: Archivist) -> None:
     source, _ = await replica_app.sources.get_or_create("Replica notes")
     before = replica_app.db.replica_reads + replica_app.db.primary_fallbacks
@@ -89,6 +90,7 @@ async def test_get_right_after_create_sees_the_write(replica_app: Archivist) -> 
     assert replica_app.db.replica_reads + replica_app.db.primary_fallbacks == before + 20
 
 
+@pytest.mark.usefixtures("owner")
 async def test_a_lagging_replica_falls_back_to_the_primary(replica_app: Archivist) -> None:
     read_url = replica_app.settings.read_database_url
     assert read_url
@@ -113,6 +115,7 @@ async def test_a_lagging_replica_falls_back_to_the_primary(replica_app: Archivis
     raise AssertionError("reads never returned to the replica after replay resumed")
 
 
+@pytest.mark.usefixtures("owner")
 async def test_search_is_served_by_the_replica(replica_app: Archivist) -> None:
     source, _ = await replica_app.sources.get_or_create("Replica search")
     await replica_app.documents.create_from_text(source.id, "Lighthouses guide ships along rocky coasts.", "Lights")

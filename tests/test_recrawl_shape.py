@@ -85,6 +85,7 @@ def page_requests(site: FixtureSite) -> list[str]:
     return [r.path for r in site.request_log if r.path not in {"/robots.txt", "/sitemap.xml", "/llms.txt"}]
 
 
+@pytest.mark.usefixtures("owner")
 async def test_page_set_and_recrawl_do_not_depend_on_timing(
     crawl_app: Archivist, tree: FixtureSite, busy_cpu: None
 ) -> None:
@@ -110,6 +111,7 @@ async def test_page_set_and_recrawl_do_not_depend_on_timing(
     assert all("if-none-match" in tree.requests_for(p)[0].headers for p in BREADTH_FIRST_10)
 
 
+@pytest.mark.usefixtures("owner")
 async def test_recrawl_revisits_known_pages_first_then_spends_what_is_left(
     crawl_app: Archivist, tree: FixtureSite, busy_cpu: None
 ) -> None:

@@ -14,6 +14,7 @@ from tests.conftest import make_settings
 from tests.corpus import DOCUMENTS, QUERIES
 
 
+@pytest.mark.usefixtures("owner")
 async def test_reembed_switches_model_and_search_still_works(
     app: Archivist, database_url: str, files_dir: Path, settings: Any
 ) -> None:

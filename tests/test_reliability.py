@@ -28,6 +28,7 @@ async def client(settings: Any, embedder: Any) -> AsyncIterator[Client]:
         yield c
 
 
+@pytest.mark.usefixtures("owner")
 async def test_concurrent_find_or_create_makes_one_source(app: Archivist) -> None:
     results = await asyncio.gather(*(app.sources.get_or_create("Shared notes") for _ in range(12)))
     assert len({s.id for s, _ in results}) == 1
@@ -127,6 +128,7 @@ def test_disk_full_and_read_only_name_the_directory() -> None:
     assert service_error_from(FileNotFoundError(2, "missing", "/x")) is None
 
 
+@pytest.mark.usefixtures("owner")
 async def test_migration_006_merges_duplicates_without_losing_documents(app: Archivist) -> None:
     """006 on a database from before it (no identity index yet); 023 then makes the identity per namespace."""
     async with app.db.pool.acquire() as conn:

@@ -23,6 +23,7 @@ def test_or_query_quotes_lexemes_literally() -> None:
     assert quote_lexeme("docs.python.org") == "'docs.python.org'"
 
 
+@pytest.mark.usefixtures("owner")
 async def test_common_terms_are_pruned_with_real_statistics(app: Archivist) -> None:
     source = await app.sources.create("Pruning")
     docs = [f"Report {i}: the laboratory measured sample {i} carefully." for i in range(40)]

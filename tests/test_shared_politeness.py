@@ -93,6 +93,7 @@ def page_starts(site: FixtureSite) -> list[float]:
     return sorted(r.time for r in site.request_log if r.path.startswith(("/a/", "/b/")))
 
 
+@pytest.mark.usefixtures("owner")
 async def test_per_host_concurrency_holds_across_processes(
     queue_app: Archivist, database_url: str, files_dir: Path
 ) -> None:
@@ -113,6 +114,7 @@ async def test_per_host_concurrency_holds_across_processes(
 
 
 @pytest.mark.parametrize("delay", [0.3])
+@pytest.mark.usefixtures("owner")
 async def test_min_delay_holds_across_processes(
     queue_app: Archivist, database_url: str, files_dir: Path, delay: float
 ) -> None:

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 from uuid import UUID
 
+import pytest
 import pytest_asyncio
 
 from models.jobs import CrawlJob
@@ -64,6 +65,7 @@ def counts(job: CrawlJob) -> tuple[int, int, int, int]:
     return job.documents_created, job.documents_updated, job.documents_unchanged, job.documents_deleted
 
 
+@pytest.mark.usefixtures("owner")
 async def test_add_change_delete_rename_exact_counts(sync_app: Archivist, files_dir: Path) -> None:
     folder = files_dir / "notes"
     write(folder / "a.md", note("Alpine lakes", "Glacial lakes form in cirques carved by ice."))
@@ -111,6 +113,7 @@ async def test_add_change_delete_rename_exact_counts(sync_app: Archivist, files_
     )
 
 
+@pytest.mark.usefixtures("owner")
 async def test_patterns_recursive_and_duplicates(sync_app: Archivist, files_dir: Path) -> None:
     folder = files_dir / "patterned"
     write(folder / "keep.md", note("Kept", "Kept at the top level."))
@@ -137,6 +140,7 @@ async def test_patterns_recursive_and_duplicates(sync_app: Archivist, files_dir:
     assert job.documents_deleted == 0 and (await sync_app.sources.stats(config.source_id)).documents_count == 1
 
 
+@pytest.mark.usefixtures("owner")
 async def test_unreadable_folder_fails_and_deletes_nothing(sync_app: Archivist, files_dir: Path) -> None:
     folder = files_dir / "vanishing"
     write(folder / "one.md", note("One", "The first file of a folder that will vanish."))
@@ -154,6 +158,7 @@ async def test_unreadable_folder_fails_and_deletes_nothing(sync_app: Archivist, 
     assert (await sync_app.sources.stats(config.source_id)).documents_count == 1
 
 
+@pytest.mark.usefixtures("owner")
 async def test_bad_file_fails_alone_and_cancel(sync_app: Archivist, files_dir: Path) -> None:
     folder = files_dir / "mixed"
     write(folder / "good.md", note("Good", "A readable file."))
@@ -181,6 +186,7 @@ async def wait_for(app: Archivist, job_id: UUID, predicate: Any, timeout: float 
     return job
 
 
+@pytest.mark.usefixtures("owner")
 async def test_running_sync_cancel_and_hand_back(sync_app: Archivist, files_dir: Path) -> None:
     folder = files_dir / "many"
     for i in range(70):

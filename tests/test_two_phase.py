@@ -107,6 +107,7 @@ async def doc_hits(app: Archivist, query: str, source_id: UUID, search_type: str
 # ------------------------------------------------------------------ keyword before vectors
 
 
+@pytest.mark.usefixtures("owner")
 async def test_keyword_search_finds_chunks_before_they_are_embedded(app: Archivist, gated: GatedEmbedder) -> None:
     source, _ = await app.sources.get_or_create("two-phase notes")
     gated.released.clear()
@@ -152,6 +153,7 @@ async def test_keyword_search_finds_chunks_before_they_are_embedded(app: Archivi
 # ------------------------------------------------------------------ job and source freshness
 
 
+@pytest.mark.usefixtures("owner")
 async def test_crawl_job_reports_searchable_pages_and_embedding_backlog(app: Archivist, gated: GatedEmbedder) -> None:
     site = FixtureSite(with_defaults=False).start()
     site.generate(12)
@@ -229,6 +231,7 @@ def start_worker(database_url: str, files_dir: Path, name: str) -> subprocess.Po
     )
 
 
+@pytest.mark.usefixtures("owner")
 async def test_backlog_survives_kill_9_and_nothing_is_embedded_twice(
     app: Archivist, embedder: Any, database_url: str, files_dir: Path
 ) -> None:
@@ -289,6 +292,7 @@ async def test_backlog_survives_kill_9_and_nothing_is_embedded_twice(
 # ------------------------------------------------------------------ updates stay atomic for readers
 
 
+@pytest.mark.usefixtures("owner")
 async def test_update_never_leaves_a_reader_with_neither_version(app: Archivist, gated: GatedEmbedder) -> None:
     source, _ = await app.sources.get_or_create("two-phase updates")
     old = await app.documents.ingest(source.id, "Pelican", notes("pelican", "lighthouse"), "markdown")
@@ -330,6 +334,7 @@ async def test_update_never_leaves_a_reader_with_neither_version(app: Archivist,
 # ------------------------------------------------------------------ boilerplate embedded once per claim
 
 
+@pytest.mark.usefixtures("owner")
 async def test_a_drain_keeps_two_claims_in_flight(app: Archivist, gated: GatedEmbedder) -> None:
     """While one claim's vectors are written the next claim is already being embedded: a drain (a
     directory ingest, a job's last step) keeps the model busy (one claim at a time left 26 % idle)."""
@@ -362,6 +367,7 @@ async def test_a_chunk_repeated_across_pages_is_embedded_once_per_batch(gated: G
 # ------------------------------------------------------------------ one call, one write
 
 
+@pytest.mark.usefixtures("owner")
 async def test_a_single_create_or_update_is_stored_with_its_vectors(app: Archivist, gated: GatedEmbedder) -> None:
     """A document created or updated by one tool call is embedded before its transaction: no reader
     ever sees it pending (searches keep the cheap fully-embedded path; the swarm's search p95 depends on

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
+from services.access.scope import Scope, use_scope
 from services.app import Archivist
 from services.documents import NewDocument
 from services.search import pending
@@ -77,23 +78,25 @@ class SpyDatabase:
 @pytest_asyncio.fixture(scope="module")
 async def sources(app: Archivist) -> dict[str, Any]:
     """The same corpus twice: one source embedded, one left pending (no vector yet)."""
-    embedded, _ = await app.sources.get_or_create("quality embedded")
-    pending, _ = await app.sources.get_or_create("quality pending")
-    await app.documents.ingest_many(embedded.id, corpus(), embed=True)
-    await app.documents.ingest_many(pending.id, corpus(), embed=False)
-    mostly, _ = await app.sources.get_or_create("quality mostly embedded")
-    await app.documents.ingest_many(mostly.id, corpus(), embed=True)
-    await app.db.pool.execute(  # one weak match ("text" once) still waits for its vector
-        "UPDATE chunks c SET embedding = NULL FROM documents d "
-        "WHERE d.id = c.document_id AND c.source_id = $1 AND d.title = 'Harbour notes 18'",
-        mostly.id,
-    )
-    return {"embedded": embedded.id, "pending": pending.id, "mostly": mostly.id}
+    with use_scope(Scope.owner()):  # the fixture sets its data up as the local owner
+        embedded, _ = await app.sources.get_or_create("quality embedded")
+        pending, _ = await app.sources.get_or_create("quality pending")
+        await app.documents.ingest_many(embedded.id, corpus(), embed=True)
+        await app.documents.ingest_many(pending.id, corpus(), embed=False)
+        mostly, _ = await app.sources.get_or_create("quality mostly embedded")
+        await app.documents.ingest_many(mostly.id, corpus(), embed=True)
+        await app.db.pool.execute(  # one weak match ("text" once) still waits for its vector
+            "UPDATE chunks c SET embedding = NULL FROM documents d "
+            "WHERE d.id = c.document_id AND c.source_id = $1 AND d.title = 'Harbour notes 18'",
+            mostly.id,
+        )
+        return {"embedded": embedded.id, "pending": pending.id, "mostly": mostly.id}
 
 
 @pytest.mark.parametrize("fusion", ["convex", "rrf"])
 @pytest.mark.parametrize("scan_max", [pending.PENDING_SCAN_MAX, 0])  # from the pending chunks / the postings
 @pytest.mark.parametrize("postings", [1000, 0])  # impact-ordered / every posting
+@pytest.mark.usefixtures("owner")
 async def test_pending_chunks_rank_by_the_questions_common_words(
     app: Archivist,
     sources: dict[str, Any],
@@ -112,6 +115,7 @@ async def test_pending_chunks_rank_by_the_questions_common_words(
     assert "Date Fields" in titles and outcome.hits[0].match_type == "keyword"
 
 
+@pytest.mark.usefixtures("owner")
 async def test_fully_embedded_search_keeps_todays_sql_and_terms(app: Archivist, sources: dict[str, Any]) -> None:
     """Passes on main too: no pending chunk in scope, the same query with the same parameters."""
     hybrid = HybridSearch(SpyDatabase(app.db), app.settings)  # type: ignore[arg-type]
@@ -130,6 +134,7 @@ async def test_fully_embedded_search_keeps_todays_sql_and_terms(app: Archivist, 
 
 
 @pytest.mark.parametrize("fusion", ["convex", "rrf"])
+@pytest.mark.usefixtures("owner")
 async def test_a_few_pending_chunks_are_set_against_the_embedded_ones(
     app: Archivist, sources: dict[str, Any], monkeypatch: pytest.MonkeyPatch, fusion: str
 ) -> None:

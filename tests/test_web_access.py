@@ -13,7 +13,6 @@ import pytest
 from playwright.sync_api import expect
 
 from tests.web_helpers import chromium, console_server, screenshot
-from web.auth import is_loopback_host
 
 TIMEOUT = 10_000
 
@@ -34,11 +33,6 @@ def browser(database_url: str) -> Iterator[Any]:
     with chromium() as context:
         context.set_default_timeout(TIMEOUT)
         yield context
-
-
-def test_loopback_rule() -> None:
-    assert is_loopback_host("127.0.0.1") and is_loopback_host("::1") and is_loopback_host("localhost")
-    assert not is_loopback_host("0.0.0.0") and not is_loopback_host("192.168.1.5")
 
 
 def test_sign_in_required_off_loopback(browser: Any, database_url: str, files_dir: Path) -> None:

@@ -25,7 +25,7 @@ from typing import Any
 
 from mcp.server.subscriptions import ResourceUpdated
 
-from services.access.scope import Scope, use_scope
+from services.access.scope import server_scope, use_scope
 from services.errors import ServiceError
 from tools.common import to_json
 
@@ -134,7 +134,7 @@ class ChangeWatch:
             parsed = parse(uri)
             if parsed is not None:
                 spellings.setdefault(parsed, []).append(uri)
-        with use_scope(Scope.owner("subscriptions")):  # each update is scoped per listener by the bus
+        with use_scope(server_scope("subscriptions")):  # each update is scoped per listener by the bus
             for resource, uris in spellings.items():
                 state = await state_of(app, *resource)
                 for uri in uris:

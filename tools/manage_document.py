@@ -92,6 +92,7 @@ async def create_document(app: Archivist, args: dict[str, Any]) -> dict[str, Any
     docs = app.documents
     async with docs.source_for_write(args["source_id"], args["title"]) as (source_id, source_created):
         extra = {"source_id": source_id, "source_created": source_created}
+        result: IngestResult | SpecIngestResult
         if args["content"]:
             result = await docs.create_from_text(
                 source_id, args["content"], args["title"], args["url"], args["metadata"]

@@ -105,7 +105,7 @@ class JobTasks(Extension):
 
     async def job(self, ctx: Any, params: TaskParams) -> CrawlJob:
         if not declares_tasks(ctx):
-            required = {"requiredCapabilities": {"extensions": {TASKS: {}}}}
+            required: dict[str, Any] = {"requiredCapabilities": {"extensions": {TASKS: {}}}}
             raise MCPError(MISSING_CAPABILITY, "Missing required client capability", required)
         try:
             app = await self.server.runtime.get()

@@ -8,13 +8,16 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from starlette.requests import Request
 from starlette.responses import Response
 
 from services.access.identity import Caller, rate_bucket
 from services.access.scope import Scope
+
+if TYPE_CHECKING:
+    from services.app import Archivist
 
 logger = logging.getLogger(__name__)
 AUDIT_TOOL = "console"
@@ -49,7 +52,7 @@ def body_rule(kind: str, max_file_bytes: int) -> BodyRule:
     return BodyRule(SMALL_FORM_BYTES)
 
 
-async def take_call(app: Any, token: Any) -> None:
+async def take_call(app: Archivist, token: Any) -> None:
     """One call from the caller's bucket (raises RateLimited when it is empty); the local owner has
     none unless ARCHIVIST_LOCAL_RATE_PER_MINUTE is set, exactly as over MCP."""
     if token is None:
@@ -64,7 +67,7 @@ async def take_call(app: Any, token: Any) -> None:
 
 
 def audit_action(
-    app: Any,
+    app: Archivist,
     scope: Scope | None,
     action: str,
     request: Request,

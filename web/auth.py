@@ -8,31 +8,25 @@ a revoked token signs its sessions out at once."""
 from __future__ import annotations
 
 import hmac
-import ipaddress
 import secrets
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
 from starlette.requests import Request
 from starlette.responses import Response
 
-from services.access.hosts import HostPolicy
+from services.access.hosts import HostPolicy, is_loopback
+
+if TYPE_CHECKING:
+    from services.access.tokens import TokenService
+    from services.app import Archivist
 
 SESSION_COOKIE = "archivist_session"
 CSRF_COOKIE = "archivist_csrf"
 CSRF_FIELD = "csrf"
 MAX_SESSIONS = 1000
 MAX_NEXT_CHARS = 2000
-
-
-def is_loopback_host(host: str) -> bool:
-    if host in ("localhost", ""):
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 @dataclass
@@ -81,23 +75,18 @@ class Sessions:
             self.secrets_by_id.pop(sid, None)
 
 
-def access_services(app: Any) -> Any:
+def access_services(app: Archivist) -> TokenService | None:
     """The token service when the access-control feature is installed, else None."""
     return getattr(app, "tokens", None)
 
 
-async def tokens_exist(app: Any) -> bool:
+async def tokens_exist(app: Archivist) -> bool:
+    """Whether any active token exists (services/access/tokens.py answers it for every door)."""
     tokens = access_services(app)
-    if tokens is None:
-        return False
-    if hasattr(tokens, "any_active"):
-        return bool(await tokens.any_active())
-    listed = await tokens.list()
-    items = getattr(listed, "items", listed)
-    return any(not getattr(t, "revoked_at", None) and not getattr(t, "revoked", False) for t in items)
+    return tokens is not None and await tokens.any_active()
 
 
-async def verify(app: Any, secret: str | None) -> Any:
+async def verify(app: Archivist, secret: str | None) -> Any:
     tokens = access_services(app)
     if tokens is None or not secret:
         return None
@@ -108,7 +97,8 @@ def secure_cookie(request: Request, secure_server: bool) -> bool:
     """Secure when the server is off loopback or serves TLS (its cookies then never travel in clear
     text; off loopback over plain HTTP, sign-in needs a TLS reverse proxy), and on https or a loopback
     name (browsers keep Secure cookies for http://localhost and 127.0.0.1)."""
-    return secure_server or request.url.scheme == "https" or is_loopback_host(request.url.hostname or "")
+    host = request.url.hostname
+    return secure_server or request.url.scheme == "https" or not host or is_loopback(host)
 
 
 def set_cookie(response: Response, name: str, value: str, *, secure: bool, max_age: int | None = None) -> None:

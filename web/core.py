@@ -18,7 +18,7 @@ from starlette.routing import Route
 from services.access import identity
 from services.access.clients import client_entries
 from services.access.disclosure import public_text
-from services.access.hosts import HostPolicy
+from services.access.hosts import HostPolicy, is_loopback
 from services.access.identity import Caller
 from services.access.scope import Scope, use_scope
 from services.app import Runtime
@@ -80,7 +80,7 @@ class Console:
     def __init__(self, runtime: Runtime, settings: Settings, host: str, tls: bool = False) -> None:
         self.runtime = runtime
         self.settings = settings
-        self.off_loopback = not auth.is_loopback_host(host)
+        self.off_loopback = not is_loopback(host)
         self.hosts = HostPolicy.for_server(host, settings.allowed_hosts)
         self.secure_cookies = tls or self.off_loopback  # Secure off loopback and over TLS
         self.sessions = auth.Sessions()
@@ -148,8 +148,8 @@ class Console:
         """What the signed-in token may see and change (everything without a token): the computed
         scope, profiles included, with the token's job limit, as for its MCP calls."""
         token = viewer.token
-        if token is None:
-            return Scope.owner("console")
+        if token is None:  # no sign-in needed: the local owner at the console, as on open loopback /mcp
+            return await identity.scope_of(await self.app(), Caller(transport="console"))
         if sso.is_sign_in(token):  # the identity's grants, as for its MCP tokens
             return await identity.scope_of(await self.app(), Caller(identity=token.identity))
         caller = Caller(

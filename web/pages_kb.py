@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING
 
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
@@ -17,10 +17,13 @@ from services.search import SEARCH_TYPES
 from services.validation import parse_uuid
 from web.core import Console, query_int
 
+if TYPE_CHECKING:
+    from services.app import Archivist
+
 PER_PAGE = 20
 
 
-async def narrowed_to_profile(app: Any, profile: str | None) -> Scope:
+async def narrowed_to_profile(app: Archivist, profile: str | None) -> Scope:
     """The caller's scope, narrowed to one profile's sources when the playground names one."""
     current = current_scope()
     if not profile:

@@ -21,6 +21,7 @@ from starlette.routing import Route
 
 from services.access.oauth import InvalidToken, OAuthConfig, OAuthVerifier
 from services.access.oidc_login import PENDING_SECONDS, OidcLogin, SignedIn
+from services.settings import Settings
 from web import auth
 
 logger = logging.getLogger(__name__)
@@ -32,7 +33,7 @@ def is_sign_in(value: Any) -> bool:
     return isinstance(value, SignedIn)
 
 
-def issuer_of(settings: Any) -> str | None:
+def issuer_of(settings: Settings) -> str | None:
     """The issuer the sign-in page offers, when the console has a client there."""
     if getattr(settings, "oauth_issuer", None) and getattr(settings, "oauth_client_id", None):
         return str(settings.oauth_issuer)

@@ -57,7 +57,8 @@ def stored_arguments(arguments: dict[str, Any]) -> dict[str, Any]:
     """The arguments as stored: long text shortened (hashed), secrets redacted at any depth first
     (services/access/redaction.py), so no secret reaches the log whether it is short or nested; made
     JSON-safe here, and stored as a JSON object (the pool's jsonb codec encodes it)."""
-    return json.loads(json.dumps(shorten(redact(arguments)), default=str))
+    stored: dict[str, Any] = json.loads(json.dumps(shorten(redact(arguments)), default=str))
+    return stored
 
 
 class AuditService:

@@ -15,13 +15,35 @@ from __future__ import annotations
 import dataclasses
 import logging
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from services.access.oauth import Identity
 from services.access.scope import Scope
 from services.errors import PermissionDenied
 
+if TYPE_CHECKING:
+    from services.access.audit import AuditService
+    from services.access.grants import GrantService
+    from services.access.profiles import ProfileService
+    from services.access.ratelimit import RateLimiter
+    from services.settings import Settings
+
 logger = logging.getLogger(__name__)
+
+
+class AccessApp(Protocol):
+    """What identity needs of the services (services.app.Archivist has them)."""
+
+    @property
+    def settings(self) -> Settings: ...
+    @property
+    def profiles(self) -> ProfileService: ...
+    @property
+    def grants(self) -> GrantService: ...
+    @property
+    def ratelimit(self) -> RateLimiter: ...
+    @property
+    def audit(self) -> AuditService: ...
 
 
 @dataclass(frozen=True)
@@ -54,7 +76,7 @@ class Caller:
         return self.token or self.transport
 
 
-async def scope_of(app: Any, caller: Caller) -> Scope:
+async def scope_of(app: AccessApp, caller: Caller) -> Scope:
     """The caller's scope: its profiles' sources (none named = every source), read-only if either
     the token or a profile says so. Unknown or disabled profiles refuse the call (NotFound).
     An identity-provider token reaches the profiles its grants name, and nothing without one."""
@@ -68,7 +90,7 @@ async def scope_of(app: Any, caller: Caller) -> Scope:
     return scope
 
 
-async def identity_scope(app: Any, caller: Caller, identity: Identity) -> Scope:
+async def identity_scope(app: AccessApp, caller: Caller, identity: Identity) -> Scope:
     """The profiles an identity's grants reach (services/access/grants.py); writable with the
     `archivist:write` scope or a `--write` grant. No grant: PERMISSION_DENIED saying why, on every call."""
     reach = await app.grants.reach(identity)
@@ -83,7 +105,7 @@ async def identity_scope(app: Any, caller: Caller, identity: Identity) -> Scope:
     return await app.profiles.scope_for(list(reach.profiles), read_only=not writable, who=caller.who)
 
 
-def rate_bucket(caller: Caller, settings: Any) -> tuple[str, int] | None:
+def rate_bucket(caller: Caller, settings: Settings) -> tuple[str, int] | None:
     """(bucket key, calls per minute) for this caller, or None when it is not rate-limited."""
     if caller.identity is not None:  # the issuer and subject: never a name the person chose
         return caller.identity.bucket, int(settings.rate_per_minute)
@@ -95,7 +117,7 @@ def rate_bucket(caller: Caller, settings: Any) -> tuple[str, int] | None:
     return f"local:{caller.session or caller.transport}", per_minute
 
 
-async def admit(app: Any, caller: Caller) -> Scope:
+async def admit(app: AccessApp, caller: Caller) -> Scope:
     """The caller's scope, after taking one call from its rate bucket (RateLimited when empty)."""
     scope = await scope_of(app, caller)
     bucket = rate_bucket(caller, app.settings)
@@ -105,7 +127,7 @@ async def admit(app: Any, caller: Caller) -> Scope:
 
 
 def record(
-    app: Any,
+    app: AccessApp,
     caller: Caller,
     scope: Scope | None,
     name: str,

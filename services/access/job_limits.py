@@ -15,6 +15,7 @@ from uuid import UUID
 from models.jobs import ACTIVE_STATUSES
 from services.access.scope import Scope, current_scope
 from services.errors import RateLimited
+from services.settings import Settings
 
 #: Seconds suggested to wait when over the running-jobs limit (a job's progress is worth a look first).
 RETRY_AFTER_SECONDS = 30.0
@@ -28,13 +29,13 @@ def scoped_ids(scope: Scope | None = None) -> list[UUID] | None:
     return None if ids is None else list(ids)
 
 
-def running_limit(scope: Scope, settings: Any) -> int | None:
+def running_limit(scope: Scope, settings: Settings) -> int | None:
     if scope.who in UNLIMITED_CALLERS:
         return None
     return scope.max_running_jobs or int(settings.max_running_jobs_per_token)
 
 
-async def insert_job(db: Any, settings: Any, source_id: UUID, kind: str, params: dict[str, Any]) -> UUID:
+async def insert_job(db: Any, settings: Settings, source_id: UUID, kind: str, params: dict[str, Any]) -> UUID:
     """Queue one job for the current caller, within its running-jobs limit."""
     scope = current_scope()
     limit = running_limit(scope, settings)
@@ -54,7 +55,7 @@ async def insert_job(db: Any, settings: Any, source_id: UUID, kind: str, params:
                 )
                 exc.retry_after_seconds = RETRY_AFTER_SECONDS  # type: ignore[attr-defined]
                 raise exc
-        return await conn.fetchval(
+        job_id: UUID = await conn.fetchval(
             "INSERT INTO crawl_jobs (source_id, kind, params, started_by, local_owner) "
             "VALUES ($1, $2, $3, $4, $5) RETURNING id",
             source_id,
@@ -63,6 +64,7 @@ async def insert_job(db: Any, settings: Any, source_id: UUID, kind: str, params:
             scope.who,
             scope.local_owner,
         )
+        return job_id
 
 
 async def job_scope(db: Any, job_id: UUID, source_id: UUID) -> Scope:

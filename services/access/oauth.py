@@ -36,6 +36,7 @@ import jwt
 
 from services.access.redaction import redact_text
 from services.access.token_cache import TokenCache
+from services.settings import Settings
 
 logger = logging.getLogger(__name__)
 #: the scope that lets a token write (create, update, delete, crawl); without it access is read-only
@@ -66,7 +67,7 @@ class OAuthConfig:
     timeout_seconds: float = 10.0
 
     @classmethod
-    def from_settings(cls, settings: Any, default_audience: str) -> OAuthConfig | None:
+    def from_settings(cls, settings: Settings, default_audience: str) -> OAuthConfig | None:
         issuer = (getattr(settings, "oauth_issuer", None) or "").strip()
         if not issuer:
             return None
@@ -307,11 +308,11 @@ class OAuthVerifier:
         endpoint = (await self.keys.metadata()).get("introspection_endpoint")
         if not endpoint:
             raise InvalidToken("not a JWT, and the issuer offers no introspection endpoint")
-        auth = (self.config.client_id, self.config.client_secret or "") if self.config.client_id else None
+        config = self.config
+        auth = httpx.BasicAuth(config.client_id, config.client_secret or "") if config.client_id else None
+        form = {"token": token, "token_type_hint": "access_token"}
         try:
-            response = await self.client.post(
-                endpoint, data={"token": token, "token_type_hint": "access_token"}, auth=auth
-            )
+            response = await self.client.post(endpoint, data=form, auth=auth or httpx.USE_CLIENT_DEFAULT)
             response.raise_for_status()
             claims = response.json()
         except (httpx.HTTPError, ValueError) as exc:

@@ -147,9 +147,9 @@ class OidcLogin:
             "code_verifier": verifier,
             "client_id": self.client_id,
         }
-        auth = (self.client_id, self.client_secret) if self.client_secret else None
+        auth = httpx.BasicAuth(self.client_id, self.client_secret) if self.client_secret else None
         try:
-            response = await self.oauth.client.post(endpoint, data=form, auth=auth)
+            response = await self.oauth.client.post(endpoint, data=form, auth=auth or httpx.USE_CLIENT_DEFAULT)
             response.raise_for_status()
             body = response.json()
         except (httpx.HTTPError, ValueError) as exc:

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import builtins
 import logging
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,7 @@ from services.access.profile_settings import OutputSettings, check_name, check_v
 from services.access.scope import Scope
 from services.database import Database
 from services.errors import Conflict, InvalidArgument, NotFound
+from services.settings import Settings
 
 logger = logging.getLogger(__name__)
 FIELDS = (
@@ -77,7 +79,7 @@ class ProfileService:
             raise NotFound(f"Profile '{name}' not found.", f"Valid profiles: {', '.join(names) or '(none)'}.")
         return _to_profile(row)
 
-    async def _check_sources(self, source_ids: list[Any]) -> list[UUID]:
+    async def _check_sources(self, source_ids: builtins.list[Any]) -> builtins.list[UUID]:
         try:
             ids = [UUID(str(s)) for s in source_ids]
         except ValueError as exc:
@@ -103,17 +105,17 @@ class ProfileService:
         self,
         name: str,
         description: str = "",
-        source_ids: list[UUID] | None = None,
+        source_ids: builtins.list[UUID] | None = None,
         search_type: str | None = None,
         match_count: int | None = None,
         similarity_threshold: float | None = None,
         keyword_weight: float | None = None,
         read_only: bool = False,
         enabled: bool = True,
-        allowed_paths: list[str] | None = None,
+        allowed_paths: builtins.list[str] | None = None,
         exclude_flagged: bool = False,
         snippet_chars: int | None = None,
-        hit_fields: list[str] | None = None,
+        hit_fields: builtins.list[str] | None = None,
     ) -> Profile:
         check_name(name)
         fields = dict(
@@ -188,7 +190,7 @@ class ProfileService:
         )
         return output_settings_of([Profile.model_construct(**dict(r)) for r in rows])
 
-    async def scope_for(self, names: list[str], read_only: bool = False, who: str = "local") -> Scope:
+    async def scope_for(self, names: builtins.list[str], read_only: bool = False, who: str = "local") -> Scope:
         """The union of the named (enabled) profiles' sources; no names = every source (but not the
         local owner: services/access/identity.py says who that is). Unknown or disabled profile -> NotFound."""
         if not names:
@@ -208,7 +210,7 @@ class ProfileService:
         return Scope.of_profiles(frozenset(ids), ro, list(names), who, tuple(paths))
 
 
-async def read_profile_notes(settings: Any, names: list[str]) -> dict[str, str]:
+async def read_profile_notes(settings: Settings, names: list[str]) -> dict[str, str]:
     """The named (enabled) profiles' descriptions on a connection of its own: read at server start-up,
     before the models load. Empty when none are named or the database cannot be read."""
     if not names:

@@ -7,10 +7,12 @@ Every entry point enters a scope for the duration of one action, and services re
         await app.search.search(...)
 
 MCP requests enter the caller's scope in access/guard.py (token or `--profile`), console pages in
-web/core.py, job runners the scope of their job (`Scope.for_job`), the folder watcher the owner's.
+web/core.py (both through services/access/identity.py), job runners the scope of their job
+(`Scope.for_job`), the worker, the folder watcher and the change poller the server's own (`server_scope`).
 There is no default: `current_scope()` with no scope entered raises `NoScope` (an internal error,
 logged), so a new entry point that forgets to enter one fails closed instead of reading everything.
-Only services/access/ builds a Scope (the constructors below and profiles.scope_for).
+Only services/access/ builds a Scope (the constructors below and profiles.scope_for); elsewhere only
+the CLI's entry names `Scope.owner()` (tests/test_architecture.py).
 """
 
 from __future__ import annotations
@@ -132,6 +134,14 @@ class Scope:
                 f"{action} is not allowed: access is read-only ({names}).",
                 "Use search and read actions only (search, get, list, status).",
             )
+
+
+def server_scope(who: str) -> Scope:
+    """The server acting for itself, for no caller: the job worker claiming jobs (each job then runs in
+    its own `for_job` scope), the folder watcher of `serve --watch` queueing syncs, the change poller
+    reading what subscribers watch (each update is then scoped per listener). The owner's reach, named
+    after the task in the audit log and in `started_by`."""
+    return Scope.owner(who)
 
 
 _current: ContextVar[Scope | None] = ContextVar("archivist_scope", default=None)

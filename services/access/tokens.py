@@ -1,18 +1,22 @@
-"""Access tokens for streamable HTTP: random secrets, only their SHA-256 stored."""
+"""Access tokens for streamable HTTP: random secrets, only their SHA-256 stored. Every statement on the
+tokens table is here, "does any active token exist" included (the /mcp gate, the console's sign-in rule
+and the start-up refusal of an open public bind all ask it through this module)."""
 
 from __future__ import annotations
 
 import hashlib
 import secrets
 from datetime import timedelta
+from typing import Protocol
 from uuid import UUID
 
 import asyncpg
 
 from models.access import AccessToken
 from services.access.scope import OWNER_NAMES
-from services.database import Database
+from services.database import resolve_dsn
 from services.errors import Conflict, InvalidArgument, NotFound
+from services.settings import Settings
 
 PREFIX = "arch_"
 #: caller names of the local owner (audit `who`, job `started_by`, rate buckets): no token may take one
@@ -24,6 +28,19 @@ COLUMNS = (
     "last_used_at, created_at"
 )
 
+ACTIVE_TOKENS_SQL = (
+    "SELECT EXISTS (SELECT 1 FROM access_tokens WHERE revoked_at IS NULL "
+    "AND (expires_at IS NULL OR expires_at > now()))"
+)
+
+
+class Pooled(Protocol):
+    """What TokenService needs of a database: its pool (services.database.Database, or the small pool of
+    its own that the HTTP token checks use, access/http_auth.AuthDb)."""
+
+    @property
+    def pool(self) -> asyncpg.Pool: ...
+
 
 def hash_secret(secret: str) -> str:
     return hashlib.sha256(secret.encode()).hexdigest()
@@ -34,7 +51,7 @@ def _to_token(row: asyncpg.Record) -> AccessToken:
 
 
 class TokenService:
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Pooled) -> None:
         self.db = db
 
     async def create(
@@ -88,12 +105,8 @@ class TokenService:
         return [_to_token(r) for r in rows]
 
     async def any_active(self) -> bool:
-        return bool(
-            await self.db.pool.fetchval(
-                "SELECT EXISTS (SELECT 1 FROM access_tokens WHERE revoked_at IS NULL "
-                "AND (expires_at IS NULL OR expires_at > now()))"
-            )
-        )
+        """Whether any token is neither revoked nor expired."""
+        return bool(await self.db.pool.fetchval(ACTIVE_TOKENS_SQL))
 
     async def revoke(self, token_id_or_name: str) -> AccessToken:
         try:
@@ -123,3 +136,15 @@ class TokenService:
         if row is None or name in RESERVED_NAMES or name.startswith(IDENTITY_PREFIX):  # made before reserved
             return None
         return _to_token(row)
+
+
+async def tokens_exist(settings: Settings) -> bool:
+    """Whether any active token exists, on a connection of its own, before the services start (a server
+    bound off loopback without one refuses to start); False before the tokens table is migrated."""
+    conn = await asyncpg.connect(await resolve_dsn(settings))
+    try:
+        if not await conn.fetchval("SELECT to_regclass('access_tokens') IS NOT NULL"):
+            return False
+        return bool(await conn.fetchval(ACTIVE_TOKENS_SQL))
+    finally:
+        await conn.close()

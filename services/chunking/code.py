@@ -26,10 +26,13 @@ from bisect import bisect_right
 from dataclasses import dataclass
 from functools import cache
 from itertools import accumulate
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeGuard, cast
 
 from services.chunking.base import Chunk, Chunker
 from services.chunking.markdown import MAX_CHUNK_FACTOR, MarkdownChunker
+
+if TYPE_CHECKING:
+    from tree_sitter_language_pack import SupportedLanguage
 
 logger = logging.getLogger(__name__)
 
@@ -142,7 +145,7 @@ LANGUAGES: dict[str, _Language] = {
 }
 
 
-def supports(language: str | None) -> bool:
+def supports(language: object) -> TypeGuard[str]:
     """True when files of this CODE_LANGUAGES language are chunked by syntax."""
     return language in LANGUAGES
 
@@ -151,7 +154,7 @@ def supports(language: str | None) -> bool:
 def _parser(grammar: str) -> Any:
     from tree_sitter_language_pack import get_parser
 
-    return get_parser(grammar)
+    return get_parser(cast("SupportedLanguage", grammar))  # LANGUAGES names only the pack's grammars
 
 
 def _node_text(node: Any | None) -> str:

@@ -81,6 +81,12 @@ class PageCrawler:
         self.fetcher: Fetcher | None = None
         self.ingested = 0
 
+    @property
+    def source_id(self) -> UUID:
+        """The source the crawl writes into (a crawl job always has one)."""
+        assert self.job.source_id is not None, "a crawl job without a source"
+        return self.job.source_id
+
     async def crawl(self, row: FrontierRow) -> None:
         """Fetch one claimed row and settle it."""
         if not (await self.robots.policy(row.url)).can_fetch(row.url):
@@ -186,7 +192,7 @@ class PageCrawler:
             return
         metadata = self._document_metadata(target, page)
         result = await self.documents.ingest(  # keyword-searchable now; the backlog embeds it
-            self.job.source_id,
+            self.source_id,
             (title or target.url).strip()[:500],
             text,
             document_type,
@@ -202,7 +208,7 @@ class PageCrawler:
         if result.status == "unchanged":
             await self._refresh_validators(document.id, known, page)
         async with self.app.db.pool.acquire() as conn:
-            await self.app.documents.set_links(conn, document.id, self.job.source_id, page.links)
+            await self.app.documents.set_links(conn, document.id, self.source_id, page.links)
         outcome = self._outcome_after_recovery(target, result.status, document.created_at, document.updated_at)
         await self._enqueue_links(target, page.links)  # before "done", so a killed worker loses no links
         await self.frontier.finish_row(
@@ -232,7 +238,7 @@ class PageCrawler:
             return True
         # no crawl_root: the documents live at "<spec url>#<operation>", which no crawl links to
         metadata = {"crawl_job_id": str(self.job.id), "openapi_crawl_root": self.params.url}
-        outcome = await self.documents.ingest_spec(self.job.source_id, spec, target.url, metadata)
+        outcome = await self.documents.ingest_spec(self.source_id, spec, target.url, metadata)
         overview = outcome.results[0]
         changed = outcome.count("created") + outcome.count("updated") + outcome.deleted
         status = overview.status if overview.status != "unchanged" or not changed else "updated"

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 import asyncpg
 
-from models import IngestResult
+from models import Document, IngestResult
 from services.access.scope import current_scope
 from services.chunking.base import Chunk
 from services.database import Database
@@ -32,6 +32,29 @@ class ChangeMixin:
     sources: SourceService
     embedder: Embedder
     settings: Settings
+
+    if TYPE_CHECKING:  # the other parts of DocumentService (mypy checks them against their definitions)
+
+        async def get(self, document_id: str | UUID | None) -> Document: ...
+
+        async def _content(self, document_id: UUID) -> str: ...
+
+        def chunk(self, content: str, document_type: str, metadata: dict[str, Any] | None = None) -> list[Chunk]: ...
+
+        async def embed_chunks(self, groups: list[tuple[str, list[Chunk]]]) -> list[list[Any]]: ...
+
+        async def _write_chunks(
+            self,
+            conn: asyncpg.Connection,
+            document_id: UUID,
+            source_id: UUID,
+            title: str,
+            chunks: list[Chunk],
+            vectors: list[Any] | None = None,
+            metadata: dict[str, Any] | None = None,
+        ) -> None: ...
+
+        async def settle_embeddings(self, document_ids: list[UUID], embed: bool) -> None: ...
 
     async def update(
         self,

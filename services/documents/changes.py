@@ -10,6 +10,7 @@ list; only the caller's sources.
 
 from __future__ import annotations
 
+import builtins
 from datetime import UTC, datetime
 from typing import Any
 from uuid import UUID
@@ -96,10 +97,12 @@ class ChangeLog:
         counts = {k: rows[0][k] if rows else 0 for k in ("added", "updated", "deleted")}
         return Page[dict[str, Any]](items=items, total_count=total, page=page, per_page=per_page), moment, counts
 
-    async def _total(self, moment: datetime, sources: list[UUID] | None) -> int:
+    async def _total(self, moment: datetime, sources: builtins.list[UUID] | None) -> int:
         return await self.db.pool.fetchval(f"SELECT count(*) FROM ({COLLAPSED}) c", moment, sources)
 
-    async def _updates(self, moment: datetime, documents: list[UUID]) -> dict[UUID, tuple[list[str], list[str]]]:
+    async def _updates(
+        self, moment: datetime, documents: builtins.list[UUID]
+    ) -> dict[UUID, tuple[builtins.list[str], builtins.list[str]]]:
         """Per updated document: the sections and the fields changed since `moment`, first change first."""
         rows = await self.db.pool.fetch(
             "SELECT document_id, sections, fields FROM document_changes "
@@ -115,7 +118,7 @@ class ChangeLog:
         return merged
 
     @staticmethod
-    def _view(row: Any, update: tuple[list[str], list[str]] | None) -> dict[str, Any]:
+    def _view(row: Any, update: tuple[builtins.list[str], builtins.list[str]] | None) -> dict[str, Any]:
         view: dict[str, Any] = {
             "document_id": row["document_id"],
             "change": row["kind"],

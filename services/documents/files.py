@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
 from pathlib import Path, PurePath
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from uuid import UUID
+
+import asyncpg
 
 from models import FileFailure, IngestResult
 from services.database import Database
@@ -50,7 +51,33 @@ class FilesMixin:
     sources: SourceService
     embedder: Embedder
     settings: Settings
-    ingest_spec: Callable[..., Awaitable[SpecIngestResult]]  # SpecsMixin's
+
+    if TYPE_CHECKING:  # the other parts of DocumentService (mypy checks them against their definitions)
+
+        async def ingest(
+            self,
+            source_id: UUID,
+            title: str,
+            content: str,
+            document_type: str,
+            url: str | None = None,
+            metadata: dict[str, Any] | None = None,
+            embed: bool = True,
+        ) -> IngestResult: ...
+
+        async def ingest_many(
+            self, source_id: UUID, items: list[NewDocument], embed: bool = True
+        ) -> list[IngestResult]: ...
+
+        async def settle_embeddings(self, document_ids: list[UUID], embed: bool) -> None: ...
+
+        async def set_links(
+            self, conn: asyncpg.Connection, document_id: UUID, source_id: UUID, urls: list[str]
+        ) -> None: ...
+
+        async def ingest_spec(
+            self, source_id: UUID, documents: list[SpecDocument], spec_url: str, metadata: dict[str, Any] | None = None
+        ) -> SpecIngestResult: ...
 
     async def create_from_text(
         self,

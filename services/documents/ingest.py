@@ -5,7 +5,7 @@ backlog.py): here, before returning, or (`embed=False`: crawls, syncs, directori
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Literal
 from uuid import UUID
 
 import asyncpg
@@ -195,7 +195,7 @@ class IngestMixin:
             links = item.links if item.links is not None else content_links(item.content, item.document_type, item.url)
             if links is not None:  # the page graph of ingested text and files (crawls write theirs too)
                 await write_links(conn, row["id"], source_id, links)
-        status = "updated" if row["replaced"] else "created"
+        status: Literal["updated", "created"] = "updated" if row["replaced"] else "created"
         return IngestResult(document=_to_document(row), status=status, chunks_created=len(chunks))
 
     async def _locked_duplicate(

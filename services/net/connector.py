@@ -43,7 +43,7 @@ from services.net import safety
 
 logger = logging.getLogger(__name__)
 
-SocketOption = tuple[int, int, int | bytes] | tuple[int, int, None, int]
+SocketOption = tuple[int, int, int] | tuple[int, int, bytes | bytearray] | tuple[int, int, None, int]  # httpcore's
 
 
 class PinnedBackend(httpcore.AsyncNetworkBackend):

@@ -10,13 +10,19 @@ from services.openapi.resolve import SpecRefs
 from services.openapi.schema import one_line
 
 
+def mapping(parent: dict[str, Any], key: str) -> dict[str, Any]:
+    """parent[key] when it is an object, else {} (a spec may hold anything where an object belongs)."""
+    value = parent.get(key)
+    return value if isinstance(value, dict) else {}
+
+
 def api_title(spec: dict[str, Any]) -> str:
-    info = spec.get("info") if isinstance(spec.get("info"), dict) else {}
+    info = mapping(spec, "info")
     return one_line(info.get("title") or "API", 200)
 
 
 def api_version(spec: dict[str, Any]) -> str | None:
-    info = spec.get("info") if isinstance(spec.get("info"), dict) else {}
+    info = mapping(spec, "info")
     return str(info["version"]) if info.get("version") is not None else None
 
 
@@ -26,7 +32,7 @@ def overview_title(spec: dict[str, Any]) -> str:
 
 
 def render_overview(spec: dict[str, Any], operations: list[Operation], refs: SpecRefs) -> str:
-    info = spec.get("info") if isinstance(spec.get("info"), dict) else {}
+    info = mapping(spec, "info")
     lines = [f"# {overview_title(spec)}", ""]
     kind = "Swagger" if is_swagger2(spec) else "OpenAPI"
     lines += [f"{kind} {spec.get('swagger') or spec.get('openapi')} specification, {len(operations)} operations.", ""]
@@ -43,13 +49,13 @@ def _about(info: dict[str, Any], spec: dict[str, Any]) -> list[str]:
     facts = []
     if info.get("termsOfService"):
         facts.append(f"- Terms of service: {info['termsOfService']}")
-    contact = info.get("contact") if isinstance(info.get("contact"), dict) else {}
+    contact = mapping(info, "contact")
     if contact:
         facts.append("- Contact: " + ", ".join(str(contact[k]) for k in ("name", "email", "url") if contact.get(k)))
-    licence = info.get("license") if isinstance(info.get("license"), dict) else {}
+    licence = mapping(info, "license")
     if licence:
         facts.append("- License: " + " ".join(str(licence[k]) for k in ("name", "identifier", "url") if licence.get(k)))
-    docs = spec.get("externalDocs") if isinstance(spec.get("externalDocs"), dict) else {}
+    docs = mapping(spec, "externalDocs")
     if docs.get("url"):
         facts.append(
             f"- Documentation: {docs['url']}"
@@ -80,7 +86,7 @@ def _servers(spec: dict[str, Any]) -> list[str]:
 
 
 def _security_schemes(spec: dict[str, Any], refs: SpecRefs) -> list[str]:
-    components = spec.get("components") if isinstance(spec.get("components"), dict) else {}
+    components = mapping(spec, "components")
     schemes = spec.get("securityDefinitions") or components.get("securitySchemes") or {}
     if not isinstance(schemes, dict) or not schemes:
         return []

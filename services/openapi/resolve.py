@@ -13,7 +13,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from referencing import Registry, Resource, Specification
+from referencing import Registry, Specification
 from referencing.exceptions import Unresolvable
 
 from services.budgets import Meter, budget
@@ -44,7 +44,7 @@ class SpecRefs:
     MAX_CHAIN = budget("openapi").depth
 
     def __init__(self, spec: dict[str, Any], meter: Meter | None = None) -> None:
-        resource = Resource(contents=spec, specification=Specification.OPAQUE)
+        resource = Specification.OPAQUE.create_resource(spec)
         self._resolver = Registry().with_resource(SPEC_URI, resource).resolver(base_uri=SPEC_URI)
         self.unresolved: set[str] = set()
         self.meter = meter or budget("openapi").meter()

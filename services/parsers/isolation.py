@@ -30,6 +30,7 @@ from services.errors import InvalidArgument, ServiceError, Unavailable
 from services.parsers import REGISTRY, parse_bytes, parser_budget
 from services.parsers.archives import check_archive
 from services.parsers.base import ParsedDocument
+from services.settings import Settings
 
 logger = logging.getLogger(__name__)
 
@@ -139,7 +140,7 @@ _pools: dict[tuple[int, int, int], ParserPool] = {}
 _pools_lock = threading.Lock()
 
 
-def parser_pool(settings: Any) -> ParserPool:
+def parser_pool(settings: Settings) -> ParserPool:
     """The shared pool for these limits (settings: services.settings.Settings)."""
     key = (settings.parse_workers, settings.parse_memory_mb, settings.parse_cpu_seconds)
     with _pools_lock:
@@ -148,7 +149,7 @@ def parser_pool(settings: Any) -> ParserPool:
         return _pools[key]
 
 
-async def parse_file(data: bytes, path: PurePath, settings: Any) -> ParsedDocument:
+async def parse_file(data: bytes, path: PurePath, settings: Settings) -> ParsedDocument:
     """Parse a file's bytes off the event loop: heavy formats in a limited worker, others in a thread."""
     check_archive(data, path, settings.max_file_bytes)  # here too: a bomb never reaches a worker
     if path.suffix.lower() in ISOLATED_EXTENSIONS:

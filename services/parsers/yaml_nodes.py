@@ -70,7 +70,9 @@ def compose_all(text: str, limits: Budget) -> int:
     nodes, documents = limits.meter(), 0
     try:
         while loader.check_node():
-            check_graph(loader.get_node(), nodes, budget("yaml-aliases"))
+            node = loader.get_node()
+            assert node is not None  # check_node() said one follows
+            check_graph(node, nodes, budget("yaml-aliases"))
             documents += 1
     finally:
         loader.dispose()

@@ -133,7 +133,7 @@ def exactness(
     for term, n in df.items():
         if n <= 0:
             continue
-        for word in (words or {}).get(term) or [term]:
+        for word in (words or {}).get(term) or (term,):
             rarest[word] = min(rarest.get(word, n), n)
     total = sum(idf(chunks, n) for n in rarest.values())
     limit = max(1.0, rare_share * chunks)

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from watchfiles import Change, awatch
 
-from services.access.scope import Scope, use_scope
+from services.access.scope import server_scope, use_scope
 from services.crawl.runner import wait_any
 from services.errors import ServiceError
 from services.sync.scan import FolderConfig
@@ -109,7 +109,7 @@ async def _wait_for_new_folders(
 async def run_watcher(app: Archivist, stop: asyncio.Event) -> None:
     """watch_folders that logs and retries instead of dying (e.g. a watched folder vanished). The
     watcher is the owner's own (`serve --watch`): it queues syncs as the local owner."""
-    with use_scope(Scope.owner("local")):
+    with use_scope(server_scope("local")):
         await watch_until_stopped(app, stop)
 
 

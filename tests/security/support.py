@@ -17,6 +17,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
+from services.access.scope import Scope, use_scope
 from tests.test_e2e import ARCHIVIST, free_port, server_env, wait_for_port
 
 PUB_URL = "file:///srv/pub/handbook.md"
@@ -40,17 +41,18 @@ class World:
 
 
 async def build_world(app: Any, rate: int | None = None) -> World:
-    public = await app.sources.create(title="Public", source_type="api")
-    secret = await app.sources.create(title="Secret", source_type="api", version="9.1")
-    shared_pub = await app.sources.create(title="Shared", source_type="api", version="1.0")
-    shared_sec = await app.sources.create(title="Shared", source_type="api", version="2.0")
-    handbook = (await app.documents.create_from_text(public.id, HANDBOOK, "Handbook", PUB_URL)).document
-    salaries = (await app.documents.create_from_text(secret.id, SALARIES, "Salaries", SEC_URL)).document
-    await app.profiles.create("pub", "public handbook", [public.id, shared_pub.id])
-    await app.profiles.create("sec", "salaries", [secret.id, shared_sec.id])
-    _, pub_secret = await app.tokens.create("pub-reader", ["pub"], rate_per_minute=rate)
-    chunk = await app.db.pool.fetchval("SELECT id FROM chunks WHERE document_id = $1 LIMIT 1", salaries.id)
-    return World(public.id, secret.id, handbook.id, salaries.id, chunk, pub_secret)
+    with use_scope(Scope.owner()):  # the owner sets the tenants up
+        public = await app.sources.create(title="Public", source_type="api")
+        secret = await app.sources.create(title="Secret", source_type="api", version="9.1")
+        shared_pub = await app.sources.create(title="Shared", source_type="api", version="1.0")
+        shared_sec = await app.sources.create(title="Shared", source_type="api", version="2.0")
+        handbook = (await app.documents.create_from_text(public.id, HANDBOOK, "Handbook", PUB_URL)).document
+        salaries = (await app.documents.create_from_text(secret.id, SALARIES, "Salaries", SEC_URL)).document
+        await app.profiles.create("pub", "public handbook", [public.id, shared_pub.id])
+        await app.profiles.create("sec", "salaries", [secret.id, shared_sec.id])
+        _, pub_secret = await app.tokens.create("pub-reader", ["pub"], rate_per_minute=rate)
+        chunk = await app.db.pool.fetchval("SELECT id FROM chunks WHERE document_id = $1 LIMIT 1", salaries.id)
+        return World(public.id, secret.id, handbook.id, salaries.id, chunk, pub_secret)
 
 
 @asynccontextmanager

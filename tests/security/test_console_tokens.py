@@ -12,6 +12,7 @@ from typing import Any
 
 import httpx
 import httpx2
+import pytest
 import pytest_asyncio
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
@@ -84,6 +85,7 @@ async def test_console_actions_are_rate_limited_and_audited(served: dict[str, st
     ]
 
 
+@pytest.mark.usefixtures("owner")
 async def test_read_only_profile_makes_the_console_read_only(served: dict[str, str], app: Any) -> None:
     """A token not flagged read-only, confined to a read-only profile: its scope is read-only, so the
     console shows no write form and refuses its writes (as MCP does)."""

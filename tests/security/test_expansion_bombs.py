@@ -23,6 +23,7 @@ import pytest_asyncio
 from dulwich.objects import Blob, Commit, Tree
 
 from server import build_server
+from services.access.scope import Scope, use_scope
 from services.app import Archivist, Runtime
 from services.errors import ServiceError
 from services.settings import Settings
@@ -62,7 +63,8 @@ def bomb_settings(database_url: str, files_dir: Path) -> Settings:
 @pytest_asyncio.fixture(scope="module")
 async def bomb_app(bomb_settings: Settings, embedder: Any) -> AsyncIterator[Archivist]:
     app = await Archivist.open(bomb_settings, embedder)
-    await app.documents.create_from_text((await app.sources.create("Warm-up")).id, "warm")
+    with use_scope(Scope.owner()):  # the fixture sets its data up as the local owner
+        await app.documents.create_from_text((await app.sources.create("Warm-up")).id, "warm")
     yield app
     await app.close()
 
@@ -114,6 +116,7 @@ async def test_yaml_alias_spec_by_file_over_mcp(bomb_settings: Settings, embedde
         assert after["document"]["title"] == "After"
 
 
+@pytest.mark.usefixtures("owner")
 async def test_yaml_alias_spec_by_url_in_a_crawl_and_in_a_folder(
     bomb_app: Archivist, site: FixtureSite, files_dir: Path
 ) -> None:
@@ -148,6 +151,7 @@ async def test_yaml_alias_spec_by_url_in_a_crawl_and_in_a_folder(
 # ---------------------------------------------------------------- allOf / $ref fan-out
 
 
+@pytest.mark.usefixtures("owner")
 async def test_allof_fanout_spec_stops_at_its_budget(bomb_app: Archivist, site: FixtureSite, files_dir: Path) -> None:
     spec = files_dir / "fanout.json"
     spec.write_text(bombs.fanout_spec())
@@ -170,6 +174,7 @@ async def test_allof_fanout_spec_stops_at_its_budget(bomb_app: Archivist, site: 
 # ---------------------------------------------------------------- sitemap entities
 
 
+@pytest.mark.usefixtures("owner")
 async def test_sitemap_entities_are_never_expanded(bomb_app: Archivist, site: FixtureSite) -> None:
     site.set_page("/robots.txt", f"User-agent: *\nAllow: /\nSitemap: {site.url}/sitemap.xml\n", "text/plain")
     site.set_page("/sitemap.xml", bombs.entity_sitemap(), "application/xml")
@@ -230,6 +235,7 @@ def commit_tree(repo: Repository, tree: Tree, message: str) -> str:
     return found.id.decode()
 
 
+@pytest.mark.usefixtures("owner")
 async def test_git_tree_bomb_stops_at_the_file_limit(bomb_app: Archivist, git_server: GitServer) -> None:
     repo = git_server.add("wide")
     commit_tree(repo, tree_of(repo, "readme.md"), "10^8 readmes")
@@ -241,6 +247,7 @@ async def test_git_tree_bomb_stops_at_the_file_limit(bomb_app: Archivist, git_se
     assert any(f"more than {SYNC_FILES} matching files" in w for w in job.warnings), job.warnings
 
 
+@pytest.mark.usefixtures("owner")
 async def test_git_tree_bomb_of_other_files_fails_and_keeps_what_is_stored(
     bomb_app: Archivist, git_server: GitServer
 ) -> None:
@@ -263,6 +270,7 @@ async def test_git_tree_bomb_of_other_files_fails_and_keeps_what_is_stored(
     assert await stored(bomb_app, config.source_id) == before  # nothing stored is lost
 
 
+@pytest.mark.usefixtures("owner")
 async def test_git_blob_over_the_cap_fails_from_its_header(bomb_app: Archivist, git_server: GitServer) -> None:
     repo = git_server.add("heavy")
     repo.commit({"notes.md": "# Notes\n\nA small file.\n", "zeros.md": "\0" * (48 * MB)})

@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from services.access.scope import Scope, use_scope
 from services.app import Archivist
 from services.documents import DocumentService
 from services.errors import InvalidArgument, PermissionDenied, Unavailable
@@ -107,10 +108,12 @@ BOMBS = {
 
 @pytest.fixture(scope="module")
 async def source_id(app: Archivist) -> Any:
-    return (await app.sources.create("Hostile files")).id
+    with use_scope(Scope.owner()):  # the fixture sets its data up as the local owner
+        return (await app.sources.create("Hostile files")).id
 
 
 @pytest.mark.parametrize("name", list(BOMBS))
+@pytest.mark.usefixtures("owner")
 async def test_zip_bomb_is_refused_before_it_inflates(
     app: Archivist, source_id: Any, files_dir: Path, name: str
 ) -> None:
@@ -135,6 +138,7 @@ def limited_service(app: Archivist, database_url: str, files_dir: Path, **limits
     return DocumentService(app.db, app.sources, app.embedder, settings)
 
 
+@pytest.mark.usefixtures("owner")
 async def test_parse_over_the_memory_limit_costs_only_the_worker(
     app: Archivist, source_id: Any, database_url: str, files_dir: Path
 ) -> None:
@@ -149,6 +153,7 @@ async def test_parse_over_the_memory_limit_costs_only_the_worker(
     assert await ReadingService(app.db).content(stored.document.id) == "A small memo about the harbour."
 
 
+@pytest.mark.usefixtures("owner")
 async def test_parse_over_the_cpu_limit_is_a_retryable_error(
     app: Archivist, source_id: Any, database_url: str, files_dir: Path
 ) -> None:
@@ -163,6 +168,7 @@ async def test_parse_over_the_cpu_limit_is_a_retryable_error(
     assert await ReadingService(app.db).content(stored.document.id) == "Still here."
 
 
+@pytest.mark.usefixtures("owner")
 async def test_parsing_runs_off_the_event_loop(app: Archivist, source_id: Any, files_dir: Path) -> None:
     path = files_dir / "long.docx"
     path.write_bytes(docx_bytes([f"Paragraph number {i} of a long report." for i in range(1500)]))
@@ -203,6 +209,7 @@ def secrets(files_dir: Path) -> Iterator[dict[str, Path]]:
 
 
 @pytest.mark.parametrize("name", [".env", ".git/config", "link-to-env.md"])
+@pytest.mark.usefixtures("owner")
 async def test_hidden_files_are_refused_when_named(
     app: Archivist, source_id: Any, secrets: dict[str, Path], name: str
 ) -> None:

@@ -22,6 +22,7 @@ import httpx
 import pytest
 import pytest_asyncio
 
+from services.access.scope import Scope, use_scope
 from tests.fixture_site import FixtureSite
 from tests.mcp_helpers import call
 from tests.security.oidc_idp import Client as IdpClient
@@ -54,10 +55,11 @@ def idp() -> Iterator[IdP]:
 
 @pytest_asyncio.fixture(scope="module")
 async def world(app: Any) -> World:
-    built = await build_world(app)
-    await app.grants.grant("pub", "group", "eng")
-    await app.grants.grant("pub", "email_domain", "partner.org")
-    return built
+    with use_scope(Scope.owner()):  # the fixture sets its data up as the local owner
+        built = await build_world(app)
+        await app.grants.grant("pub", "group", "eng")
+        await app.grants.grant("pub", "email_domain", "partner.org")
+        return built
 
 
 @pytest_asyncio.fixture(scope="module")

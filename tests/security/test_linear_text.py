@@ -191,6 +191,7 @@ HOSTILE_DOCUMENTS = {
 
 
 @pytest.mark.parametrize("name", list(HOSTILE_DOCUMENTS))
+@pytest.mark.usefixtures("owner")
 async def test_hostile_heading_document_ingests_and_reads_fast(app: Archivist, name: str) -> None:
     source = await app.sources.create(f"Hostile headings {name}")
     content = HOSTILE_DOCUMENTS[name] + "\n\nSome text after the heading."

@@ -25,6 +25,7 @@ from mcp.shared.auth import AuthorizationCodeResult, OAuthClientInformationFull,
 
 from commands.access import cli_audit
 from services.access.oauth import Identity
+from services.access.scope import Scope, use_scope
 from services.access.token_cache import TokenCache
 from services.errors import NotFound
 from tests.mcp_helpers import call
@@ -62,11 +63,12 @@ def idp() -> Iterator[IdP]:
 
 @pytest_asyncio.fixture(scope="module")
 async def world(app: Any) -> World:
-    built = await build_world(app)
-    await app.grants.grant("pub", "group", "eng")
-    await app.grants.grant("sec", "group", "sales")
-    await app.grants.grant("pub", "email_domain", "partner.org")
-    return built
+    with use_scope(Scope.owner()):  # the fixture sets its data up as the local owner
+        built = await build_world(app)
+        await app.grants.grant("pub", "group", "eng")
+        await app.grants.grant("sec", "group", "sales")
+        await app.grants.grant("pub", "email_domain", "partner.org")
+        return built
 
 
 @pytest_asyncio.fixture(scope="module")

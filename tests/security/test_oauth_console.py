@@ -13,6 +13,7 @@ import httpx
 import pytest
 import pytest_asyncio
 
+from services.access.scope import Scope, use_scope
 from tests.security.oidc_idp import Client as IdpClient
 from tests.security.oidc_idp import IdP, running
 from tests.security.support import World, build_world, http_server
@@ -34,9 +35,10 @@ def idp() -> Iterator[IdP]:
 
 @pytest_asyncio.fixture(scope="module")
 async def world(app: Any) -> World:
-    built = await build_world(app)
-    await app.grants.grant("pub", "group", "eng")
-    return built
+    with use_scope(Scope.owner()):  # the fixture sets its data up as the local owner
+        built = await build_world(app)
+        await app.grants.grant("pub", "group", "eng")
+        return built
 
 
 @pytest_asyncio.fixture(scope="module")

@@ -43,30 +43,31 @@ class Tenants:
 
 @pytest_asyncio.fixture(scope="module")
 async def tenants(app: Any, files_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Tenants:
-    a, b = files_dir / "team-a", files_dir / "team-b"
-    (a / "sub").mkdir(parents=True)
-    (b / "sub").mkdir(parents=True)
-    (a / "a.md").write_text(f"# A\n\n{A_TEXT}\n")
-    (a / "sub" / "a2.md").write_text(f"# A2\n\n{A_TEXT} Second page.\n")
-    (b / "b.md").write_text(f"# B\n\n{B_TEXT}\n")
-    (b / "sub" / "b2.md").write_text(f"# B2\n\n{B_TEXT} Second page.\n")
-    (a / "into-b.md").symlink_to(b / "b.md")
-    (a / "b-folder").symlink_to(b, target_is_directory=True)
-    outside = tmp_path_factory.mktemp("outside-roots")
-    (outside / "o.md").write_text(f"# O\n\n{B_TEXT} Outside.\n")
-    a_source = await app.sources.create(title="Team A", source_type="api")
-    b_source = await app.sources.create(title="Team B", source_type="api")
-    wide_source = await app.sources.create(title="Wide", source_type="api")
-    await app.profiles.create("pa", "team a", [a_source.id], allowed_paths=[str(a)])
-    await app.profiles.create("pb", "team b", [b_source.id], allowed_paths=[str(b)])
-    await app.profiles.create("wide", "outside the roots", [wide_source.id], allowed_paths=[str(outside)])
-    await app.profiles.create("bare", "no paths", [wide_source.id])
-    _, a_secret = await app.tokens.create("a-writer", ["pa"])
-    _, wide_secret = await app.tokens.create("wide-writer", ["wide"])
-    _, bare_secret = await app.tokens.create("bare-writer", ["bare"])
-    return Tenants(
-        files_dir, a, b, outside, a_source.id, b_source.id, wide_source.id, a_secret, wide_secret, bare_secret
-    )
+    with use_scope(Scope.owner()):  # the fixture sets its data up as the local owner
+        a, b = files_dir / "team-a", files_dir / "team-b"
+        (a / "sub").mkdir(parents=True)
+        (b / "sub").mkdir(parents=True)
+        (a / "a.md").write_text(f"# A\n\n{A_TEXT}\n")
+        (a / "sub" / "a2.md").write_text(f"# A2\n\n{A_TEXT} Second page.\n")
+        (b / "b.md").write_text(f"# B\n\n{B_TEXT}\n")
+        (b / "sub" / "b2.md").write_text(f"# B2\n\n{B_TEXT} Second page.\n")
+        (a / "into-b.md").symlink_to(b / "b.md")
+        (a / "b-folder").symlink_to(b, target_is_directory=True)
+        outside = tmp_path_factory.mktemp("outside-roots")
+        (outside / "o.md").write_text(f"# O\n\n{B_TEXT} Outside.\n")
+        a_source = await app.sources.create(title="Team A", source_type="api")
+        b_source = await app.sources.create(title="Team B", source_type="api")
+        wide_source = await app.sources.create(title="Wide", source_type="api")
+        await app.profiles.create("pa", "team a", [a_source.id], allowed_paths=[str(a)])
+        await app.profiles.create("pb", "team b", [b_source.id], allowed_paths=[str(b)])
+        await app.profiles.create("wide", "outside the roots", [wide_source.id], allowed_paths=[str(outside)])
+        await app.profiles.create("bare", "no paths", [wide_source.id])
+        _, a_secret = await app.tokens.create("a-writer", ["pa"])
+        _, wide_secret = await app.tokens.create("wide-writer", ["wide"])
+        _, bare_secret = await app.tokens.create("bare-writer", ["bare"])
+        return Tenants(
+            files_dir, a, b, outside, a_source.id, b_source.id, wide_source.id, a_secret, wide_secret, bare_secret
+        )
 
 
 @pytest_asyncio.fixture(scope="module")

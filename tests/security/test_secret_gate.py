@@ -83,6 +83,7 @@ async def test_git_auth_env_never_sends_the_servers_own_variables(
         assert "server's own variables" in refusal and name in refusal, refusal
 
 
+@pytest.mark.usefixtures("owner")
 async def test_a_stored_binding_naming_a_server_variable_is_refused_at_queue_and_in_the_job(
     git_app: Archivist, git_server: GitServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:

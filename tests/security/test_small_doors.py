@@ -18,6 +18,7 @@ import pytest
 import pytest_asyncio
 from mcp.shared.exceptions import MCPError
 
+from services.access.scope import Scope, use_scope
 from tests.mcp_helpers import call, client_in_own_task
 from tests.security.support import (
     World,
@@ -32,7 +33,8 @@ from tests.test_e2e import ARCHIVIST, free_port, server_env
 
 @pytest_asyncio.fixture(scope="module")
 async def world(app: Any) -> World:
-    return await build_world(app, rate=4)
+    with use_scope(Scope.owner()):  # the fixture sets its data up as the local owner
+        return await build_world(app, rate=4)
 
 
 @pytest_asyncio.fixture(scope="module")

@@ -61,6 +61,7 @@ async def sync(app: Archivist, source_id: Any) -> CrawlJob:
         await task
 
 
+@pytest.mark.usefixtures("owner")
 async def test_git_fetch_connects_to_the_checked_address(
     strict_app: Archivist, git_server: GitServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -83,6 +84,7 @@ async def test_git_fetch_connects_to_the_checked_address(
     assert job.status == "failed" and "refusing to fetch" in (job.error or "") and "loopback" in job.error, job
 
 
+@pytest.mark.usefixtures("owner")
 async def test_a_redirect_hop_to_a_private_name_is_refused(
     strict_app: Archivist, git_server: GitServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -97,6 +99,7 @@ async def test_a_redirect_hop_to_a_private_name_is_refused(
     assert job.status == "failed" and "internal.test" in (job.error or ""), job
 
 
+@pytest.mark.usefixtures("owner")
 async def test_a_pack_over_the_budget_stops_the_sync_and_stores_nothing(
     database_url: str, files_dir: Path, embedder: Any, git_server: GitServer
 ) -> None:
@@ -155,6 +158,7 @@ class QuietStatic(SimpleHTTPRequestHandler):
         self.asked.append(self.path)
 
 
+@pytest.mark.usefixtures("owner")
 async def test_a_dumb_http_server_is_refused_before_any_object(
     database_url: str, files_dir: Path, embedder: Any, dumb_server: tuple[str, Repository]
 ) -> None:

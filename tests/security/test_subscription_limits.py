@@ -21,6 +21,7 @@ import pytest_asyncio
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 
+from services.access.scope import Scope, use_scope
 from tests.security.support import HANDBOOK, World, bearer_client, bearer_transport, build_world, http_server
 
 PER_SESSION = 50
@@ -29,7 +30,8 @@ PER_TOKEN = 200
 
 @pytest_asyncio.fixture(scope="module")
 async def world(app: Any) -> World:
-    return await build_world(app)
+    with use_scope(Scope.owner()):  # the fixture sets its data up as the local owner
+        return await build_world(app)
 
 
 @pytest_asyncio.fixture(scope="module")
@@ -94,6 +96,7 @@ async def test_a_closed_session_gives_its_subscriptions_back(url: str, world: Wo
         await asyncio.sleep(0.5)  # the server sees the session end
 
 
+@pytest.mark.usefixtures("owner")  # the test changes the handbook itself, as the owner
 async def test_a_crowded_tenant_cannot_delay_anothers_notifications(
     app: Any, url: str, world: World, mallory: str
 ) -> None:

@@ -15,6 +15,7 @@ import pytest_asyncio
 from mcp.client.extension import advertise
 from mcp.shared.exceptions import MCPError
 
+from services.access.scope import Scope, use_scope
 from tests.mcp_helpers import call, client_in_own_task
 from tests.security.support import World, audit_rows, bearer_transport, build_world, http_server
 from tests.test_mcp_skills import SKILL_URI, SKILLS, skills_get, skills_list
@@ -24,7 +25,8 @@ APP_URI = "ui://archivist/app"
 
 @pytest_asyncio.fixture(scope="module")
 async def world(app: Any) -> World:
-    return await build_world(app)
+    with use_scope(Scope.owner()):  # the fixture sets its data up as the local owner
+        return await build_world(app)
 
 
 @pytest_asyncio.fixture(scope="module")

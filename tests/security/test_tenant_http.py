@@ -12,6 +12,7 @@ import pytest
 import pytest_asyncio
 from mcp.shared.exceptions import MCPError
 
+from services.access.scope import Scope, use_scope
 from tests.mcp_helpers import call, client_in_own_task
 from tests.security.support import (
     MISSING_ID,
@@ -30,7 +31,8 @@ from tests.security.support import (
 
 @pytest_asyncio.fixture(scope="module")
 async def world(app: Any) -> World:
-    return await build_world(app)
+    with use_scope(Scope.owner()):  # the fixture sets its data up as the local owner
+        return await build_world(app)
 
 
 @pytest_asyncio.fixture(scope="module")

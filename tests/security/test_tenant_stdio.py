@@ -12,6 +12,7 @@ import pytest
 import pytest_asyncio
 from mcp import Client, StdioServerParameters
 
+from services.access.scope import Scope, use_scope
 from tests.mcp_helpers import call
 from tests.security.support import (
     MISSING_ID,
@@ -27,7 +28,8 @@ from tests.test_e2e import ARCHIVIST, server_env
 
 @pytest_asyncio.fixture(scope="module")
 async def world(app: Any) -> World:
-    return await build_world(app)
+    with use_scope(Scope.owner()):  # the fixture sets its data up as the local owner
+        return await build_world(app)
 
 
 @pytest.mark.parametrize("how", ["--profile", "ARCHIVIST_PROFILES"])

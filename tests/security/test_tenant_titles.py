@@ -18,7 +18,7 @@ import pytest
 import pytest_asyncio
 from mcp import Client, StdioServerParameters
 
-from services.access.scope import use_scope
+from services.access.scope import Scope, use_scope
 from services.errors import Conflict
 from services.settings import Settings
 from services.versions import resolve as resolve_version
@@ -49,26 +49,27 @@ def settings(database_url: str, files_dir: Path) -> Settings:
 @pytest_asyncio.fixture(scope="module")
 async def tenants(app: Any, files_dir: Path) -> Tenants:
     """alpha's sources are made as the owner (ns ''), the way the owner sets a tenant up, then given to alpha."""
-    shared = files_dir / "shared"
-    shared.mkdir()
-    (shared / "readme.md").write_text("# Shared\n\nA folder both teams may read.\n")
-    plans = await app.sources.create(title="Hidden Plans")
-    lib = await app.sources.create(title="Hidden Lib", url=LIB_URL, version="2.0")
-    memo, _ = await app.sources.get_or_create("Hidden Memo")
-    crawl = (await app.jobs.start(CRAWL_URL, title="Hidden Site")).job.source_id
-    host = (await app.jobs.start(CRAWL_URL)).job.source_id  # titled after the host: 127.0.0.1:9
-    folder = (await app.sync.bind(str(shared)))[0].source_id
-    repo = (await app.git.bind(GIT_URL))[0].source_id
-    case = await app.sources.create(title="HIDDEN CASE")
-    rename = await app.sources.create(title="Hidden Rename")
-    stdio = await app.sources.create(title="Hidden Stdio")
-    alpha = {plans.id, lib.id, memo.id, crawl, host, folder, repo, case.id, rename.id, stdio.id}
-    assert len(alpha) == 10
-    await app.profiles.create("alpha", "team alpha", sorted(alpha))
-    notes = await app.sources.create(title="Beta Notes")
-    await app.profiles.create("beta", "team beta", [notes.id], allowed_paths=[str(shared)])
-    _, beta_secret = await app.tokens.create("beta-writer", ["beta"], max_running_jobs=10)
-    return Tenants(shared, alpha, plans.id, notes.id, beta_secret)
+    with use_scope(Scope.owner()):  # the fixture sets its data up as the local owner
+        shared = files_dir / "shared"
+        shared.mkdir()
+        (shared / "readme.md").write_text("# Shared\n\nA folder both teams may read.\n")
+        plans = await app.sources.create(title="Hidden Plans")
+        lib = await app.sources.create(title="Hidden Lib", url=LIB_URL, version="2.0")
+        memo, _ = await app.sources.get_or_create("Hidden Memo")
+        crawl = (await app.jobs.start(CRAWL_URL, title="Hidden Site")).job.source_id
+        host = (await app.jobs.start(CRAWL_URL)).job.source_id  # titled after the host: 127.0.0.1:9
+        folder = (await app.sync.bind(str(shared)))[0].source_id
+        repo = (await app.git.bind(GIT_URL))[0].source_id
+        case = await app.sources.create(title="HIDDEN CASE")
+        rename = await app.sources.create(title="Hidden Rename")
+        stdio = await app.sources.create(title="Hidden Stdio")
+        alpha = {plans.id, lib.id, memo.id, crawl, host, folder, repo, case.id, rename.id, stdio.id}
+        assert len(alpha) == 10
+        await app.profiles.create("alpha", "team alpha", sorted(alpha))
+        notes = await app.sources.create(title="Beta Notes")
+        await app.profiles.create("beta", "team beta", [notes.id], allowed_paths=[str(shared)])
+        _, beta_secret = await app.tokens.create("beta-writer", ["beta"], max_running_jobs=10)
+        return Tenants(shared, alpha, plans.id, notes.id, beta_secret)
 
 
 @pytest_asyncio.fixture(scope="module")
@@ -160,6 +161,7 @@ async def test_renaming_onto_a_hidden_title_is_no_oracle(beta: Any, tenants: Ten
     assert names_no_alpha_source(hidden, tenants), hidden
 
 
+@pytest.mark.usefixtures("owner")
 async def test_two_visible_sources_under_one_title_ask_for_the_id(app: Any, url: str, tenants: Tenants) -> None:
     """The owner puts alpha's and beta's "Hidden Plans" in one profile: a title no longer names one source."""
     beta_plans = await app.db.pool.fetchval(

@@ -15,7 +15,7 @@ from pathlib import Path
 from urllib.parse import quote, urlsplit
 from uuid import UUID
 
-from dulwich.refs import check_ref_format
+from dulwich.refs import Ref, check_ref_format
 
 from services.access.secret_gate import secret_value
 from services.errors import InvalidArgument
@@ -115,7 +115,7 @@ def check_ref(ref: str | None) -> str:
         return "HEAD"
     ref = str(ref).strip()
     full = ref if ref.startswith("refs/") else f"refs/heads/{ref}"
-    if ref != "HEAD" and (len(ref) > 250 or not check_ref_format(full.encode())):
+    if ref != "HEAD" and (len(ref) > 250 or not check_ref_format(Ref(full.encode()))):
         raise InvalidArgument(f"Invalid git ref {ref[:200]!r}.", "Pass a branch or tag name such as 'main' or 'v2.1'.")
     return ref
 

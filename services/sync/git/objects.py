@@ -16,9 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from dulwich.object_store import BaseObjectStore
-from dulwich.objects import ShaFile, Tree, hex_to_sha, sha_to_hex
+from dulwich.objects import Commit, ObjectID, RawObjectID, ShaFile, Tree, hex_to_sha, sha_to_hex
 
 from services.budgets import Meter, budget
+from services.errors import InvalidArgument
 
 OFS_DELTA, REF_DELTA = 6, 7
 #: Bytes read from a pack at an object's offset: its header, a delta's base, the start of its data.
@@ -66,12 +67,25 @@ def _loose_size(path: Path) -> int | None:
     return int(size) if kind and size.isdigit() else None
 
 
+def object_key(sha: bytes) -> ObjectID | RawObjectID:
+    """A sha as dulwich's stores take it: 40 hex digits, else the 20 raw bytes."""
+    return ObjectID(sha) if len(sha) == 40 else RawObjectID(sha)
+
+
+def commit_at(store: BaseObjectStore | BoundedStore, sha: bytes) -> Commit:
+    """The commit `sha` names (InvalidArgument when it names another kind of object)."""
+    found = store[object_key(sha)]
+    if not isinstance(found, Commit):
+        raise InvalidArgument("The ref does not name a commit.", "Pass a branch or tag that points at a commit.")
+    return found
+
+
 def object_size(store: BaseObjectStore, sha: bytes) -> int | None:
     """The inflated size of object `sha` (hex), read from its header without inflating it; None when
     the store keeps it where no header can be read (it is then read as dulwich reads it)."""
     for pack in store.packs:
         try:
-            offset = pack.index.object_offset(hex_to_sha(sha) if len(sha) == 40 else sha)
+            offset = pack.index.object_offset(hex_to_sha(ObjectID(sha)) if len(sha) == 40 else RawObjectID(sha))
         except KeyError:
             continue
         with open(pack.data.path, "rb") as file:
@@ -82,7 +96,7 @@ def object_size(store: BaseObjectStore, sha: bytes) -> int | None:
         except (IndexError, zlib.error):
             return None  # truncated or corrupt: dulwich says so when it reads the object
     root = getattr(store, "path", None)
-    hexsha = sha if len(sha) == 40 else sha_to_hex(sha)
+    hexsha = sha if len(sha) == 40 else sha_to_hex(RawObjectID(sha))
     loose = Path(root) / hexsha[:2].decode() / hexsha[2:].decode() if root else None
     if loose is None or not loose.is_file():
         return None
@@ -120,12 +134,12 @@ class BoundedStore:
     def _read(self, sha: bytes) -> ShaFile:
         size = object_size(self.store, sha)
         if size is not None and size > self.max_object_bytes:
-            name = (sha if len(sha) == 40 else sha_to_hex(sha)).decode()[:12]
+            name = (sha if len(sha) == 40 else sha_to_hex(RawObjectID(sha))).decode()[:12]
             raise budget("git-blob").over(
                 f"object {name} is {size:,} bytes, over {self.max_object_bytes:,}",
                 "Large files are not synced; exclude them with exclude_patterns, or raise ARCHIVIST_MAX_FILE_MB.",
             )
-        return self.store[sha]
+        return self.store[object_key(sha)]
 
     def __contains__(self, sha: Any) -> bool:
         return sha in self.store

@@ -20,15 +20,18 @@ from urllib.parse import urlsplit
 
 from dulwich.client import HTTPUnauthorized, Urllib3HttpGitClient
 from dulwich.errors import GitProtocolError, NotGitRepository
-from dulwich.objects import Commit
+from dulwich.objects import Commit, ObjectID, Tag
+from dulwich.refs import Ref
 from dulwich.repo import Repo
 
 from services.errors import InvalidArgument
 from services.net.connector import CONNECTION_ERRORS, PinnedPoolManager, urllib3_timeout
+from services.sync.git.objects import object_key
 
 logger = logging.getLogger(__name__)
 
-TRACKING_REF = b"refs/remotes/origin/sync"
+TRACKING_REF = Ref(b"refs/remotes/origin/sync")
+FETCH_ERRORS: tuple[type[Exception], ...] = (GitProtocolError, *CONNECTION_ERRORS)
 USER_AGENT = "Archivist-git/0.1 (dulwich)"
 MB = 1024 * 1024
 
@@ -90,14 +93,14 @@ class BoundedGitClient(Urllib3HttpGitClient):
         return super().fetch_pack(path, determine_wants, graph_walker, bounded, *args, **kw)
 
 
-def pick_ref(refs: Mapping[bytes, bytes | None], ref: str) -> bytes:
+def pick_ref(refs: Mapping[Ref, ObjectID | None], ref: str) -> bytes:
     """The sha the remote advertises for `ref` (HEAD, a full ref, a branch, else a tag)."""
     if ref == "HEAD" or ref.startswith("refs/"):
         candidates = [ref.encode()]
     else:
         candidates = [f"refs/heads/{ref}".encode(), f"refs/tags/{ref}".encode()]
     for name in candidates:
-        sha = refs.get(name)
+        sha = refs.get(Ref(name))
         if sha:
             return sha
     raise InvalidArgument(
@@ -139,8 +142,8 @@ def fetch_ref(
         client, path = git_client(url, credentials, allow_private, timeout, max_pack_bytes), urlsplit(url).path
         picked: list[bytes] = []
 
-        def wants(refs: Mapping[bytes, bytes], depth: int | None = None) -> list[bytes]:
-            sha = pick_ref(refs, ref)
+        def wants(refs: Mapping[Ref, ObjectID], depth: int | None = None) -> list[ObjectID]:
+            sha = ObjectID(pick_ref(refs, ref))
             picked.append(sha)
             return [] if sha in repo.object_store else [sha]
 
@@ -148,14 +151,14 @@ def fetch_ref(
         if not picked:
             raise FetchFailed(f"The server did not list the refs of {url[:200]}.")
         commit = peel_commit(repo, picked[-1])
-        repo.refs[TRACKING_REF] = commit
+        repo.refs[TRACKING_REF] = ObjectID(commit)
         return commit.decode()
     except HTTPUnauthorized:
         hint = "the token in auth_env was refused" if credentials else "pass auth_env naming a token variable"
         raise FetchFailed(f"{url[:200]} needs authentication ({hint}).") from None
     except NotGitRepository:
         raise FetchFailed(f"{url[:200]} is not a git repository (or not found).") from None
-    except (GitProtocolError, *CONNECTION_ERRORS) as exc:
+    except FETCH_ERRORS as exc:
         logger.info("git fetch of %s failed: %s", url, exc)
         raise FetchFailed(f"Fetching {url[:200]} failed: {exc}") from None
     finally:
@@ -164,11 +167,11 @@ def fetch_ref(
 
 def peel_commit(repo: Repo, sha: bytes) -> bytes:
     """The commit a ref names (annotated tags peeled)."""
-    obj = repo.object_store[sha]
+    obj = repo.object_store[object_key(sha)]
     for _ in range(10):
         if isinstance(obj, Commit):
             return obj.id
-        if obj.type_name != b"tag":
+        if not isinstance(obj, Tag):
             break
         obj = repo.object_store[obj.object[1]]
     raise InvalidArgument("The ref does not name a commit.", "Pass a branch or tag that points at a commit.")

@@ -21,18 +21,19 @@ import stat
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from io import BytesIO
+from typing import cast
 
 from dulwich.diff_tree import CHANGE_COPY, CHANGE_RENAME, RenameDetector, tree_changes
 from dulwich.errors import NotTreeError
 from dulwich.ignore import IgnoreFilter, IgnoreFilterManager, read_ignore_patterns
 from dulwich.object_store import BaseObjectStore
-from dulwich.objects import Blob, SubmoduleEncountered, Tree
+from dulwich.objects import Blob, ObjectID, SubmoduleEncountered, Tree
 
 from services.budgets import budget
 from services.errors import OverBudget
 from services.paths import SKIPPED_DIRS
 from services.sync.git.config import GitConfig, hidden
-from services.sync.git.objects import BoundedStore
+from services.sync.git.objects import BoundedStore, commit_at
 
 IGNORE_FILE = ".gitignore"
 #: A diff naming more than this many changes per file the sync takes is not cheaper than a listing.
@@ -158,13 +159,15 @@ def diff_trees(store: BoundedStore, old_tree: bytes, new_tree: bytes, max_change
     """The paths that differ between two trees, renames found; None past `max_changes` changes (the
     caller lists the new tree instead, which stops at the file limit and is no dearer then)."""
     changes = budget("git-tree").meter("changed entries", max_changes)
+    walked = cast(BaseObjectStore, store)  # dulwich's walks only read `store[sha]` and `sha in store`
+    trees = ObjectID(old_tree), ObjectID(new_tree)
     try:
-        for _ in tree_changes(store, old_tree, new_tree):  # counted first: the rename detector collects all
+        for _ in tree_changes(walked, *trees):  # counted first: the rename detector collects all
             changes.tick()
     except OverBudget:
         return None
     diff = Diff()
-    for change in tree_changes(store, old_tree, new_tree, rename_detector=RenameDetector(store)):
+    for change in tree_changes(walked, *trees, rename_detector=RenameDetector(walked)):
         old = decode(change.old.path) if change.old and change.old.path else None
         new = decode(change.new.path) if change.new and change.new.path else None
         diff.paths.update(p for p in (old, new) if p)
@@ -228,11 +231,11 @@ def plan_sync(
     """The plan to bring the manifest to `commit`, and warnings (files over the limit). OverBudget
     when the tree is over its budget even for listing (entries, depth, object size, time)."""
     store = bounded(store, max_object_bytes)
-    new_tree = store[commit.encode()].tree
+    new_tree = commit_at(store, commit.encode()).tree
     rules = Rules(store, new_tree, config)
     old = config.last_commit.encode() if config.last_commit else None
     if old is not None and old in store and config.last_patterns == config.patterns_key():
-        diff = diff_trees(store, store[old].tree, new_tree, DIFF_PER_FILE * max_files)
+        diff = diff_trees(store, commit_at(store, old).tree, new_tree, DIFF_PER_FILE * max_files)
         if diff is not None and not diff.touches_ignores:
 
             def target(path: str) -> str | None:
