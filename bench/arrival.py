@@ -43,9 +43,8 @@ from bench.docs import DOC_SETS, QUESTIONS, ask, serve  # noqa: E402
 from bench.metrics import hit_scores  # noqa: E402
 from models.jobs import CrawlJob  # noqa: E402
 from services.access.scope import Scope, use_scope  # noqa: E402
-from services.app import Archivist  # noqa: E402
+from services.app import Archivist, run_worker  # noqa: E402
 from services.settings import Settings  # noqa: E402
-from services.worker import run_worker  # noqa: E402
 
 logger = logging.getLogger("bench.arrival")
 ARRIVAL_SETS = ("postgresql", "django")
@@ -182,7 +181,7 @@ async def crawl_set(
     stop = asyncio.Event()
     worker = asyncio.create_task(run_worker(app, stop, f"bench-arrival-{name}"))
     try:
-        started = await app.jobs.start(
+        started = await app.crawl.start(
             base + start, title=f"bench-arrival-{name}", recursive=True, max_depth=20, max_pages=args.max_pages
         )
         line = await watch(app, probe, started.job, base, asked, args.poll)

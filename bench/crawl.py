@@ -35,10 +35,9 @@ if str(ROOT) not in sys.path:
 from bench.common import CACHE_DIR, machine_info  # noqa: E402
 from models.jobs import CrawlJob  # noqa: E402
 from services.access.scope import Scope, use_scope  # noqa: E402
-from services.app import Archivist  # noqa: E402
+from services.app import Archivist, run_worker  # noqa: E402
 from services.fetchers import create_fetcher  # noqa: E402
 from services.settings import Settings  # noqa: E402
-from services.worker import run_worker  # noqa: E402
 from tests.fixture_site import FixtureSite  # noqa: E402
 
 logger = logging.getLogger("bench.crawl")
@@ -109,7 +108,7 @@ async def crawl_site(app: Archivist, site: FixtureSite, pages: int) -> tuple[Cra
     stop = asyncio.Event()
     worker = asyncio.create_task(run_worker(app, stop, "bench"))
     began = time.perf_counter()
-    started = await app.jobs.start(
+    started = await app.crawl.start(
         site.url_for("/gen/"),
         title=f"bench-crawl-{site.port}",
         recursive=True,

@@ -9,7 +9,8 @@ from uuid import UUID
 from pydantic import BaseModel, Field
 
 JobStatus = Literal["queued", "running", "completed", "failed", "cancelled"]
-JobKind = Literal["crawl", "recrawl", "sync"]
+#: what a job does; a git sync ('git') shows as a sync ('sync'), which is what agents asked for
+JobKind = Literal["crawl", "recrawl", "sync", "git"]
 CrawlScope = Literal["same-host", "same-domain", "under-path"]
 
 JOB_STATUSES: tuple[str, ...] = ("queued", "running", "completed", "failed", "cancelled")
@@ -87,6 +88,11 @@ class CrawlJob(BaseModel):
     @property
     def finished(self) -> bool:
         return self.status in FINISHED_STATUSES
+
+    @property
+    def shown_kind(self) -> str:
+        """The kind as agents and people see it: crawl, recrawl or sync (of a folder or a git repository)."""
+        return "sync" if self.kind == "git" else self.kind
 
     def counters(self) -> dict[str, Any]:
         """The page and document counts, as shown to agents and on the command line."""

@@ -6,6 +6,7 @@ import asyncio
 from typing import Any
 
 from services.errors import service_error_from
+from services.jobs import sql as job_sql
 
 
 async def database_state(app: Any) -> dict[str, Any]:
@@ -25,9 +26,7 @@ async def database_state(app: Any) -> dict[str, Any]:
 
 async def queue_state(app: Any) -> dict[str, Any]:
     try:
-        rows = await asyncio.wait_for(
-            app.db.pool.fetch("SELECT status, count(*) AS n FROM crawl_jobs GROUP BY status"), 2
-        )
+        rows = await asyncio.wait_for(app.db.pool.fetch(job_sql.STATUS_COUNTS), 2)
     except Exception:
         return {"ok": False}
     return {"ok": True, **{r["status"]: r["n"] for r in rows}}

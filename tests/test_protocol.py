@@ -324,7 +324,7 @@ async def test_crawl_as_task(proto_settings: Settings, embedder: Any, site: Fixt
 async def test_task_and_job_resource_stay_in_scope(
     world: dict[str, Any], app: Any, proto_settings: Settings, embedder: Any, site: FixtureSite
 ) -> None:
-    theirs = await app.jobs.start(site.url_for("/"), str(world["b"]), None, False, 1, 1, None, None, "same-host")
+    theirs = await app.crawl.start(site.url_for("/"), str(world["b"]), None, False, 1, 1, None, None, "same-host")
     confined = server(proto_settings, embedder, profiles=["proto_a"])
     async with client_in_own_task(confined, mode=MODERN, extensions=[TasksClient()]) as c:
         with pytest.raises(MCPError) as hidden:

@@ -64,7 +64,7 @@ def start_workers(database_url: str, files_dir: Path, per_host: int, delay: floa
 async def crawl_both_sections(app: Archivist, site: FixtureSite, workers: list[subprocess.Popen]) -> list[Any]:
     run = site.port  # a source per test run: pages identical to an earlier run's would be stored once
     jobs = [
-        await app.jobs.start(
+        await app.crawl.start(
             site.url_for(section),
             title=f"Section {section} {run}",
             scope="under-path",

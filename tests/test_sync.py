@@ -12,8 +12,7 @@ from uuid import UUID
 import pytest_asyncio
 
 from models.jobs import CrawlJob
-from services.app import Archivist
-from services.worker import run_worker
+from services.app import Archivist, run_worker
 from tests.conftest import make_settings
 
 

@@ -42,7 +42,7 @@ def job_view(job: CrawlJob, with_errors: bool = True) -> dict[str, Any]:
     view: dict[str, Any] = {
         "id": job.id,
         "source_id": job.source_id,
-        "kind": job.kind,
+        "kind": job.shown_kind,
         "status": job.status,
         "url": url,
         "max_pages": job.params.max_pages,  # as the tools-spec's crawl_job shows them (also in params)
@@ -58,7 +58,7 @@ def job_view(job: CrawlJob, with_errors: bool = True) -> dict[str, Any]:
     }
     if job.cancel_requested and not job.finished:
         view["cancel_requested"] = True
-    if job.kind in ("recrawl", "sync") and job.started_at is not None:  # what it changed (issue 21, point 5)
+    if job.shown_kind in ("recrawl", "sync") and job.started_at is not None:  # what it changed (issue 21, point 5)
         hint = f"manage_source(action='changes', job_id='{job.id}')"
         view["changes"] = {"since": job.started_at, "hint": hint}
     if with_errors:
@@ -75,7 +75,7 @@ def job_view(job: CrawlJob, with_errors: bool = True) -> dict[str, Any]:
 
 def job_message(job: CrawlJob) -> str:
     """One sentence on where the job stands and what to call next."""
-    if job.kind == "sync":
+    if job.shown_kind == "sync":
         return sync_message(job)
     counts = (
         f"{job.pages_crawled} pages crawled ({job.documents_created} new, {job.documents_updated} updated, "
@@ -160,7 +160,7 @@ async def started_payload(app: Archivist, started: StartedJob, args: dict[str, A
 
 async def start_crawl(app: Archivist, args: dict[str, Any]) -> dict[str, Any]:
     check_wait(args["wait_seconds"], [])  # reject a bad wait before queueing anything
-    started = await app.jobs.start(
+    started = await app.crawl.start(
         args["url"],
         args["source_id"],
         args["title"],
@@ -190,7 +190,8 @@ async def job_status(app: Archivist, args: dict[str, Any]) -> dict[str, Any]:
 
 
 async def list_jobs(app: Archivist, args: dict[str, Any]) -> dict[str, Any]:
-    page = await app.jobs.list(args["status"], args["source_id"], args["page"], args["per_page"])
+    source_id = (await app.sources.get(args["source_id"])).id if args["source_id"] else None
+    page = await app.jobs.list(args["status"], source_id, args["page"], args["per_page"])
     return page_fields(page, "jobs", [job_view(j, with_errors=False) for j in page.items])
 
 
@@ -209,7 +210,7 @@ async def recrawl(app: Archivist, args: dict[str, Any]) -> dict[str, Any]:
     if args["source_id"] and not args["job_id"]:
         if (await app.sources.get(args["source_id"])).source_type in ("folder", "git"):
             return await sync(app, args)
-    started = await app.jobs.recrawl(
+    started = await app.crawl.recrawl(
         args["source_id"],
         args["job_id"],
         args["url"],

@@ -10,10 +10,10 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
-from models.jobs import CrawlJob
+from models.jobs import JOB_STATUSES, CrawlJob
+from services.crawl.params import SCOPES
 from services.documents import check_metadata
 from services.errors import InvalidArgument
-from services.jobs import JOB_STATUSES, SCOPES
 from services.parsers import supported_extensions
 from services.parsers.isolation import parse_file
 from web.core import Console, form_int, form_text, query_int
@@ -92,7 +92,7 @@ def routes(console: Console) -> list[Route]:
 
     async def add_crawl(request: Request) -> Response:
         app = await console.app()
-        started = await app.jobs.start(
+        started = await app.crawl.start(
             form_text(request, "url").strip(),
             source_id=form_text(request, "source_id") or None,
             title=form_text(request, "new_source").strip() or None,
@@ -134,7 +134,7 @@ def routes(console: Console) -> list[Route]:
 
     async def recrawl(request: Request) -> Response:
         app = await console.app()
-        started = await app.jobs.recrawl(job_id=request.path_params["job_id"])
+        started = await app.crawl.recrawl(job_id=request.path_params["job_id"])
         return RedirectResponse(f"/jobs/{started.job.id}", 303)
 
     return [
