@@ -44,6 +44,7 @@ from bench.beir_ingest import CachingEmbedder, ingest_corpus  # noqa: E402
 from bench.common import CACHE_DIR, machine_info  # noqa: E402
 from bench.crawl import tree_depth  # noqa: E402
 from bench.sync import note  # noqa: E402
+from models.jobs import CrawlRequest  # noqa: E402
 from services.access.scope import Scope, use_scope  # noqa: E402
 from services.app import Archivist, run_worker  # noqa: E402
 from services.settings import Settings  # noqa: E402
@@ -72,7 +73,13 @@ async def crawl(app: Archivist, pages: int) -> str:
     try:
         site.generate(pages)
         started = await app.crawl.start(
-            site.url_for("/gen/"), title="cpu-crawl", recursive=True, max_depth=tree_depth(pages), max_pages=pages + 1
+            CrawlRequest(
+                url=site.url_for("/gen/"),
+                title="cpu-crawl",
+                recursive=True,
+                max_depth=tree_depth(pages),
+                max_pages=pages + 1,
+            )
         )
         job = await with_worker(app, lambda: app.jobs.wait(started.job.id, timeout=3600, interval=0.2))
     finally:

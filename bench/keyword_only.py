@@ -31,6 +31,7 @@ from bench.arrival import available_sets, searchable  # noqa: E402
 from bench.common import CACHE_DIR  # noqa: E402
 from bench.docs import DOC_SETS, QUESTIONS, ask, serve  # noqa: E402
 from bench.metrics import hit_scores  # noqa: E402
+from models.jobs import CrawlRequest  # noqa: E402
 from services.access.scope import Scope, use_scope  # noqa: E402
 from services.app import Archivist, run_worker  # noqa: E402
 from services.settings import Settings  # noqa: E402
@@ -61,7 +62,7 @@ async def crawl_until_searchable(app: Archivist, name: str, base: str, max_pages
     worker = asyncio.create_task(run_worker(app, stop, f"bench-kw-{name}"))
     try:
         started = await app.crawl.start(
-            base + start, title=f"bench-kw-{name}", recursive=True, max_depth=20, max_pages=max_pages
+            CrawlRequest(url=base + start, title=f"bench-kw-{name}", recursive=True, max_depth=20, max_pages=max_pages)
         )
         deadline = time.monotonic() + 3600
         while not searchable(job := await app.jobs.get(started.job.id)) and time.monotonic() < deadline:

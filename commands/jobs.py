@@ -13,6 +13,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from commands.output import fail, note, print_json, print_table, progress_bar, say, when
+from models.jobs import CrawlRequest
 
 JOB_STATUSES = ["queued", "running", "completed", "failed", "cancelled"]
 
@@ -106,15 +107,17 @@ async def resolve_source_id(app: Any, source: str | None) -> str | None:
 
 async def cli_crawl(app: Any, args: argparse.Namespace, stop: asyncio.Event) -> None:
     started = await app.crawl.start(
-        args.url,
-        source_id=await resolve_source_id(app, args.source),
-        title=args.title,
-        recursive=not args.single,
-        max_depth=args.max_depth,
-        max_pages=args.max_pages,
-        include_patterns=args.include,
-        exclude_patterns=args.exclude,
-        scope=args.scope,
+        CrawlRequest(
+            url=args.url,
+            source_id=await resolve_source_id(app, args.source),
+            title=args.title,
+            recursive=not args.single,
+            max_depth=args.max_depth,
+            max_pages=args.max_pages,
+            include_patterns=args.include,
+            exclude_patterns=args.exclude,
+            scope=args.scope,
+        )
     )
     for message in started.notes:
         note(message)
@@ -190,7 +193,9 @@ async def cli_jobs(app: Any, args: argparse.Namespace) -> None:
     if not jobs:
         say("No jobs yet. Start one with: archivist crawl URL")
         return
-    rows = [[j.id, j.shown_kind, j.status, j.pages_crawled, j.pages_failed, when(j.created_at), j.params.url] for j in jobs]
+    rows = [
+        [j.id, j.shown_kind, j.status, j.pages_crawled, j.pages_failed, when(j.created_at), j.params.url] for j in jobs
+    ]
     print_table(["id", "kind", "status", "pages", "failed", "created", "url"], rows, right=["pages", "failed"])
     if any(j.pages_failed or j.status == "failed" for j in jobs):
         note("Show a job with its failed pages: archivist jobs JOB_ID")

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 from uuid import UUID
 
-from models.jobs import CrawlJob, CrawlParams, StartedJob
+from models.jobs import CrawlJob, CrawlParams, CrawlRequest, StartedJob
 from services.crawl.params import build_params, check_start_url, default_source_title
 from services.crawl.politeness import HostThrottle, SharedHostGate
 from services.database import Database
@@ -33,62 +33,49 @@ class CrawlService:
         self.queue = queue
         self._throttle: HostThrottle | None = None
 
-    def build_params(self, url: str | None, *args: Any, **kwargs: Any) -> tuple[CrawlParams, list[str]]:
-        """Validate crawl arguments (see `services.crawl.params.build_params`): parameters and notes."""
-        return build_params(self.settings, url, *args, **kwargs)
+    def build_params(self, request: CrawlRequest) -> tuple[CrawlParams, list[str]]:
+        """Check a crawl request (see `services.crawl.params.build_params`): parameters and notes."""
+        return build_params(self.settings, request)
 
-    async def start(
-        self,
-        url: str | None,
-        source_id: str | UUID | None = None,
-        title: str | None = None,
-        recursive: bool = False,
-        max_depth: int = 2,
-        max_pages: int = 20,
-        include_patterns: list[str] | None = None,
-        exclude_patterns: list[str] | None = None,
-        scope: str = "same-host",
-        headers: dict[str, str] | None = None,
-        cookies: dict[str, str] | None = None,
-        auth_hosts: list[str] | None = None,
-    ) -> StartedJob:
-        """Validate and queue a crawl; the source is found or created by title (default: the host).
-        `headers` / `cookies` are `env:NAME` references (documentation behind a login)."""
-        params, notes = self.build_params(
-            url,
-            recursive,
-            max_depth,
-            max_pages,
-            include_patterns,
-            exclude_patterns,
-            scope,
-            headers,
-            cookies,
-            auth_hosts,
-        )
+    async def start(self, request: CrawlRequest) -> StartedJob:
+        """Check and queue a crawl; the source is `request.source_id`, else found or created by title
+        (default: the host). Headers / cookies are `env:NAME` references (documentation behind a login)."""
+        params, notes = self.build_params(request)
         await check_url_allowed(params.url, self.settings.crawl_allow_private)
-        if source_id:
-            sid, created = (await self.sources.get(source_id)).id, False
+        if request.source_id:
+            sid, created = (await self.sources.get(request.source_id)).id, False
         else:
-            source_title = (title or "").strip() or default_source_title(params.url)
+            source_title = (request.title or "").strip() or default_source_title(params.url)
             source, created = await self.sources.get_or_create(source_title, source_type="crawl", url=params.url)
             sid = source.id
         job = await self._insert(sid, "crawl", params, created)
         return StartedJob(job=job, source_created=created, notes=notes)
 
-    async def recrawl(
-        self,
-        source_id: str | UUID | None = None,
-        job_id: str | UUID | None = None,
-        url: str | None = None,
-        **overrides: Any,
-    ) -> StartedJob:
-        """Queue a new crawl of a source with the settings of its last crawl (or of the given job);
-        `url` and `overrides` (recursive, max_depth, max_pages, include/exclude_patterns, scope, headers,
-        cookies, auth_hosts) replace them; header and cookie references are reused. With only `url`, the
-        source is the one last crawled from that URL."""
-        if job_id:
-            previous = await self.queue.get(job_id)
+    async def recrawl(self, request: CrawlRequest) -> StartedJob:
+        """Queue a new crawl of a source with the settings of its last crawl (or of `request.job_id`);
+        what the request sets replaces them; header and cookie references are reused. With only a URL,
+        the source is the one last crawled from that URL."""
+        sid, previous = await self._previous(request)
+        await self._refuse_if_active(sid)
+        original = CrawlParams(**previous)
+        given = request.given()
+        merged = {**original.model_dump(), **given, "url": request.url or original.url}
+        moved = not same_host(merged["url"], original.url) and (original.headers or original.cookies)
+        if moved and "headers" not in given and "cookies" not in given:  # a login never follows to another host
+            merged.update(headers={}, cookies={}, auth_hosts=[])
+            login_note = ["The crawl moved to another host: its login headers and cookies were not carried over."]
+        else:
+            login_note = []
+        params, notes = self.build_params(CrawlRequest(**merged))
+        await check_url_allowed(params.url, self.settings.crawl_allow_private)
+        job = await self._insert(sid, "recrawl", params)
+        return StartedJob(job=job, notes=notes + login_note)
+
+    async def _previous(self, request: CrawlRequest) -> tuple[UUID, Mapping[str, Any]]:
+        """The source to recrawl and the parameters of the crawl to repeat."""
+        source_id, url = request.source_id, request.url
+        if request.job_id:
+            previous = await self.queue.get(request.job_id)
             sid, raw_params = previous.source_id, previous.params.model_dump()
         elif source_id or url:
             sid = (await self.sources.get(source_id)).id if source_id else None
@@ -113,31 +100,7 @@ class CrawlService:
                 "That crawl stored nothing and its source was removed, so there is nothing to re-crawl.",
                 "Start a new crawl with crawl_website(action='start', url=...).",
             )
-        await self._refuse_if_active(sid)
-        original = CrawlParams(**raw_params)
-        given = {k: v for k, v in overrides.items() if v is not None}
-        merged = {**original.model_dump(), **given, "url": url or original.url}
-        moved = not same_host(merged["url"], original.url) and (original.headers or original.cookies)
-        if moved and "headers" not in given and "cookies" not in given:  # a login never follows to another host
-            merged.update(headers={}, cookies={}, auth_hosts=[])
-            login_note = ["The crawl moved to another host: its login headers and cookies were not carried over."]
-        else:
-            login_note = []
-        params, notes = self.build_params(
-            merged["url"],
-            merged["recursive"],
-            merged["max_depth"],
-            merged["max_pages"],
-            merged["include_patterns"],
-            merged["exclude_patterns"],
-            merged["scope"],
-            merged["headers"],
-            merged["cookies"],
-            merged["auth_hosts"],
-        )
-        await check_url_allowed(params.url, self.settings.crawl_allow_private)
-        job = await self._insert(sid, "recrawl", params)
-        return StartedJob(job=job, notes=notes + login_note)
+        return sid, raw_params
 
     async def _refuse_if_active(self, source_id: UUID) -> None:
         active = await self.queue.active(source_id)
