@@ -10,10 +10,13 @@ import argparse
 import asyncio
 import math
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from commands.output import fail, note, print_json, print_table, progress_bar, say, when
 from models.jobs import CrawlRequest
+
+if TYPE_CHECKING:
+    from services.app import Archivist
 
 JOB_STATUSES = ["queued", "running", "completed", "failed", "cancelled"]
 
@@ -67,7 +70,7 @@ def add_job_commands(sub: Any) -> None:
 
 
 async def follow(
-    app: Any, job_id: Any, stop: asyncio.Event, show: Callable[[Any], Awaitable[None]], interval: float = 0.5
+    app: Archivist, job_id: Any, stop: asyncio.Event, show: Callable[[Any], Awaitable[None]], interval: float = 0.5
 ) -> tuple[Any, bool]:
     """Follow a job until it finishes or `stop` is set; returns the job and whether it was stopped."""
     waiting = asyncio.create_task(app.jobs.wait(job_id, math.inf, on_progress=show, interval=interval))
@@ -85,7 +88,7 @@ async def follow(
     return await app.jobs.get(job_id), True
 
 
-async def with_worker(app: Any, run: bool, body: Callable[[], Awaitable[Any]]) -> Any:
+async def with_worker(app: Archivist, run: bool, body: Callable[[], Awaitable[Any]]) -> Any:
     """Run `body` beside an in-process worker (when `run`); the worker stops, handing jobs back, after it."""
     from services.app import run_worker
 
@@ -99,13 +102,13 @@ async def with_worker(app: Any, run: bool, body: Callable[[], Awaitable[Any]]) -
             await asyncio.gather(worker, return_exceptions=True)
 
 
-async def resolve_source_id(app: Any, source: str | None) -> str | None:
+async def resolve_source_id(app: Archivist, source: str | None) -> str | None:
     if source is None:
         return None
     return str((await app.sources.resolve(source)).id)
 
 
-async def cli_crawl(app: Any, args: argparse.Namespace, stop: asyncio.Event) -> None:
+async def cli_crawl(app: Archivist, args: argparse.Namespace, stop: asyncio.Event) -> None:
     started = await app.crawl.start(
         CrawlRequest(
             url=args.url,
@@ -168,7 +171,7 @@ def exit_if_failed(job: Any) -> None:
         )
 
 
-async def all_jobs(app: Any, status: str | None) -> list[Any]:
+async def all_jobs(app: Archivist, status: str | None) -> list[Any]:
     items, page_no = [], 1
     while True:
         page = await app.jobs.list(status, None, page_no, 20)
@@ -178,7 +181,7 @@ async def all_jobs(app: Any, status: str | None) -> list[Any]:
         page_no += 1
 
 
-async def cli_jobs(app: Any, args: argparse.Namespace) -> None:
+async def cli_jobs(app: Archivist, args: argparse.Namespace) -> None:
     if args.id:
         job = await app.jobs.get(args.id)
         if args.json:
