@@ -141,7 +141,7 @@ class ArchivistServer(MCPServer):
 
 async def run_in_process_worker(runtime: Runtime, stop: asyncio.Event) -> None:
     """The server's own crawl worker; it waits for start-up and stops with the server."""
-    from services.worker import run_worker
+    from services.app import run_worker
 
     try:
         app = await runtime.get()
@@ -160,7 +160,7 @@ async def run_folder_watcher(runtime: Runtime, stop: asyncio.Event) -> None:
     except Exception:
         logger.warning("folder watcher not started: the knowledge base did not start")
         return
-    await run_watcher(app, stop)
+    await run_watcher(app.sync, stop)
 
 
 async def stop_background(tasks: list[asyncio.Task[None]], grace: float = STOP_GRACE_SECONDS) -> None:

@@ -41,11 +41,10 @@ from bench.arrival_probe import Probe, Sample  # noqa: E402
 from bench.common import CACHE_DIR, machine_info  # noqa: E402
 from bench.docs import DOC_SETS, QUESTIONS, ask, serve  # noqa: E402
 from bench.metrics import hit_scores  # noqa: E402
-from models.jobs import CrawlJob  # noqa: E402
+from models.jobs import CrawlJob, CrawlRequest  # noqa: E402
 from services.access.scope import Scope, use_scope  # noqa: E402
-from services.app import Archivist  # noqa: E402
+from services.app import Archivist, run_worker  # noqa: E402
 from services.settings import Settings  # noqa: E402
-from services.worker import run_worker  # noqa: E402
 
 logger = logging.getLogger("bench.arrival")
 ARRIVAL_SETS = ("postgresql", "django")
@@ -182,8 +181,10 @@ async def crawl_set(
     stop = asyncio.Event()
     worker = asyncio.create_task(run_worker(app, stop, f"bench-arrival-{name}"))
     try:
-        started = await app.jobs.start(
-            base + start, title=f"bench-arrival-{name}", recursive=True, max_depth=20, max_pages=args.max_pages
+        started = await app.crawl.start(
+            CrawlRequest(
+                url=base + start, title=f"bench-arrival-{name}", recursive=True, max_depth=20, max_pages=args.max_pages
+            )
         )
         line = await watch(app, probe, started.job, base, asked, args.poll)
     finally:

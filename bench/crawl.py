@@ -33,12 +33,11 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from bench.common import CACHE_DIR, machine_info  # noqa: E402
-from models.jobs import CrawlJob  # noqa: E402
+from models.jobs import CrawlJob, CrawlRequest  # noqa: E402
 from services.access.scope import Scope, use_scope  # noqa: E402
-from services.app import Archivist  # noqa: E402
+from services.app import Archivist, run_worker  # noqa: E402
 from services.fetchers import create_fetcher  # noqa: E402
 from services.settings import Settings  # noqa: E402
-from services.worker import run_worker  # noqa: E402
 from tests.fixture_site import FixtureSite  # noqa: E402
 
 logger = logging.getLogger("bench.crawl")
@@ -109,12 +108,14 @@ async def crawl_site(app: Archivist, site: FixtureSite, pages: int) -> tuple[Cra
     stop = asyncio.Event()
     worker = asyncio.create_task(run_worker(app, stop, "bench"))
     began = time.perf_counter()
-    started = await app.jobs.start(
-        site.url_for("/gen/"),
-        title=f"bench-crawl-{site.port}",
-        recursive=True,
-        max_depth=tree_depth(pages),
-        max_pages=pages + 1,
+    started = await app.crawl.start(
+        CrawlRequest(
+            url=site.url_for("/gen/"),
+            title=f"bench-crawl-{site.port}",
+            recursive=True,
+            max_depth=tree_depth(pages),
+            max_pages=pages + 1,
+        )
     )
     try:
         job = await app.jobs.wait(started.job.id, timeout=3600, interval=0.2)

@@ -47,12 +47,12 @@ if str(ROOT) not in sys.path:
 from bench.common import CACHE_DIR, machine_info  # noqa: E402
 from bench.extraction import reference  # noqa: E402
 from bench.metrics import first_ranks, hit_scores  # noqa: E402
+from models.jobs import CrawlRequest  # noqa: E402
 from services.access.scope import Scope, use_scope  # noqa: E402
-from services.app import Archivist  # noqa: E402
+from services.app import Archivist, run_worker  # noqa: E402
 from services.embeddings import create_embedder  # noqa: E402
 from services.embeddings.base import Embedder  # noqa: E402
 from services.settings import Settings  # noqa: E402
-from services.worker import run_worker  # noqa: E402
 
 logger = logging.getLogger("bench.docs")
 
@@ -195,7 +195,9 @@ async def crawl_set(
     worker = asyncio.create_task(run_worker(app, stop, f"{prefix}-{name}"))
     busy_before = timing.busy
     began = time.perf_counter()
-    started = await app.jobs.start(url, title=f"{prefix}-{name}", recursive=True, max_depth=10, max_pages=max_pages)
+    started = await app.crawl.start(
+        CrawlRequest(url=url, title=f"{prefix}-{name}", recursive=True, max_depth=10, max_pages=max_pages)
+    )
     try:
         job = await app.jobs.wait(started.job.id, timeout=3600, interval=0.2)
     finally:

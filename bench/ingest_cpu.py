@@ -44,10 +44,10 @@ from bench.beir_ingest import CachingEmbedder, ingest_corpus  # noqa: E402
 from bench.common import CACHE_DIR, machine_info  # noqa: E402
 from bench.crawl import tree_depth  # noqa: E402
 from bench.sync import note  # noqa: E402
+from models.jobs import CrawlRequest  # noqa: E402
 from services.access.scope import Scope, use_scope  # noqa: E402
-from services.app import Archivist  # noqa: E402
+from services.app import Archivist, run_worker  # noqa: E402
 from services.settings import Settings  # noqa: E402
-from services.worker import run_worker  # noqa: E402
 from tests.fixture_site import FixtureSite  # noqa: E402
 
 logger = logging.getLogger("bench.ingest_cpu")
@@ -72,8 +72,14 @@ async def crawl(app: Archivist, pages: int) -> str:
     site = FixtureSite(with_defaults=False).start()
     try:
         site.generate(pages)
-        started = await app.jobs.start(
-            site.url_for("/gen/"), title="cpu-crawl", recursive=True, max_depth=tree_depth(pages), max_pages=pages + 1
+        started = await app.crawl.start(
+            CrawlRequest(
+                url=site.url_for("/gen/"),
+                title="cpu-crawl",
+                recursive=True,
+                max_depth=tree_depth(pages),
+                max_pages=pages + 1,
+            )
         )
         job = await with_worker(app, lambda: app.jobs.wait(started.job.id, timeout=3600, interval=0.2))
     finally:

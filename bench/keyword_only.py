@@ -31,10 +31,10 @@ from bench.arrival import available_sets, searchable  # noqa: E402
 from bench.common import CACHE_DIR  # noqa: E402
 from bench.docs import DOC_SETS, QUESTIONS, ask, serve  # noqa: E402
 from bench.metrics import hit_scores  # noqa: E402
+from models.jobs import CrawlRequest  # noqa: E402
 from services.access.scope import Scope, use_scope  # noqa: E402
-from services.app import Archivist  # noqa: E402
+from services.app import Archivist, run_worker  # noqa: E402
 from services.settings import Settings  # noqa: E402
-from services.worker import run_worker  # noqa: E402
 
 DATA_DIR = CACHE_DIR / "keyword-only-db"
 
@@ -61,8 +61,8 @@ async def crawl_until_searchable(app: Archivist, name: str, base: str, max_pages
     stop = asyncio.Event()
     worker = asyncio.create_task(run_worker(app, stop, f"bench-kw-{name}"))
     try:
-        started = await app.jobs.start(
-            base + start, title=f"bench-kw-{name}", recursive=True, max_depth=20, max_pages=max_pages
+        started = await app.crawl.start(
+            CrawlRequest(url=base + start, title=f"bench-kw-{name}", recursive=True, max_depth=20, max_pages=max_pages)
         )
         deadline = time.monotonic() + 3600
         while not searchable(job := await app.jobs.get(started.job.id)) and time.monotonic() < deadline:

@@ -13,6 +13,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from commands.output import fail, note, print_json, print_table, progress_bar, say, when
+from models.jobs import CrawlRequest
 from services.settings import Settings
 
 if TYPE_CHECKING:
@@ -90,7 +91,7 @@ async def follow(
 
 async def with_worker(app: Archivist, run: bool, body: Callable[[], Awaitable[Any]]) -> Any:
     """Run `body` beside an in-process worker (when `run`); the worker stops, handing jobs back, after it."""
-    from services.worker import run_worker
+    from services.app import run_worker
 
     worker_stop = asyncio.Event()
     worker = asyncio.create_task(run_worker(app, worker_stop)) if run else None
@@ -109,16 +110,18 @@ async def resolve_source_id(app: Archivist, source: str | None) -> str | None:
 
 
 async def cli_crawl(app: Archivist, args: argparse.Namespace, stop: asyncio.Event) -> None:
-    started = await app.jobs.start(
-        args.url,
-        source_id=await resolve_source_id(app, args.source),
-        title=args.title,
-        recursive=not args.single,
-        max_depth=args.max_depth,
-        max_pages=args.max_pages,
-        include_patterns=args.include,
-        exclude_patterns=args.exclude,
-        scope=args.scope,
+    started = await app.crawl.start(
+        CrawlRequest(
+            url=args.url,
+            source_id=await resolve_source_id(app, args.source),
+            title=args.title,
+            recursive=not args.single,
+            max_depth=args.max_depth,
+            max_pages=args.max_pages,
+            include_patterns=args.include,
+            exclude_patterns=args.exclude,
+            scope=args.scope,
+        )
     )
     for message in started.notes:
         note(message)
@@ -147,7 +150,7 @@ def report_job(job: Any, remark: Callable[[str], None] = note) -> None:
     """A finished job in a few lines: the outcome, then (as remarks, stderr by default) its error,
     warnings and the pages that failed."""
     say(
-        f"{job.kind} {job.id}: {job.status} — {job.pages_crawled} pages ({job.documents_created} new, "
+        f"{job.shown_kind} {job.id}: {job.status} — {job.pages_crawled} pages ({job.documents_created} new, "
         f"{job.documents_updated} updated, {job.documents_unchanged} unchanged), {job.pages_failed} failed, "
         f"{job.pages_skipped} skipped"
     )
@@ -164,7 +167,7 @@ def exit_if_failed(job: Any) -> None:
     """A job that failed ends the command with exit code 1, naming the job and the next step."""
     if job.status == "failed":
         fail(
-            f"{job.kind} {job.id} failed: {job.error or 'see the errors above'}",
+            f"{job.shown_kind} {job.id} failed: {job.error or 'see the errors above'}",
             f"Fix the cause, then run it again; `archivist jobs {job.id}` shows it again.",
         )
 
@@ -194,14 +197,16 @@ async def cli_jobs(app: Archivist, args: argparse.Namespace) -> None:
     if not jobs:
         say("No jobs yet. Start one with: archivist crawl URL")
         return
-    rows = [[j.id, j.kind, j.status, j.pages_crawled, j.pages_failed, when(j.created_at), j.params.url] for j in jobs]
+    rows = [
+        [j.id, j.shown_kind, j.status, j.pages_crawled, j.pages_failed, when(j.created_at), j.params.url] for j in jobs
+    ]
     print_table(["id", "kind", "status", "pages", "failed", "created", "url"], rows, right=["pages", "failed"])
     if any(j.pages_failed or j.status == "failed" for j in jobs):
         note("Show a job with its failed pages: archivist jobs JOB_ID")
 
 
 def show_job(job: Any) -> None:
-    say(f"{job.kind} {job.id}: {job.status}\nurl: {job.params.url}\nsource: {job.source_id or '(removed)'}")
+    say(f"{job.shown_kind} {job.id}: {job.status}\nurl: {job.params.url}\nsource: {job.source_id or '(removed)'}")
     say(f"created {when(job.created_at)}, started {when(job.started_at)}, finished {when(job.completed_at)}")
     report_job(job, remark=say)  # what was asked for: on stdout
 

@@ -6,10 +6,11 @@ from datetime import datetime
 from typing import Any, Literal
 from uuid import UUID
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 JobStatus = Literal["queued", "running", "completed", "failed", "cancelled"]
-JobKind = Literal["crawl", "recrawl", "sync"]
+#: what a job does; a git sync ('git') shows as a sync ('sync'), which is what agents asked for
+JobKind = Literal["crawl", "recrawl", "sync", "git"]
 CrawlScope = Literal["same-host", "same-domain", "under-path"]
 
 JOB_STATUSES: tuple[str, ...] = ("queued", "running", "completed", "failed", "cancelled")
@@ -37,6 +38,34 @@ class CrawlParams(BaseModel):
     def depth_limit(self) -> int:
         """The deepest level followed: 0 (the start page only) unless the crawl is recursive."""
         return self.max_depth if self.recursive else 0
+
+
+class CrawlRequest(BaseModel):
+    """A crawl as asked for, built once at the edge (crawl_website, the CLI, the console) and checked by
+    services.crawl.service.CrawlService. None means: the default (start), or the value of the crawl
+    being repeated (recrawl). Values are checked there (scope, limits, patterns, login references), so
+    every edge gets the same errors."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    url: str | None = None
+    source_id: str | UUID | None = None
+    job_id: str | UUID | None = None  # recrawl: repeat this job's settings
+    title: str | None = None  # start: the source to find or create (default: the URL's host)
+    recursive: bool | None = None
+    max_depth: int | None = None
+    max_pages: int | None = None
+    include_patterns: list[str] | None = None
+    exclude_patterns: list[str] | None = None
+    scope: str | None = None
+    headers: dict[str, Any] | None = None  # {name: "env:VARIABLE"}
+    cookies: dict[str, Any] | None = None
+    auth_hosts: list[str] | None = None
+
+    def given(self) -> dict[str, Any]:
+        """The crawl parameters this request sets (CrawlParams fields that are not None)."""
+        values = self.model_dump(include=set(CrawlParams.model_fields))
+        return {name: value for name, value in values.items() if value is not None}
 
 
 class PageError(BaseModel):
@@ -87,6 +116,11 @@ class CrawlJob(BaseModel):
     @property
     def finished(self) -> bool:
         return self.status in FINISHED_STATUSES
+
+    @property
+    def shown_kind(self) -> str:
+        """The kind as agents and people see it: crawl, recrawl or sync (of a folder or a git repository)."""
+        return "sync" if self.kind == "git" else self.kind
 
     def counters(self) -> dict[str, Any]:
         """The page and document counts, as shown to agents and on the command line."""

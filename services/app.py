@@ -6,24 +6,31 @@ import asyncio
 import logging
 import signal
 import threading
-from typing import Any
+from collections.abc import Mapping
+from functools import partial
 
 from services.access.audit import AuditService
 from services.access.grants import GrantService
 from services.access.profiles import ProfileService
 from services.access.ratelimit import RateLimiter
 from services.access.tokens import TokenService
+from services.crawl.service import CrawlService
 from services.database import Database
 from services.documents import DocumentService
 from services.embeddings import create_embedder, gate
 from services.embeddings.base import Embedder
 from services.errors import ServiceError, Unavailable
+from services.jobs.queue import JobQueue
+from services.jobs.run import RunnerFactory
+from services.jobs.worker import DEFAULT_CONCURRENT_JOBS, Chore, Worker
 from services.memory import limit_malloc_arenas
 from services.reranking import create_reranker
 from services.reranking.base import Reranker
 from services.search import SearchService
 from services.settings import Settings
 from services.sources import SourceService
+from services.sync import SyncService
+from services.sync.git import GitService
 
 logger = logging.getLogger(__name__)
 
@@ -40,7 +47,10 @@ class Archivist:
         self.sources = SourceService(db)
         self.documents = DocumentService(db, self.sources, embedder, settings)
         self.search = SearchService(db, self.sources, embedder, settings, self.reranker)
-        self._jobs: Any = None
+        self.jobs = JobQueue(db, settings)  # every job of every kind
+        self.crawl = CrawlService(db, settings, self.sources, self.jobs)
+        self.sync = SyncService(db, settings, self.sources, self.jobs)  # folder sources
+        self.git = GitService(db, settings, self.sources, self.jobs)  # git sources
         self.profiles = ProfileService(db)
         self.tokens = TokenService(db)
         self.grants = GrantService(db)  # identity-provider claims -> profiles (issue 20)
@@ -60,33 +70,6 @@ class Archivist:
         await db.start(embedder.name, embedder.dim)
         return cls(settings, db, embedder)
 
-    @property
-    def jobs(self) -> Any:
-        """Crawl jobs (services.jobs.JobService), built on first use."""
-        if self._jobs is None:
-            from services.jobs import JobService
-
-            self._jobs = JobService(self)
-        return self._jobs
-
-    @property
-    def sync(self) -> Any:
-        """Folder sources (services.sync.SyncService), built on first use."""
-        if getattr(self, "_sync", None) is None:
-            from services.sync import SyncService
-
-            self._sync = SyncService(self)
-        return self._sync
-
-    @property
-    def git(self) -> Any:
-        """Git sources (services.sync.git.GitService), built on first use."""
-        if getattr(self, "_git", None) is None:
-            from services.sync.git import GitService
-
-            self._git = GitService(self.db, self.settings, self.sources, self.jobs)
-        return self._git
-
     def reranker(self) -> Reranker:
         with self._reranker_lock:
             if self._reranker is None:
@@ -94,8 +77,7 @@ class Archivist:
             return self._reranker
 
     async def close(self) -> None:
-        if self._jobs is not None:
-            await self._jobs.close()
+        await self.crawl.close()
         await self.audit.close()
         await self.documents.backlog.close()
         await self.db.close()
@@ -158,13 +140,54 @@ class Runtime:
             await self._task.result().close()
 
 
+def job_runners(app: Archivist) -> dict[str, RunnerFactory]:
+    """The runner of each job kind, with only the services it uses: what a worker dispatches on."""
+    from services.crawl.runner import CrawlRunner, CrawlTools
+    from services.sync.git.runner import GitSyncRunner
+    from services.sync.runner import SyncRunner, SyncTools
+
+    crawl = CrawlTools(app.settings, app.db.pool, app.documents, app.crawl.throttle)
+    sync = SyncTools(app.settings, app.db.pool, app.documents)
+    return {
+        "crawl": partial(CrawlRunner, queue=app.jobs, tools=crawl),
+        "recrawl": partial(CrawlRunner, queue=app.jobs, tools=crawl),
+        "sync": partial(SyncRunner, queue=app.jobs, tools=sync, folders=app.sync),
+        "git": partial(GitSyncRunner, queue=app.jobs, tools=sync, repositories=app.git),
+    }
+
+
+def worker_chores(app: Archivist) -> Mapping[str, Chore]:
+    """What every worker (the server's and `archivist worker`) does beside jobs: embed pending chunks
+    (services/documents/backlog.py) and flag chunks stored before flags existed (services/flags)."""
+    from services.flags.store import run_scanner
+
+    chores: dict[str, Chore] = {}
+    lanes = app.settings.embedding_backlog_lanes
+    if lanes > 0:
+        chores["embedding-backlog"] = partial(app.documents.backlog.run, lanes=lanes)
+    chores["flag-scan"] = partial(run_scanner, app.db)
+    return chores
+
+
+async def run_worker(
+    app: Archivist, stop: asyncio.Event, worker_id: str | None = None, *, concurrent_jobs: int = DEFAULT_CONCURRENT_JOBS
+) -> None:
+    """Claim and run jobs of every kind until `stop` is set (services/jobs/worker.py)."""
+    worker = Worker(
+        app.jobs,
+        job_runners(app),
+        worker_id,
+        poll_seconds=app.settings.job_poll_seconds,
+        concurrent_jobs=concurrent_jobs,
+    )
+    await worker.run(stop, worker_chores(app))
+
+
 async def run_standalone_worker(
     settings: Settings, worker_id: str | None = None, concurrent_jobs: int = 2, stop: asyncio.Event | None = None
 ) -> None:
     """`archivist worker`: open the knowledge base and run a worker until `stop` is set (by default: until
     SIGINT/SIGTERM); running jobs go back to the queue, then the knowledge base closes."""
-    from services.worker import run_worker
-
     own_signals = stop is None
     stop = stop or asyncio.Event()
     loop = asyncio.get_running_loop()

@@ -10,6 +10,7 @@ from models import ChunkView, Document, Page
 from services.access.scope import current_scope
 from services.database import Database
 from services.flags import FLAGS_COLUMN
+from services.jobs import sql as job_sql
 from services.validation import check_page
 
 DOCUMENT_SORTS = {
@@ -43,8 +44,7 @@ class BrowseService:
             "(SELECT count(*) FROM documents d WHERE d.source_id = s.id) AS documents_count, "
             "(SELECT coalesce(sum(chunk_count), 0) FROM documents d WHERE d.source_id = s.id) AS chunks_count, "
             "(SELECT max(updated_at) FROM documents d WHERE d.source_id = s.id) AS last_updated, "
-            "(SELECT max(coalesce(completed_at, started_at, created_at)) FROM crawl_jobs j "
-            " WHERE j.source_id = s.id) AS last_crawl "
+            f"{job_sql.LAST_RUN_OF_SOURCE} AS last_crawl "
             "FROM sources s WHERE ($3::uuid[] IS NULL OR s.id = ANY($3)) "
             "ORDER BY s.created_at DESC, s.id LIMIT $1 OFFSET $2",
             per_page,
@@ -79,10 +79,7 @@ class BrowseService:
         return [ChunkView(**dict(r)) for r in rows]
 
     async def last_crawl(self, source_id: UUID) -> datetime | None:
-        return await self.db.pool.fetchval(
-            "SELECT max(coalesce(completed_at, started_at, created_at)) FROM crawl_jobs WHERE source_id = $1",
-            source_id,
-        )
+        return await self.db.pool.fetchval(job_sql.LAST_RUN, source_id)
 
     async def source_choices(self, limit: int = 500) -> list[dict[str, Any]]:
         """Every source's id and title (for pickers), by title."""

@@ -6,6 +6,7 @@ import asyncio
 from typing import TYPE_CHECKING, Any, Protocol
 
 from services.errors import service_error_from
+from services.jobs import sql as job_sql
 
 if TYPE_CHECKING:
     from services.access.audit import AuditService
@@ -51,9 +52,7 @@ async def database_state(app: HealthApp) -> dict[str, Any]:
 
 async def queue_state(app: HealthApp) -> dict[str, Any]:
     try:
-        rows = await asyncio.wait_for(
-            app.db.pool.fetch("SELECT status, count(*) AS n FROM crawl_jobs GROUP BY status"), 2
-        )
+        rows = await asyncio.wait_for(app.db.pool.fetch(job_sql.STATUS_COUNTS), 2)
     except Exception:
         return {"ok": False}
     return {"ok": True, **{r["status"]: r["n"] for r in rows}}

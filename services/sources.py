@@ -13,6 +13,7 @@ from services.access.job_limits import scoped_ids
 from services.access.scope import admit, current_scope
 from services.database import Database
 from services.errors import Conflict, InvalidArgument, NotFound
+from services.jobs import sql as job_sql
 from services.source_origin import describe
 from services.source_titles import SOURCE_COLUMNS, conflict, lock_title, named, visible_identity
 from services.validation import check_page, clean_text, parse_uuid, require_text
@@ -261,7 +262,7 @@ class SourceService:
                 "FROM documents WHERE source_id = $1",
                 sid,
             )
-            await conn.execute("DELETE FROM crawl_jobs WHERE source_id = $1", sid)  # its jobs go with it
+            await conn.execute(job_sql.DELETE_OF_SOURCE, sid)  # its jobs go with it
             await conn.execute("DELETE FROM sources WHERE id = $1", sid)
         return {
             "source_id": str(sid),
@@ -274,7 +275,7 @@ class SourceService:
         """Remove a source that holds no document and no job (one created for a write that failed)."""
         removed = await self.db.pool.fetchval(
             "DELETE FROM sources s WHERE s.id = $1 AND NOT EXISTS (SELECT 1 FROM documents d WHERE d.source_id = s.id) "
-            "AND NOT EXISTS (SELECT 1 FROM crawl_jobs j WHERE j.source_id = s.id) RETURNING s.id",
+            f"AND {job_sql.SOURCE_HAS_NO_JOB} RETURNING s.id",
             source_id,
         )
         return removed is not None

@@ -7,8 +7,7 @@ from typing import Any
 from uuid import UUID
 
 from models.jobs import CrawlJob
-from services.app import Archivist
-from services.worker import run_worker
+from services.app import Archivist, run_worker
 
 TOKEN = "glpat-Sup3rSecretT0ken-x91"
 

@@ -11,6 +11,7 @@ from uuid import uuid4
 import pytest
 import pytest_asyncio
 
+from models.jobs import CrawlRequest
 from server import build_server
 from services.access.scope import Scope, use_scope
 from services.app import Runtime
@@ -89,8 +90,8 @@ async def test_selected_profiles_limit_the_choice_and_name_themselves(world, set
 
 @pytest.mark.usefixtures("owner")
 async def test_jobs_are_scoped(world, app, settings, embedder) -> None:
-    job_a = (await app.jobs.start("http://127.0.0.1:9/a/", source_id=world["a"])).job
-    job_b = (await app.jobs.start("http://127.0.0.1:9/b/", source_id=world["b"])).job
+    job_a = (await app.crawl.start(CrawlRequest(url="http://127.0.0.1:9/a/", source_id=world["a"]))).job
+    job_b = (await app.crawl.start(CrawlRequest(url="http://127.0.0.1:9/b/", source_id=world["b"]))).job
     async with client_in_own_task(server_for(settings, embedder, ["pa"])) as c:
         listed = await ok(c, "crawl_website", action="list", per_page=20)
         assert {j["source_id"] for j in listed["jobs"]} == {str(world["a"])} and listed["total_count"] == 1

@@ -24,13 +24,12 @@ import httpx
 import pytest
 import pytest_asyncio
 
-from models.jobs import CrawlJob
+from models.jobs import CrawlJob, CrawlRequest
 from server import build_server
-from services.app import Archivist, Runtime
+from services.app import Archivist, Runtime, run_worker
 from services.crawl.robots_cache import RobotsCache
 from services.errors import InvalidArgument
 from services.fetchers.browser_guard import RequestGuard
-from services.worker import run_worker
 from tests.conftest import make_settings
 from tests.fixture_site import FixtureSite, Page, html_page
 from tests.mcp_helpers import client_in_own_task, err, ok
@@ -149,11 +148,13 @@ async def test_login_goes_to_the_start_host_only(
     login_app: Archivist, site: LoginSite, other: FixtureSite, secrets: dict[str, str], caplog: Any
 ) -> None:
     caplog.set_level(logging.DEBUG)
-    refused = await login_app.jobs.start(site.url_for("/"), title="Members (no login)", recursive=True)
+    refused = await login_app.crawl.start(
+        CrawlRequest(url=site.url_for("/"), title="Members (no login)", recursive=True)
+    )
     assert (await run_until_finished(login_app, refused.job.id)).status == "failed"  # 401: the site is closed
 
-    started = await login_app.jobs.start(
-        site.url_for("/"), title="Members", recursive=True, headers=HEADERS, cookies=COOKIES
+    started = await login_app.crawl.start(
+        CrawlRequest(url=site.url_for("/"), title="Members", recursive=True, headers=HEADERS, cookies=COOKIES)
     )
     job = await run_until_finished(login_app, started.job.id)
     assert job.status == "completed" and job.documents_created == 3, job
@@ -176,7 +177,7 @@ async def test_robots_and_browser_requests_carry_the_login_only_to_its_host(
 
     login = resolve(site.url_for("/"), HEADERS, COOKIES, [])
     assert login is not None and secrets[TOKEN_VAR] not in repr(login)
-    robots = RobotsCache(login_app.settings, login_app.jobs.throttle, [], login)
+    robots = RobotsCache(login_app.settings, login_app.crawl.throttle, [], login)
     await robots.policy(site.url_for("/docs/a"))
     await robots.policy(other.url_for("/stolen"))
     assert "/robots.txt" in paths(site, authorized=True) and "/robots.txt" in paths(other)
@@ -209,19 +210,21 @@ async def test_robots_and_browser_requests_carry_the_login_only_to_its_host(
 async def test_recrawl_reuses_the_references(
     login_app: Archivist, site: LoginSite, other: FixtureSite, secrets: dict[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    started = await login_app.jobs.start(site.url_for("/"), title="Members recrawl", headers=HEADERS, cookies=COOKIES)
+    started = await login_app.crawl.start(
+        CrawlRequest(url=site.url_for("/"), title="Members recrawl", headers=HEADERS, cookies=COOKIES)
+    )
     assert (await run_until_finished(login_app, started.job.id)).status == "completed"
 
     rotated = f"Bearer rotated-{uuid.uuid4().hex}"  # read from the environment at each run, never stored
     monkeypatch.setenv(TOKEN_VAR, rotated)
     site.token = rotated
     site.set_page("/", html_page("Members Handbook", ["Changed for members only."]))
-    again = await login_app.jobs.recrawl(source_id=started.job.source_id)
+    again = await login_app.crawl.recrawl(CrawlRequest(source_id=started.job.source_id))
     job = await run_until_finished(login_app, again.job.id)
     assert job.status == "completed" and job.documents_updated == 1, job
     assert job.params.headers == HEADERS and job.params.cookies == COOKIES
 
-    moved = await login_app.jobs.recrawl(source_id=started.job.source_id, url=other.url_for("/stolen"))
+    moved = await login_app.crawl.recrawl(CrawlRequest(source_id=started.job.source_id, url=other.url_for("/stolen")))
     assert moved.job.params.headers == {} and moved.job.params.cookies == {} and "another host" in moved.notes[-1]
     await run_until_finished(login_app, moved.job.id)
     assert "/stolen" in paths(other)
@@ -235,15 +238,19 @@ async def test_a_missing_variable_is_named(
 ) -> None:
     monkeypatch.delenv(COOKIE_VAR)
     with pytest.raises(InvalidArgument, match=COOKIE_VAR):
-        await login_app.jobs.start(site.url_for("/"), title="Members missing", headers=HEADERS, cookies=COOKIES)
+        await login_app.crawl.start(
+            CrawlRequest(url=site.url_for("/"), title="Members missing", headers=HEADERS, cookies=COOKIES)
+        )
 
     monkeypatch.setenv(COOKIE_VAR, "set-when-queued")
-    started = await login_app.jobs.start(site.url_for("/"), title="Members missing", headers=HEADERS, cookies=COOKIES)
+    started = await login_app.crawl.start(
+        CrawlRequest(url=site.url_for("/"), title="Members missing", headers=HEADERS, cookies=COOKIES)
+    )
     monkeypatch.delenv(COOKIE_VAR)  # gone before a worker starts the job
     job = await run_until_finished(login_app, started.job.id)
     assert job.status == "failed" and COOKIE_VAR in (job.error or ""), job
     with pytest.raises(InvalidArgument, match=COOKIE_VAR):
-        await login_app.jobs.recrawl(source_id=started.job.source_id)
+        await login_app.crawl.recrawl(CrawlRequest(source_id=started.job.source_id))
 
 
 async def test_literal_values_are_refused_without_being_echoed(login_app: Archivist, site: LoginSite) -> None:
@@ -256,7 +263,7 @@ async def test_literal_values_are_refused_without_being_echoed(login_app: Archiv
         ({"Cookie": "env:DOCS_COOKIE"}, None),  # cookies go in cookies=
     ):
         with pytest.raises(InvalidArgument) as refused:
-            await login_app.jobs.start(site.url_for("/"), headers=headers, cookies=cookies)
+            await login_app.crawl.start(CrawlRequest(url=site.url_for("/"), headers=headers, cookies=cookies))
         assert literal not in refused.value.message + refused.value.suggestion
 
 

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
+from models.jobs import CrawlRequest
 from services.app import Archivist
 from services.pages import EXTRACTOR_VERSION
 from tests.conftest import make_settings
@@ -74,7 +75,9 @@ async def test_page_from_an_older_extractor_is_refetched_and_replaced(crawl_app:
         old_text,
     )
     site.request_log.clear()
-    again = await run_until_finished(crawl_app, (await crawl_app.jobs.recrawl(source_id=job.source_id)).job.id)
+    again = await run_until_finished(
+        crawl_app, (await crawl_app.crawl.recrawl(CrawlRequest(source_id=job.source_id))).job.id
+    )
     assert "if-none-match" not in site.requests_for("/guide/brewing.html")[0].headers  # no 304 for old text
     assert again.documents_updated == 1
     row = await crawl_app.db.pool.fetchrow(
@@ -84,7 +87,9 @@ async def test_page_from_an_older_extractor_is_refetched_and_replaced(crawl_app:
     assert row["metadata"]["extractor"] == EXTRACTOR_VERSION
     # Now current: the next recrawl asks for a 304 and keeps the document.
     site.request_log.clear()
-    third = await run_until_finished(crawl_app, (await crawl_app.jobs.recrawl(source_id=job.source_id)).job.id)
+    third = await run_until_finished(
+        crawl_app, (await crawl_app.crawl.recrawl(CrawlRequest(source_id=job.source_id))).job.id
+    )
     assert "if-none-match" in site.requests_for("/guide/brewing.html")[0].headers
     assert third.documents_unchanged == 1 and third.documents_updated == 0
 

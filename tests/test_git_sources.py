@@ -12,10 +12,10 @@ from uuid import UUID
 import pytest
 
 from commands.sync import cli_sync
-from services.app import Archivist
+from services.app import Archivist, run_worker
+from services.database import migration_file
 from services.errors import NotFound
 from services.sync.git.tree import plan
-from services.worker import run_worker
 from tests.git_server import GitServer
 from tests.git_support import counts, run_sync, stored
 
@@ -233,3 +233,24 @@ async def test_sync_commands(git_app: Archivist, git_server: GitServer, capsys: 
     await cli_sync(git_app, *sync_args("Shell repo"))  # `archivist sync TITLE` finds git sources too
     out = capsys.readouterr().out
     assert "(HEAD): completed" in out and "0 created, 0 updated, 0 unchanged, 1 deleted" in out, out
+
+
+async def test_a_git_sync_queued_as_kind_sync_still_runs(git_app: Archivist, git_server: GitServer) -> None:
+    """Before sql/032 a git sync was a job of kind 'sync'; the migration makes such rows 'git', so a job
+    queued by an older version runs with the git runner (and still shows as a sync)."""
+    repo = git_server.add("older")
+    repo.commit({"README.md": "# Older\n\nQueued by an older version.\n"})
+    config, _ = await git_app.git.bind(git_server.url("older"))
+    queued = await git_app.jobs.insert(config.source_id, "git", {"url": config.url})
+    await git_app.db.pool.execute("UPDATE crawl_jobs SET kind = 'sync' WHERE id = $1", queued.id)  # as it was
+    await git_app.db.pool.execute(migration_file("032").read_text())
+    assert (await git_app.jobs.get(queued.id)).kind == "git"
+    stop = asyncio.Event()
+    task = asyncio.create_task(run_worker(git_app, stop, "migrated"))
+    try:
+        job = await git_app.jobs.wait(queued.id, 60, interval=0.1)
+    finally:
+        stop.set()
+        await task
+    assert (job.status, job.shown_kind, job.documents_created) == ("completed", "sync", 1), job
+    assert set(await stored(git_app, config.source_id)) == {"README.md"}

@@ -17,6 +17,7 @@ import pytest
 import pytest_asyncio
 import yaml
 
+from models.jobs import CrawlRequest
 from server import build_server
 from services.access.scope import Scope, use_scope
 from services.app import Archivist, Runtime
@@ -382,7 +383,9 @@ async def test_crawl_ingests_a_linked_spec_as_operations(crawl_app: Archivist, s
     assert len(titles) == 8  # 6 from the spec, the portal page and the guide
     outcome = await crawl_app.search.search("how do I create a pet", job.source_id, match_count=3)
     assert outcome.hits[0].document_title == "POST /pets — Create a pet"
-    again = await run_until_finished(crawl_app, (await crawl_app.jobs.recrawl(source_id=job.source_id)).job.id)
+    again = await run_until_finished(
+        crawl_app, (await crawl_app.crawl.recrawl(CrawlRequest(source_id=job.source_id))).job.id
+    )
     assert again.status == "completed", again
     rows = await crawl_app.db.pool.fetch("SELECT url FROM documents WHERE source_id = $1", again.source_id)
     assert again.source_id == job.source_id and len(rows) == 8

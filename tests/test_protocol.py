@@ -33,6 +33,7 @@ from mcp.types import (
 )
 from pydantic import ConfigDict, TypeAdapter
 
+from models.jobs import CrawlRequest
 from server import build_server
 from services.access.scope import Scope, use_scope
 from services.app import Runtime
@@ -329,7 +330,19 @@ async def test_crawl_as_task(proto_settings: Settings, embedder: Any, site: Fixt
 async def test_task_and_job_resource_stay_in_scope(
     world: dict[str, Any], app: Any, proto_settings: Settings, embedder: Any, site: FixtureSite
 ) -> None:
-    theirs = await app.jobs.start(site.url_for("/"), str(world["b"]), None, False, 1, 1, None, None, "same-host")
+    theirs = await app.crawl.start(
+        CrawlRequest(
+            url=site.url_for("/"),
+            source_id=str(world["b"]),
+            title=None,
+            recursive=False,
+            max_depth=1,
+            max_pages=1,
+            include_patterns=None,
+            exclude_patterns=None,
+            scope="same-host",
+        )
+    )
     confined = server(proto_settings, embedder, profiles=["proto_a"])
     async with client_in_own_task(confined, mode=MODERN, extensions=[TasksClient()]) as c:
         with pytest.raises(MCPError) as hidden:

@@ -19,7 +19,7 @@ from uuid import UUID
 import pytest
 import pytest_asyncio
 
-from models.jobs import CrawlJob
+from models.jobs import CrawlJob, CrawlRequest
 from services.app import Archivist
 from tests.conftest import make_settings
 from tests.fixture_site import FixtureSite, html_page
@@ -77,7 +77,7 @@ async def paths(app: Archivist, source_id: UUID) -> set[str]:
 
 
 async def recrawl(app: Archivist, source_id: UUID, **overrides: Any) -> CrawlJob:
-    started = await app.jobs.recrawl(source_id=source_id, **overrides)
+    started = await app.crawl.recrawl(CrawlRequest(source_id=source_id, **overrides))
     return await run_until_finished(app, started.job.id, timeout=120)
 
 
@@ -92,7 +92,9 @@ async def test_page_set_and_recrawl_do_not_depend_on_timing(
     slow_only(tree, ["/p1"])  # /p2 and /p3 finish first: their links are found first
     first = await run_until_finished(
         crawl_app,
-        (await crawl_app.jobs.start(tree.url_for("/"), recursive=True, max_depth=3, max_pages=10)).job.id,
+        (
+            await crawl_app.crawl.start(CrawlRequest(url=tree.url_for("/"), recursive=True, max_depth=3, max_pages=10))
+        ).job.id,
         timeout=120,
     )
     assert first.status == "completed" and first.documents_created == 10
@@ -117,7 +119,9 @@ async def test_recrawl_revisits_known_pages_first_then_spends_what_is_left(
 ) -> None:
     first = await run_until_finished(
         crawl_app,
-        (await crawl_app.jobs.start(tree.url_for("/"), recursive=True, max_depth=3, max_pages=10)).job.id,
+        (
+            await crawl_app.crawl.start(CrawlRequest(url=tree.url_for("/"), recursive=True, max_depth=3, max_pages=10))
+        ).job.id,
         timeout=120,
     )
     assert await paths(crawl_app, first.source_id) == BREADTH_FIRST_10

@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
+from models.jobs import CrawlRequest
 from services.app import Archivist
 from tests.conftest import make_settings
 from tests.fixture_site import FixtureSite
@@ -64,13 +65,15 @@ def start_workers(database_url: str, files_dir: Path, per_host: int, delay: floa
 async def crawl_both_sections(app: Archivist, site: FixtureSite, workers: list[subprocess.Popen]) -> list[Any]:
     run = site.port  # a source per test run: pages identical to an earlier run's would be stored once
     jobs = [
-        await app.jobs.start(
-            site.url_for(section),
-            title=f"Section {section} {run}",
-            scope="under-path",
-            max_pages=50,
-            recursive=True,
-            max_depth=5,
+        await app.crawl.start(
+            CrawlRequest(
+                url=site.url_for(section),
+                title=f"Section {section} {run}",
+                scope="under-path",
+                max_pages=50,
+                recursive=True,
+                max_depth=5,
+            )
         )
         for section in ("/a/", "/b/")
     ]

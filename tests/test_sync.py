@@ -13,8 +13,7 @@ import pytest
 import pytest_asyncio
 
 from models.jobs import CrawlJob
-from services.app import Archivist
-from services.worker import run_worker
+from services.app import Archivist, run_worker
 from tests.conftest import make_settings
 
 

@@ -19,12 +19,12 @@ import numpy as np
 import pytest
 import pytest_asyncio
 
-from services.app import Archivist
+from models.jobs import CrawlRequest
+from services.app import Archivist, run_worker
 from services.documents import NewDocument, embedding_text
 from services.documents.backlog import BATCH as BACKLOG_BATCH
 from services.embeddings.base import Embedder
 from services.embeddings.gate import embed_in_slices
-from services.worker import run_worker
 from tests.conftest import make_settings
 from tests.fixture_site import FixtureSite
 from tools.manage_source import get_source
@@ -162,7 +162,9 @@ async def test_crawl_job_reports_searchable_pages_and_embedding_backlog(app: Arc
     stop = asyncio.Event()
     worker = asyncio.create_task(run_worker(app, stop, "two-phase"))
     try:
-        started = await app.jobs.start(site.url_for("/gen/"), recursive=True, max_depth=5, max_pages=50)
+        started = await app.crawl.start(
+            CrawlRequest(url=site.url_for("/gen/"), recursive=True, max_depth=5, max_pages=50)
+        )
         job_id = started.job.id
 
         async def all_pages_stored() -> Any:

@@ -8,7 +8,7 @@ from typing import Any, Literal
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import CallToolResult, ToolAnnotations
 
-from models.jobs import CrawlJob, StartedJob
+from models.jobs import CrawlJob, CrawlRequest, StartedJob
 from services.app import Archivist, Runtime
 from services.errors import InvalidArgument
 from tools.common import cut, dispatch, page_fields
@@ -17,8 +17,6 @@ from tools.schemas import publish
 logger = logging.getLogger(__name__)
 
 MAX_WAIT_SECONDS = 30.0
-DEFAULT_DEPTH = 2
-DEFAULT_PAGES = 20
 SHOWN_ERRORS = 5
 ERROR_TEXT_LIMIT = 300
 WARNING_LIMIT = 300
@@ -42,7 +40,7 @@ def job_view(job: CrawlJob, with_errors: bool = True) -> dict[str, Any]:
     view: dict[str, Any] = {
         "id": job.id,
         "source_id": job.source_id,
-        "kind": job.kind,
+        "kind": job.shown_kind,
         "status": job.status,
         "url": url,
         "max_pages": job.params.max_pages,  # as the tools-spec's crawl_job shows them (also in params)
@@ -58,7 +56,7 @@ def job_view(job: CrawlJob, with_errors: bool = True) -> dict[str, Any]:
     }
     if job.cancel_requested and not job.finished:
         view["cancel_requested"] = True
-    if job.kind in ("recrawl", "sync") and job.started_at is not None:  # what it changed (issue 21, point 5)
+    if job.shown_kind in ("recrawl", "sync") and job.started_at is not None:  # what it changed (issue 21, point 5)
         hint = f"manage_source(action='changes', job_id='{job.id}')"
         view["changes"] = {"since": job.started_at, "hint": hint}
     if with_errors:
@@ -75,7 +73,7 @@ def job_view(job: CrawlJob, with_errors: bool = True) -> dict[str, Any]:
 
 def job_message(job: CrawlJob) -> str:
     """One sentence on where the job stands and what to call next."""
-    if job.kind == "sync":
+    if job.shown_kind == "sync":
         return sync_message(job)
     counts = (
         f"{job.pages_crawled} pages crawled ({job.documents_created} new, {job.documents_updated} updated, "
@@ -158,22 +156,14 @@ async def started_payload(app: Archivist, started: StartedJob, args: dict[str, A
     return {**job_payload(job, notes), "source_id": job.source_id, "source_created": started.source_created}
 
 
+def crawl_request(args: dict[str, Any]) -> CrawlRequest:
+    """The crawl the arguments ask for (start and recrawl), spelled once."""
+    return CrawlRequest(**{name: args[name] for name in CrawlRequest.model_fields})
+
+
 async def start_crawl(app: Archivist, args: dict[str, Any]) -> dict[str, Any]:
     check_wait(args["wait_seconds"], [])  # reject a bad wait before queueing anything
-    started = await app.jobs.start(
-        args["url"],
-        args["source_id"],
-        args["title"],
-        bool(args["recursive"]),
-        DEFAULT_DEPTH if args["max_depth"] is None else args["max_depth"],
-        DEFAULT_PAGES if args["max_pages"] is None else args["max_pages"],
-        args["include_patterns"],
-        args["exclude_patterns"],
-        args["scope"] or "same-host",
-        headers=args["headers"],
-        cookies=args["cookies"],
-        auth_hosts=args["auth_hosts"],
-    )
+    started = await app.crawl.start(crawl_request(args))
     if not args["recursive"] and (args["max_pages"] or 1) > 1:  # recursive=false stays the default (spec)
         started.notes.append(
             f"Only the start page is crawled: recursive is false, and max_pages={args['max_pages']} counts only "
@@ -190,7 +180,8 @@ async def job_status(app: Archivist, args: dict[str, Any]) -> dict[str, Any]:
 
 
 async def list_jobs(app: Archivist, args: dict[str, Any]) -> dict[str, Any]:
-    page = await app.jobs.list(args["status"], args["source_id"], args["page"], args["per_page"])
+    source_id = (await app.sources.get(args["source_id"])).id if args["source_id"] else None
+    page = await app.jobs.list(args["status"], source_id, args["page"], args["per_page"])
     return page_fields(page, "jobs", [job_view(j, with_errors=False) for j in page.items])
 
 
@@ -209,20 +200,7 @@ async def recrawl(app: Archivist, args: dict[str, Any]) -> dict[str, Any]:
     if args["source_id"] and not args["job_id"]:
         if (await app.sources.get(args["source_id"])).source_type in ("folder", "git"):
             return await sync(app, args)
-    started = await app.jobs.recrawl(
-        args["source_id"],
-        args["job_id"],
-        args["url"],
-        recursive=args["recursive"],
-        max_depth=args["max_depth"],
-        max_pages=args["max_pages"],
-        include_patterns=args["include_patterns"],
-        exclude_patterns=args["exclude_patterns"],
-        scope=args["scope"],
-        headers=args["headers"],
-        cookies=args["cookies"],
-        auth_hosts=args["auth_hosts"],
-    )
+    started = await app.crawl.recrawl(crawl_request(args))
     return await started_payload(app, started, args)
 
 

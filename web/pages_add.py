@@ -10,10 +10,10 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
-from models.jobs import CrawlJob
+from models.jobs import JOB_STATUSES, CrawlJob, CrawlRequest
+from services.crawl.params import SCOPES
 from services.documents import check_metadata
 from services.errors import InvalidArgument
-from services.jobs import JOB_STATUSES, SCOPES
 from services.parsers import supported_extensions
 from services.parsers.isolation import parse_file
 from web.core import Console, form_int, form_text, query_int
@@ -92,16 +92,18 @@ def routes(console: Console) -> list[Route]:
 
     async def add_crawl(request: Request) -> Response:
         app = await console.app()
-        started = await app.jobs.start(
-            form_text(request, "url").strip(),
-            source_id=form_text(request, "source_id") or None,
-            title=form_text(request, "new_source").strip() or None,
-            recursive=form_text(request, "recursive") == "on",
-            max_depth=form_int(request, "max_depth", 2),
-            max_pages=form_int(request, "max_pages", 20),
-            include_patterns=lines(form_text(request, "include")),
-            exclude_patterns=lines(form_text(request, "exclude")),
-            scope=form_text(request, "scope", "same-host"),
+        started = await app.crawl.start(
+            CrawlRequest(
+                url=form_text(request, "url").strip(),
+                source_id=form_text(request, "source_id") or None,
+                title=form_text(request, "new_source").strip() or None,
+                recursive=form_text(request, "recursive") == "on",
+                max_depth=form_int(request, "max_depth", 2),
+                max_pages=form_int(request, "max_pages", 20),
+                include_patterns=lines(form_text(request, "include")),
+                exclude_patterns=lines(form_text(request, "exclude")),
+                scope=form_text(request, "scope", "same-host"),
+            )
         )
         return RedirectResponse(f"/jobs/{started.job.id}", 303)
 
@@ -134,7 +136,7 @@ def routes(console: Console) -> list[Route]:
 
     async def recrawl(request: Request) -> Response:
         app = await console.app()
-        started = await app.jobs.recrawl(job_id=request.path_params["job_id"])
+        started = await app.crawl.recrawl(CrawlRequest(job_id=request.path_params["job_id"]))
         return RedirectResponse(f"/jobs/{started.job.id}", 303)
 
     return [

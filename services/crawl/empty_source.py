@@ -9,28 +9,19 @@ variable unset since it was queued, a refused address) keeps its source, to be r
 
 from __future__ import annotations
 
-from typing import Any
 from uuid import UUID
 
-#: the source of this job, if the job created it and it holds no document and no other job
-REMOVE_SQL = """
-DELETE FROM sources s
- USING crawl_jobs j
- WHERE j.id = $1 AND j.created_source AND s.id = j.source_id
-   AND NOT EXISTS (SELECT 1 FROM documents d WHERE d.source_id = s.id)
-   AND NOT EXISTS (SELECT 1 FROM crawl_jobs o WHERE o.source_id = s.id AND o.id <> j.id)
-RETURNING s.title
-"""
+import asyncpg
+
+from services.jobs import sql as job_sql
 
 
-async def remove_if_empty(db: Any, job_id: UUID) -> str | None:
+async def remove_if_empty(pool: asyncpg.Pool, job_id: UUID) -> str | None:
     """Remove the failed job's own empty source; returns a note for the job's warnings, or None."""
-    async with db.pool.acquire() as conn, conn.transaction():
-        title = await conn.fetchval(REMOVE_SQL, job_id)
+    async with pool.acquire() as conn, conn.transaction():
+        title = await conn.fetchval(job_sql.REMOVE_CREATED_SOURCE, job_id)
         if title is None:
             return None
         note = f"The source '{title}' created for this crawl was removed: nothing was stored in it."
-        await conn.execute(
-            "UPDATE crawl_jobs SET warnings = warnings || jsonb_build_array($2::text) WHERE id = $1", job_id, note
-        )
+        await conn.execute(job_sql.ADD_WARNING, job_id, note)
     return note

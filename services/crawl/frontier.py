@@ -29,7 +29,8 @@ from uuid import UUID
 
 import asyncpg
 
-ERROR_LENGTH = 300
+from services.jobs import sql as job_sql
+
 ADD_ATTEMPTS = 3
 
 
@@ -61,12 +62,6 @@ class RowResult:
     content_hash: str | None = None
     chunks: int = 0
     chunks_embedded: int = 0
-
-
-def short_error(text: str | None) -> str:
-    """One line, at most ERROR_LENGTH characters: what agents see, never a stack trace."""
-    line = " ".join((text or "failed").split())
-    return line if len(line) <= ERROR_LENGTH else line[: ERROR_LENGTH - 1] + "…"
 
 
 Entry = tuple[str, int, str, str | None]  # url, depth, origin, skip reason
@@ -152,13 +147,7 @@ class Frontier:
         """(url, depth, rank) of the pages a source holds from the crawl of `root`, as the last crawl that
         fetched each found it: the order a recrawl revisits them in (then by URL)."""
         rows = await self.pool.fetch(
-            "SELECT d.url, coalesce(p.depth, CASE WHEN d.metadata->>'crawl_depth' ~ '^[0-9]{1,6}$' "
-            "  THEN (d.metadata->>'crawl_depth')::int END, $3) AS depth, nullif(p.rank, '{}') AS rank "
-            "FROM documents d LEFT JOIN LATERAL (SELECT f.depth, f.rank, f.seq FROM crawl_jobs j "
-            "  JOIN crawl_frontier f ON f.job_id = j.id AND f.url = d.url AND f.state = 'done' "
-            "  WHERE j.source_id = d.source_id AND j.id <> $4 ORDER BY j.created_at DESC LIMIT 1) p ON true "
-            "WHERE d.source_id = $1 AND d.url IS NOT NULL AND d.metadata->>'crawl_root' = $2 "
-            "ORDER BY 2, 3 NULLS LAST, p.seq NULLS LAST, d.url",
+            job_sql.KNOWN_PAGES,
             source_id,
             root,
             default_depth,

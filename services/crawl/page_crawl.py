@@ -10,11 +10,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from uuid import UUID
 
+import asyncpg
+
 from models.jobs import CrawlJob, CrawlParams
-from services.crawl.frontier import Frontier, FrontierRow, RowResult, short_error
+from services.crawl.frontier import Frontier, FrontierRow, RowResult
 from services.crawl.politeness import HostThrottle
 from services.crawl.robots_cache import RobotsCache
 from services.documents import DocumentService, page_content
@@ -22,12 +24,10 @@ from services.documents.specs import page_spec, page_spec_text
 from services.errors import NotFound, ServiceError
 from services.fetchers.base import Fetcher, FetchResult
 from services.flags.hidden import evidence
+from services.jobs.run import short_error
 from services.net.urls import normalize_url
 from services.pages import EXTRACTOR_VERSION
 from services.pages.indexing import NOFOLLOW, NOINDEX
-
-if TYPE_CHECKING:
-    from services.ports import AppServices as Archivist
 
 GONE_STATUSES = frozenset({404, 410})
 NON_TEXT_PREFIX = "non-text content"
@@ -62,7 +62,7 @@ class PageCrawler:
 
     def __init__(
         self,
-        app: Archivist,
+        pool: asyncpg.Pool,
         job: CrawlJob,
         frontier: Frontier,
         robots: RobotsCache,
@@ -70,7 +70,7 @@ class PageCrawler:
         documents: DocumentService,
         refusal: Callable[[str], str | None],
     ) -> None:
-        self.app = app
+        self.pool = pool
         self.job = job
         self.params: CrawlParams = job.params
         self.frontier = frontier
@@ -105,7 +105,7 @@ class PageCrawler:
             await self._ingest_fetched(row, known, page)
 
     async def known_document(self, url: str) -> KnownDocument | None:
-        row = await self.app.db.pool.fetchrow(
+        row = await self.pool.fetchrow(
             "SELECT id, content_hash, chunk_count, created_at, updated_at, metadata->>'etag' AS etag, "
             "metadata->>'last_modified' AS last_modified, document_type, metadata->>'extractor' AS extractor "
             "FROM documents WHERE source_id = $1 AND url = $2",
@@ -152,7 +152,7 @@ class PageCrawler:
             chunks=known.chunk_count,
         )
         # links first: a worker killed between the two steps must not leave a "done" page whose links were lost
-        links = await self.app.db.pool.fetch("SELECT to_url FROM document_links WHERE from_document_id = $1", known.id)
+        links = await self.pool.fetch("SELECT to_url FROM document_links WHERE from_document_id = $1", known.id)
         await self._enqueue_links(row, [r["to_url"] for r in links])
         await self.frontier.finish_row(row.url, result)
         self.ingested += 1
@@ -207,8 +207,8 @@ class PageCrawler:
             return
         if result.status == "unchanged":
             await self._refresh_validators(document.id, known, page)
-        async with self.app.db.pool.acquire() as conn:
-            await self.app.documents.set_links(conn, document.id, self.source_id, page.links)
+        async with self.pool.acquire() as conn:
+            await self.documents.set_links(conn, document.id, self.source_id, page.links)
         outcome = self._outcome_after_recovery(target, result.status, document.created_at, document.updated_at)
         await self._enqueue_links(target, page.links)  # before "done", so a killed worker loses no links
         await self.frontier.finish_row(
@@ -302,7 +302,7 @@ class PageCrawler:
             extractor,
         ):
             return
-        await self.app.db.pool.execute(
+        await self.pool.execute(
             "UPDATE documents SET metadata = metadata || $2 WHERE id = $1",
             document_id,
             {
@@ -331,7 +331,7 @@ class PageCrawler:
 
     async def delete_document(self, document_id: UUID) -> bool:
         try:
-            await self.app.documents.delete(document_id)
+            await self.documents.delete(document_id)
         except NotFound:
             return False
         return True

@@ -3,10 +3,10 @@ references (services/net/credentials.py), the default title."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-from models.jobs import CrawlParams
+from models.jobs import CrawlParams, CrawlRequest
 from services.errors import InvalidArgument
 from services.net import credentials
 from services.net.urls import normalize_url
@@ -53,46 +53,39 @@ def check_start_url(url: str | None) -> str:
     return normalized
 
 
-def build_params(
-    settings: Settings,
-    url: str | None,
-    recursive: bool = False,
-    max_depth: int = 2,
-    max_pages: int = 20,
-    include_patterns: list[str] | None = None,
-    exclude_patterns: list[str] | None = None,
-    scope: str = "same-host",
-    headers: Any = None,
-    cookies: Any = None,
-    auth_hosts: Any = None,
-) -> tuple[CrawlParams, list[str]]:
-    """Validate crawl arguments; returns the parameters and notes about limits that were applied.
+def build_params(settings: Settings, request: CrawlRequest) -> tuple[CrawlParams, list[str]]:
+    """Check a crawl request (what it leaves out takes CrawlParams' defaults); returns the parameters and
+    notes about limits that were applied.
 
     Headers and cookies must be `env:NAME` references, and every referenced variable must be set now.
     """
-    start_url = check_start_url(url)
+    start_url = check_start_url(request.url)
+    defaults = CrawlParams(url=start_url)
     notes: list[str] = []
+    max_pages = defaults.max_pages if request.max_pages is None else request.max_pages
     if max_pages < 1:
         raise InvalidArgument(f"max_pages must be 1 or more (got {max_pages}).", "Use max_pages=20, for example.")
     if max_pages > settings.crawl_max_pages:
         notes.append(f"max_pages {max_pages} was capped at {settings.crawl_max_pages} (ARCHIVIST_CRAWL_MAX_PAGES).")
         max_pages = settings.crawl_max_pages
+    max_depth = defaults.max_depth if request.max_depth is None else request.max_depth
     if max_depth < 0:
         raise InvalidArgument(f"max_depth must be 0 or more (got {max_depth}).", "Use max_depth=2, for example.")
     if max_depth > settings.crawl_max_depth:
         notes.append(f"max_depth {max_depth} was capped at {settings.crawl_max_depth}.")
         max_depth = settings.crawl_max_depth
+    scope = request.scope or defaults.scope
     if scope not in SCOPES:
         raise InvalidArgument(f"Invalid scope '{scope}'.", f"Use one of: {', '.join(SCOPES)}.")
-    header_refs, cookie_refs, hosts = credentials.check_references(headers, cookies, auth_hosts)
+    header_refs, cookie_refs, hosts = credentials.check_references(request.headers, request.cookies, request.auth_hosts)
     credentials.resolve(start_url, header_refs, cookie_refs, hosts)  # a missing variable: say so now
     params = CrawlParams(
         url=start_url,
-        recursive=bool(recursive),
+        recursive=bool(request.recursive),
         max_depth=max_depth,
         max_pages=max_pages,
-        include_patterns=_check_patterns(include_patterns, "include_patterns"),
-        exclude_patterns=_check_patterns(exclude_patterns, "exclude_patterns"),
+        include_patterns=_check_patterns(request.include_patterns, "include_patterns"),
+        exclude_patterns=_check_patterns(request.exclude_patterns, "exclude_patterns"),
         scope=scope,  # type: ignore[arg-type]
         headers=header_refs,
         cookies=cookie_refs,

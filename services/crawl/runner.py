@@ -21,121 +21,93 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
-from collections.abc import Coroutine, Iterable
-from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, replace
 
 import asyncpg
 
-from models.jobs import CrawlJob, CrawlParams
 from services.crawl.discovery import discover
 from services.crawl.empty_source import remove_if_empty
-from services.crawl.frontier import Frontier, FrontierRow, RowResult, short_error
+from services.crawl.frontier import Frontier, FrontierRow, RowResult
 from services.crawl.page_crawl import PageCrawler
+from services.crawl.politeness import HostThrottle
 from services.crawl.robots_cache import RobotsCache
-from services.errors import InvalidArgument, ServiceError, unavailable_from
+from services.documents import DocumentService
+from services.errors import ServiceError
 from services.fetchers import create_fetcher
+from services.jobs.queue import JobQueue
+from services.jobs.run import Claim, JobRun, short_error
 from services.memory import Trimmer, trim_async
 from services.net import credentials
 from services.net.credentials import SiteCredentials
 from services.net.urls import in_scope, matches_patterns
-
-if TYPE_CHECKING:
-    from services.ports import AppServices as Archivist
+from services.settings import Settings
 
 logger = logging.getLogger(__name__)
 
-WATCH_SECONDS = 0.5  # how often the cancel flag is read (cancel must take effect within 2 s)
 PIPELINE_FACTOR = 3  # pages in flight per fetch slot: the rest are being extracted, chunked or stored
 PREVIOUS_GONE_ERROR = "no longer linked from the site"
 MAX_LISTED = 10  # known pages named in a warning
 
 
-class CrawlRunner:
-    """Runs one claimed job to completion, cancellation, hand-back (stop) or loss of ownership."""
+@dataclass(frozen=True)
+class CrawlTools:
+    """What a crawl uses besides its queue: settings, the database pool (its frontier), documents (store,
+    delete, embed), and the process's per-host throttle."""
+
+    settings: Settings
+    pool: asyncpg.Pool
+    documents: DocumentService
+    throttle: HostThrottle
+
+
+class CrawlRunner(JobRun):
+    """Runs one claimed crawl (the lifecycle is JobRun's)."""
 
     login: SiteCredentials | None = None  # headers for the start host (a crawl behind a login); never logged
 
-    def __init__(self, app: Archivist, job: CrawlJob, worker_id: str, stop: asyncio.Event) -> None:
+    def __init__(self, claim: Claim, queue: JobQueue, tools: CrawlTools) -> None:
         """Reads the login's variables (InvalidArgument naming one that is not set)."""
-        self.app = app
+        super().__init__(claim, queue, tools.settings.job_heartbeat_seconds)
+        job = claim.job
         self.login = credentials.resolve(job.params.url, job.params.headers, job.params.cookies, job.params.auth_hosts)
-        self.settings = app.settings
-        self.job = job
-        self.params: CrawlParams = job.params
-        self.worker_id = worker_id
-        self.stop = stop
-        self.frontier = Frontier(app.db.pool, job.id, ordered=True)
-        self.warnings: list[str] = []
+        self.settings = tools.settings
+        self.pool = tools.pool
+        self.documents = tools.documents
+        self.params = job.params
+        self.frontier = Frontier(tools.pool, job.id, ordered=True)
         if job.attempts > 1:
             self.warnings.append(
-                f"Resumed by worker {worker_id} after the previous worker stopped (attempt {job.attempts})."
+                f"Resumed by worker {self.worker_id} after the previous worker stopped (attempt {job.attempts})."
             )
-        self.throttle = app.jobs.throttle
-        self.robots = RobotsCache(app.settings, self.throttle, self.warnings, self.login)
-        self.cancel_event = app.jobs.cancel_event(job.id)
-        self.interrupt = asyncio.Event()
-        self.interrupt_reason: str | None = None
+        self.throttle = tools.throttle
+        self.robots = RobotsCache(tools.settings, self.throttle, self.warnings, self.login)
         self.unfetched: int | None = None  # discovered pages beyond max_pages, once the frontier is settled
-        self.pages = PageCrawler(app, job, self.frontier, self.robots, self.throttle, app.documents, self.refusal)
+        self.pages = PageCrawler(
+            tools.pool, job, self.frontier, self.robots, self.throttle, tools.documents, self.refusal
+        )
         self.trimmer = Trimmer()  # hands freed page memory back to the system every few pages
 
     # ---------- the job ----------
 
-    async def run(self) -> None:
-        """Crawl, then record the final status (or hand the job back / leave it to its new owner)."""
-        watcher = asyncio.create_task(self._watch(), name=f"crawl-watch-{self.job.id}")
-        try:
-            recovered = await self.frontier.recover()
-            if recovered:
-                logger.info(
-                    "job %s: %d pages left mid-fetch by a previous worker go back to pending", self.job.id, recovered
-                )
-            self.pages.ingested = await self.frontier.held_count()
-            self.pages.fetcher = await asyncio.to_thread(create_fetcher, self.settings, self.login)
-            if await self._unless_interrupted(self._seed_once()):
-                await self._crawl()
-                if not self.interrupt.is_set():
-                    await self._settle_frontier()
-                    await self._unless_interrupted(self._embed_rest())
-            await self._conclude()
-        finally:
-            watcher.cancel()
-            await asyncio.gather(watcher, return_exceptions=True)
-            self.app.jobs.forget_cancel_event(self.job.id)
-            if self.pages.fetcher is not None:
-                await self.pages.fetcher.close()
-            await trim_async()
+    async def work(self) -> None:
+        """Seed, crawl, settle the frontier and embed the rest (each step stops at an interrupt)."""
+        recovered = await self.frontier.recover()
+        if recovered:
+            logger.info(
+                "job %s: %d pages left mid-fetch by a previous worker go back to pending", self.job.id, recovered
+            )
+        self.pages.ingested = await self.frontier.held_count()
+        self.pages.fetcher = await asyncio.to_thread(create_fetcher, self.settings, self.login)
+        if await self.unless_interrupted(self._seed_once()):
+            await self._crawl()
+            if not self.interrupt.is_set():
+                await self._settle_frontier()
+                await self.unless_interrupted(self._embed_rest())
 
-    async def _unless_interrupted(self, work: Coroutine[Any, Any, None]) -> bool:
-        """Run `work` unless a cancel / stop / loss of ownership comes first (then cancel it: False)."""
-        task = asyncio.create_task(work)
-        interrupted = asyncio.create_task(self.interrupt.wait())
-        try:
-            await asyncio.wait([task, interrupted], return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            for pending in (task, interrupted):
-                if not pending.done():
-                    pending.cancel()
-            await asyncio.gather(task, interrupted, return_exceptions=True)
-        if task.cancelled():
-            return False
-        task.result()  # re-raise what the work raised
-        return True
-
-    async def _conclude(self) -> None:
-        reason = self.interrupt_reason
-        if reason == "lost":
-            logger.warning("job %s was taken over by another worker; %s stops", self.job.id, self.worker_id)
-        elif reason == "stop":
-            await self.app.jobs.release(self.job.id, self.worker_id)
-        elif reason == "cancel":
-            await self.frontier.recover()
-            await self.app.jobs.finish(self.job.id, self.worker_id, "cancelled", None, self.warnings)
-            logger.info("job %s cancelled", self.job.id)
-        else:
-            await self._complete()
+    async def close(self) -> None:
+        if self.pages.fetcher is not None:
+            await self.pages.fetcher.close()
+        await trim_async()
 
     async def _settle_frontier(self) -> int:
         """After the last page: rows left mid-fetch by a dead task fail, and discovered pages beyond
@@ -154,7 +126,7 @@ class CrawlRunner:
     async def _embed_rest(self) -> None:
         """Phase two's tail: embed the job's chunks still pending (the backlog runners work on them too)."""
         documents = await self.frontier.written_documents()
-        embedded = await self.app.documents.backlog.drain(documents, self.interrupt)
+        embedded = await self.documents.backlog.drain(documents, self.interrupt)
         if embedded:
             logger.info("job %s: embedded the last %d chunks of its pages", self.job.id, embedded)
 
@@ -163,8 +135,7 @@ class CrawlRunner:
     async def _seed_once(self) -> None:
         """Start URL, sitemaps, llms.txt (services/crawl/discovery.py) and (recrawl) the previous pages;
         once per job, idempotent."""
-        seeded = await self.app.db.pool.fetchval("SELECT seeded FROM crawl_jobs WHERE id = $1", self.job.id)
-        if seeded:
+        if await self.queue.seeded(self.job.id):
             return
         start = self.params.url
         await self.frontier.add([(start, 0, "start", None)])
@@ -175,7 +146,7 @@ class CrawlRunner:
         if self.params.depth_limit >= 1:
             discovered = await discover(self.params.url, self.robots, self.settings, self.login)
             await self.frontier.add(((url, 1, origin, self.refusal(url)) for url, origin in discovered), [-1])
-        await self.app.db.pool.execute("UPDATE crawl_jobs SET seeded = true WHERE id = $1", self.job.id)
+        await self.queue.mark_seeded(self.job.id)
 
     def refusal(self, url: str) -> str | None:
         """Why a discovered URL is not fetched (off-scope, pattern), or None."""
@@ -238,7 +209,7 @@ class CrawlRunner:
 
     # ---------- the end ----------
 
-    async def _complete(self) -> None:
+    async def complete(self) -> None:
         """Settle the frontier (if not yet) and record completed / failed with warnings."""
         left = self.unfetched if self.unfetched is not None else await self._settle_frontier()
         if self.job.kind == "recrawl":
@@ -254,9 +225,9 @@ class CrawlRunner:
             skipped = await self.frontier.skipped_summary()
             reasons = ", ".join(f"{k}: {v}" for k, v in skipped.items()) or "nothing found"
             self.warnings.append(f"Nothing was ingested: every page was skipped ({reasons}).")
-        finished = await self.app.jobs.finish(self.job.id, self.worker_id, status, error, self.warnings)
+        finished = await self.queue.finish(self.job.id, self.worker_id, status, error, self.warnings)
         if finished and status == "failed":  # every page failed: the source it created for itself goes
-            await remove_if_empty(self.app.db, self.job.id)
+            await remove_if_empty(self.pool, self.job.id)
         logger.info("job %s %s: %d pages crawled, %d failed", self.job.id, status, crawled, failed)
 
     async def _remove_unreached(self, complete: bool) -> None:
@@ -288,84 +259,3 @@ class CrawlRunner:
         known = await self.pages.known_document(url)
         deleted = known is not None and await self.pages.delete_document(known.id)
         await self.frontier.finish_row(url, replace(result, outcome="deleted" if deleted else None))
-
-    # ---------- cancel, stop, heartbeat ----------
-
-    def _interrupt(self, reason: str) -> None:
-        if not self.interrupt.is_set():
-            self.interrupt_reason = reason
-            self.interrupt.set()
-
-    async def _watch(self) -> None:
-        """Heartbeat, and turn cancel / stop / lost ownership into an interrupt (checked every 0.5 s)."""
-        last_beat = time.monotonic()
-        while not self.interrupt.is_set():
-            await wait_any((self.cancel_event, self.stop), WATCH_SECONDS)
-            if self.stop.is_set():
-                self._interrupt("stop")
-            elif self.cancel_event.is_set():
-                self._interrupt("cancel")
-            else:
-                try:
-                    last_beat = await self._beat_or_poll(last_beat)
-                except (asyncpg.PostgresError, OSError) as exc:
-                    logger.warning("job %s: heartbeat failed: %s", self.job.id, exc)
-
-    async def _beat_or_poll(self, last_beat: float) -> float:
-        if time.monotonic() - last_beat >= self.settings.job_heartbeat_seconds:
-            beat = await self.app.jobs.heartbeat(self.job.id, self.worker_id)
-            if not beat.owned:
-                self._interrupt("lost")
-            elif beat.cancel_requested:
-                self._interrupt("cancel")
-            return time.monotonic()
-        if await self.app.db.pool.fetchval("SELECT cancel_requested FROM crawl_jobs WHERE id = $1", self.job.id):
-            self._interrupt("cancel")
-        return last_beat
-
-
-async def wait_any(events: Iterable[asyncio.Event], timeout: float) -> None:
-    """Return when any event is set or `timeout` seconds have passed."""
-    waiters = [asyncio.create_task(e.wait()) for e in events]
-    try:
-        await asyncio.wait(waiters, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for waiter in waiters:
-            waiter.cancel()
-        await asyncio.gather(*waiters, return_exceptions=True)
-
-
-async def run_job(app: Archivist, job: CrawlJob, worker_id: str, stop: asyncio.Event) -> None:
-    """Run a claimed job; an unexpected error fails the job with a short message (logged in full)."""
-    try:
-        await CrawlRunner(app, job, worker_id, stop).run()
-    except asyncio.CancelledError:
-        raise
-    except InvalidArgument as exc:  # e.g. a login variable unset since the job was queued: say which
-        logger.warning("job %s: %s", job.id, exc.message)
-        await app.jobs.finish(job.id, worker_id, "failed", exc.message)
-    except Exception as exc:
-        if unavailable_from(exc) is not None:  # the database blinked: hand the job back, never fail it
-            await hand_back_when_possible(app, job, worker_id, exc)
-            return
-        logger.exception("job %s failed", job.id)
-        try:
-            await app.jobs.finish(
-                job.id, worker_id, "failed", short_error(f"internal error: {type(exc).__name__}: {exc}")
-            )
-        except Exception:
-            logger.exception("job %s: could not record the failure", job.id)
-
-
-async def hand_back_when_possible(app: Archivist, job: CrawlJob, worker_id: str, exc: BaseException) -> None:
-    """Requeue a job interrupted by a database outage (retrying for up to a minute); it resumes from its
-    frontier on the next claim. If the database stays away, the stale heartbeat requeues it anyway."""
-    logger.warning("job %s paused: the database is unavailable (%s)", job.id, type(exc).__name__)
-    for _ in range(60):
-        try:
-            await app.jobs.release(job.id, worker_id)
-            return
-        except Exception as again:
-            if unavailable_from(again) is None:
-                raise
-            await asyncio.sleep(1)

@@ -19,6 +19,7 @@ from models import Page
 from services.access.scope import current_scope
 from services.database import Database
 from services.errors import InvalidArgument, NotFound
+from services.jobs import sql as job_sql
 from services.sources import SourceService
 from services.validation import check_page, parse_uuid
 
@@ -66,9 +67,7 @@ class ChangeLog:
         if since:
             return parse_since(since), sid
         jid = parse_uuid(job_id, "job_id", JOB_HINT)
-        row = await self.db.pool.fetchrow(
-            "SELECT source_id, coalesce(started_at, created_at) AS since FROM crawl_jobs WHERE id = $1", jid
-        )
+        row = await self.db.pool.fetchrow(job_sql.SINCE_JOB, jid)
         if row is None or not current_scope().allows(row["source_id"]) or sid not in (None, row["source_id"]):
             raise NotFound(f"Job not found: {jid}", JOB_HINT)
         return row["since"], row["source_id"]

@@ -1,31 +1,27 @@
 """Folder sources: a source bound to a directory, kept in sync by background `sync` jobs.
 
-A sync job lives in `crawl_jobs` (kind 'sync') next to crawl jobs, so it is watched, listed and
-cancelled the same way; its files are rows of `crawl_frontier` (url = path relative to the folder).
-services/sync/runner.py runs one; services/sync/watch.py queues them when files change.
+A sync job is a job of kind 'sync' in the job queue (services/jobs/) next to crawl jobs, so it is
+watched, listed and cancelled the same way; its files are rows of its frontier (url = path relative to
+the folder). services/sync/runner.py runs one; services/sync/watch.py queues them when files change.
 """
 
 from __future__ import annotations
 
 import asyncio
-import logging
 from pathlib import Path
-from typing import TYPE_CHECKING
 from uuid import UUID
 
 from models import Source
 from models.jobs import CrawlParams, StartedJob
-from services.access.job_limits import insert_job, scoped_ids
+from services.access.job_limits import scoped_ids
 from services.crawl.params import _check_patterns
+from services.database import Database
 from services.errors import InvalidArgument, NotFound
+from services.jobs.queue import JobQueue
 from services.paths import resolve_caller_path
-from services.sources import LIST_HINT
+from services.settings import Settings
+from services.sources import LIST_HINT, SourceService
 from services.sync.scan import FolderConfig
-
-if TYPE_CHECKING:
-    from services.ports import AppServices as Archivist
-
-logger = logging.getLogger(__name__)
 
 FOLDER_COLUMNS = "source_id, path, include_patterns, exclude_patterns, recursive"
 
@@ -33,16 +29,18 @@ FOLDER_COLUMNS = "source_id, path, include_patterns, exclude_patterns, recursive
 class SyncService:
     """Bind directories to sources and queue their syncs."""
 
-    def __init__(self, app: Archivist) -> None:
-        self.app = app
-        self.db = app.db
+    def __init__(self, db: Database, settings: Settings, sources: SourceService, jobs: JobQueue) -> None:
+        self.db = db
+        self.settings = settings
+        self.sources = sources
+        self.jobs = jobs
         #: Set when a folder is bound in this process, so the watcher need not wait for its refresh.
         self.bound = asyncio.Event()
 
     def check_directory(self, path: str | None) -> Path:
         if not path or not str(path).strip():
             raise InvalidArgument("folder_path is required.", "Pass the directory to keep in sync, e.g. '~/notes'.")
-        resolved = resolve_caller_path(str(path), self.app.settings.allowed_paths)  # the binder's roots
+        resolved = resolve_caller_path(str(path), self.settings.allowed_paths)  # the binder's roots
         if not resolved.is_dir():
             raise InvalidArgument(
                 f"{path} is not a directory.", "Pass a directory; ingest single files with manage_document."
@@ -65,7 +63,7 @@ class SyncService:
         exclude = _check_patterns(exclude_patterns, "exclude_patterns") if exclude_patterns is not None else None
         created = False
         if source_id:
-            source = await self.app.sources.get(source_id)
+            source = await self.sources.get(source_id)
         else:
             row = await self.db.pool.fetchrow(  # only the caller's: another tenant's binding is no oracle
                 "SELECT source_id FROM source_folders WHERE path = $1 "
@@ -74,10 +72,10 @@ class SyncService:
                 scoped_ids(),
             )
             if row is not None:
-                source = await self.app.sources.get(row["source_id"])
+                source = await self.sources.get(row["source_id"])
             else:
                 name = (title or "").strip() or directory.name or str(directory)
-                source = await self.app.sources.create(name, url=directory.as_uri(), source_type="folder")
+                source = await self.sources.create(name, url=directory.as_uri(), source_type="folder")
                 created = True
         await self.db.pool.execute(
             "INSERT INTO source_folders (source_id, path, include_patterns, exclude_patterns, recursive) "
@@ -102,7 +100,7 @@ class SyncService:
         return await self.folder(source.id), created
 
     async def folder(self, source_id: str | UUID | None) -> FolderConfig:
-        source: Source = await self.app.sources.get(source_id)
+        source: Source = await self.sources.get(source_id)
         row = await self.db.pool.fetchrow(
             f"SELECT {FOLDER_COLUMNS} FROM source_folders WHERE source_id = $1", source.id
         )
@@ -138,20 +136,13 @@ class SyncService:
     async def queue(self, source_id: str | UUID | None) -> StartedJob:
         """Queue a sync of a folder source; a sync already queued for it is returned instead."""
         config = await self.folder(source_id)
-        queued = await self.db.pool.fetchval(
-            "SELECT id FROM crawl_jobs WHERE source_id = $1 AND kind = 'sync' AND status = 'queued' "
-            "AND NOT cancel_requested ORDER BY created_at LIMIT 1",
-            config.source_id,
-        )
+        queued = await self.jobs.queued(config.source_id, "sync")
         if queued is not None:
-            return StartedJob(job=await self.app.jobs.get(queued), notes=["A sync of this folder was already queued."])
+            return StartedJob(job=queued, notes=["A sync of this folder was already queued."])
         params = CrawlParams(
             url=Path(config.path).as_uri(),
             recursive=config.recursive,
             include_patterns=config.include_patterns,
             exclude_patterns=config.exclude_patterns,
         )
-        job_id = await insert_job(self.db, self.app.settings, config.source_id, "sync", params.model_dump())
-        logger.info("queued sync job %s for %s", job_id, config.path)
-        self.app.jobs.wakeup.set()
-        return StartedJob(job=await self.app.jobs.get(job_id))
+        return StartedJob(job=await self.jobs.insert(config.source_id, "sync", params.model_dump()))

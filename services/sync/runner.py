@@ -16,60 +16,65 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
+from abc import abstractmethod
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
+from uuid import UUID
 
 import asyncpg
 
-from models.jobs import CrawlJob
-from services.crawl.frontier import Frontier, RowResult, short_error
-from services.crawl.runner import wait_any
-from services.documents import NewDocument, chunk_context, content_hash
+from services.crawl.frontier import Frontier, RowResult
+from services.documents import DocumentService, NewDocument, chunk_context, content_hash
 from services.errors import NotFound, ServiceError
+from services.jobs.queue import JobQueue
+from services.jobs.run import WATCH_SECONDS, Claim, JobFailed, JobRun, short_error, wait_any
 from services.paths import resolve_allowed_path
+from services.settings import Settings
 from services.sync.scan import FolderConfig, scan
-
-if TYPE_CHECKING:
-    from services.ports import AppServices as Archivist
 
 logger = logging.getLogger(__name__)
 
 BATCH = 32
-WATCH_SECONDS = 0.5
 
 
-class SyncRunner:
-    """Runs one claimed sync job to completion, cancellation, hand-back (stop) or loss of ownership."""
+class SyncFailed(JobFailed):
+    """A sync that cannot run (its folder is gone or no longer allowed, its repository cannot be fetched)."""
 
-    def __init__(self, app: Archivist, job: CrawlJob, worker_id: str, stop: asyncio.Event) -> None:
-        self.app = app
-        self.job = job
-        self.worker_id = worker_id
-        self.stop = stop
-        self.pool = app.db.pool
-        self.frontier = Frontier(app.db.pool, job.id)
-        self.cancel_event = app.jobs.cancel_event(job.id)
-        self.interrupt = asyncio.Event()
-        self.reason: str | None = None
-        self.warnings: list[str] = []
-        self.manifest: dict[str, asyncpg.Record] = {}
-        self.config: FolderConfig | None = None
 
-    async def run(self) -> None:
-        watcher = asyncio.create_task(self._watch(), name=f"sync-watch-{self.job.id}")
-        try:
-            async with self.pool.acquire() as lock_conn:
-                if await self._lock(lock_conn):
-                    try:
-                        await self._sync()
-                    finally:
-                        await lock_conn.execute("SELECT pg_advisory_unlock(hashtextextended($1, 0))", self._key)
-            await self._conclude()
-        finally:
-            watcher.cancel()
-            await asyncio.gather(watcher, return_exceptions=True)
-            self.app.jobs.forget_cancel_event(self.job.id)
+@dataclass(frozen=True)
+class SyncTools:
+    """What a sync uses besides its queue: settings, the database pool (frontier, manifest), documents."""
+
+    settings: Settings
+    pool: asyncpg.Pool
+    documents: DocumentService
+
+
+class Folders(Protocol):
+    """Where a folder sync finds its binding (services.sync.SyncService)."""
+
+    async def folder(self, source_id: UUID | None) -> FolderConfig: ...
+
+
+class SourceSync(JobRun):
+    """A sync of one source, folder or git: one at a time per source (an advisory lock), then the
+    kind's `_sync`; it completes by recording the sync on the source (`_mark_synced`)."""
+
+    def __init__(self, claim: Claim, queue: JobQueue, tools: SyncTools) -> None:
+        super().__init__(claim, queue, tools.settings.job_heartbeat_seconds)
+        self.settings = tools.settings
+        self.pool = tools.pool
+        self.documents = tools.documents
+        self.frontier = Frontier(tools.pool, claim.job.id)
+
+    async def work(self) -> None:
+        async with self.pool.acquire() as lock_conn:
+            if await self._lock(lock_conn):
+                try:
+                    await self._sync()
+                finally:
+                    await lock_conn.execute("SELECT pg_advisory_unlock(hashtextextended($1, 0))", self._key)
 
     @property
     def _key(self) -> str:
@@ -83,10 +88,36 @@ class SyncRunner:
             await wait_any((self.interrupt,), WATCH_SECONDS)
         return False
 
+    @abstractmethod
     async def _sync(self) -> None:
-        config = self.config = await self.app.sync.folder(self.job.source_id)
+        """The sync itself, holding the source's lock."""
+
+    @abstractmethod
+    async def _mark_synced(self) -> None:
+        """Record on the source that a sync completed."""
+
+    async def complete(self) -> None:
+        await self._mark_synced()
+        failed = await self.frontier.count("state = 'failed'")
+        if failed:
+            self.warnings.append(f"{failed} files could not be read; see recent_errors.")
+        await self.queue.finish(self.job.id, self.worker_id, "completed", None, self.warnings)
+        logger.info("sync %s completed", self.job.id)
+
+
+class SyncRunner(SourceSync):
+    """Runs one claimed sync of a folder source."""
+
+    def __init__(self, claim: Claim, queue: JobQueue, tools: SyncTools, folders: Folders) -> None:
+        super().__init__(claim, queue, tools)
+        self.folders = folders
+        self.manifest: dict[str, asyncpg.Record] = {}
+        self.config: FolderConfig | None = None
+
+    async def _sync(self) -> None:
+        config = self.config = await self.folders.folder(self.job.source_id)
         try:
-            root = resolve_allowed_path(config.path, self.app.settings.allowed_paths)
+            root = resolve_allowed_path(config.path, self.settings.allowed_paths)
         except ServiceError as exc:  # unmounted / moved / no longer allowed: fail, delete nothing
             raise SyncFailed(f"The folder cannot be read: {exc.message}") from None
         if not root.is_dir():
@@ -106,7 +137,7 @@ class SyncRunner:
                 if relative in self.manifest:  # else settled already (renamed)
                     await self._remove(root, relative)
         if not self.interrupt.is_set():  # every file is keyword-searchable: embed the rest, then complete
-            await self.app.documents.backlog.drain(await self.frontier.written_documents(), self.interrupt)
+            await self.documents.backlog.drain(await self.frontier.written_documents(), self.interrupt)
 
     # ---------- seeding ----------
 
@@ -118,10 +149,10 @@ class SyncRunner:
         self.manifest = {r["path"]: r for r in rows}
 
     async def _seed_once(self, root: Path, config: FolderConfig) -> None:
-        if await self.pool.fetchval("SELECT seeded FROM crawl_jobs WHERE id = $1", self.job.id):
+        if await self.queue.seeded(self.job.id):
             return
         found = await asyncio.to_thread(scan, root, config)
-        limit = self.app.settings.sync_max_files
+        limit = self.settings.sync_max_files
         if len(found) > limit:
             self.warnings.append(f"The folder has {len(found)} matching files; only {limit} are synced.")
         rows: list[tuple[str, int, str, str, str | None, str | None, Any, str | None]] = []
@@ -151,7 +182,7 @@ class SyncRunner:
                 self.job.id,
                 *[list(column) for column in zip(*rows, strict=True)] if rows else [[]] * 8,
             )
-            await conn.execute("UPDATE crawl_jobs SET seeded = true WHERE id = $1", self.job.id)
+            await self.queue.mark_seeded(self.job.id, conn)
 
     # ---------- files ----------
 
@@ -174,7 +205,7 @@ class SyncRunner:
         if not to_ingest:
             return
         items = [item for *_, item in to_ingest]
-        results = await self.app.documents.ingest_many(self.job.source_id, items, embed=False)  # the backlog embeds
+        results = await self.documents.ingest_many(self.job.source_id, items, embed=False)  # the backlog embeds
         for (relative, size, mtime_ns, digest, _), result in zip(to_ingest, results, strict=True):
             await self._remember(relative, size, mtime_ns, digest, result.document.id)
             await self.frontier.finish_row(
@@ -201,7 +232,7 @@ class SyncRunner:
         if known is not None and known["size"] == st.st_size and known["mtime_ns"] == st.st_mtime_ns:
             await self._done_unchanged(relative, known["content_hash"], known["document_id"])
             return None
-        item = await self.app.documents.read_file(path, None, None, {"folder_path": relative}, relative=relative)
+        item = await self.documents.read_file(path, None, None, {"folder_path": relative}, relative=relative)
         digest = content_hash(item.content)
         if known is not None and known["content_hash"] == digest:
             await self._remember(relative, st.st_size, st.st_mtime_ns, digest, known["document_id"])
@@ -289,7 +320,7 @@ class SyncRunner:
         )
         if document_id is not None and not shared:
             try:
-                await self.app.documents.delete(document_id)
+                await self.documents.delete(document_id)
                 deleted = True
             except NotFound:
                 pass
@@ -297,55 +328,10 @@ class SyncRunner:
             relative, RowResult("gone", outcome="deleted" if deleted else None, error="deleted from the folder")
         )
 
-    # ---------- the end, cancel, stop, heartbeat ----------
-
-    async def _conclude(self) -> None:
-        if self.reason == "lost":
-            logger.warning("sync %s was taken over by another worker", self.job.id)
-        elif self.reason == "stop":
-            await self.app.jobs.release(self.job.id, self.worker_id)
-        elif self.reason == "cancel":
-            await self.frontier.recover()
-            await self.app.jobs.finish(self.job.id, self.worker_id, "cancelled", None, self.warnings)
-        else:
-            await self._mark_synced()
-            failed = await self.frontier.count("state = 'failed'")
-            if failed:
-                self.warnings.append(f"{failed} files could not be read; see recent_errors.")
-            await self.app.jobs.finish(self.job.id, self.worker_id, "completed", None, self.warnings)
-            logger.info("sync %s completed", self.job.id)
+    # ---------- the end ----------
 
     async def _mark_synced(self) -> None:
         """Record on the source that a sync completed."""
         await self.pool.execute(
             "UPDATE source_folders SET last_synced_at = now() WHERE source_id = $1", self.job.source_id
         )
-
-    def _interrupt(self, reason: str) -> None:
-        if not self.interrupt.is_set():
-            self.reason = reason
-            self.interrupt.set()
-
-    async def _watch(self) -> None:
-        last_beat = time.monotonic()
-        while not self.interrupt.is_set():
-            await wait_any((self.cancel_event, self.stop), WATCH_SECONDS)
-            if self.stop.is_set():
-                self._interrupt("stop")
-            elif self.cancel_event.is_set():
-                self._interrupt("cancel")
-            elif time.monotonic() - last_beat >= self.app.settings.job_heartbeat_seconds:
-                try:
-                    beat = await self.app.jobs.heartbeat(self.job.id, self.worker_id)
-                except (asyncpg.PostgresError, OSError) as exc:
-                    logger.warning("sync %s: heartbeat failed: %s", self.job.id, exc)
-                    continue
-                last_beat = time.monotonic()
-                if not beat.owned:
-                    self._interrupt("lost")
-                elif beat.cancel_requested:
-                    self._interrupt("cancel")
-
-
-class SyncFailed(Exception):
-    """A sync that cannot run (its folder is gone or no longer allowed, its repository cannot be fetched)."""

@@ -11,17 +11,14 @@ from __future__ import annotations
 import asyncio
 import logging
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from watchfiles import Change, awatch
 
 from services.access.scope import server_scope, use_scope
-from services.crawl.runner import wait_any
 from services.errors import ServiceError
+from services.jobs.run import wait_any
+from services.sync import SyncService
 from services.sync.scan import FolderConfig
-
-if TYPE_CHECKING:
-    from services.ports import AppServices as Archivist
 
 logger = logging.getLogger(__name__)
 
@@ -43,58 +40,58 @@ def sources_touched(folders: list[FolderConfig], changes: set[tuple[Change, str]
     return touched
 
 
-async def queue_syncs(app: Archivist, source_ids: set[str]) -> None:
+async def queue_syncs(sync: SyncService, source_ids: set[str]) -> None:
     for source_id in sorted(source_ids):
         try:
-            started = await app.sync.queue(source_id)
+            started = await sync.queue(source_id)
             logger.info("watch: sync %s queued for source %s", started.job.id, source_id)
         except ServiceError as exc:
             logger.warning("watch: could not queue a sync of %s: %s", source_id, exc.message)
 
 
-async def watch_folders(app: Archivist, stop: asyncio.Event) -> None:
+async def watch_folders(sync: SyncService, stop: asyncio.Event) -> None:
     """Until `stop`: catch up once, then sync folder sources as their files change."""
-    folders = await app.sync.folders()
+    folders = await sync.folders()
     logger.info("folder watcher started: catching up with %d folder sources", len(folders))
-    await queue_syncs(app, {str(f.source_id) for f in folders})
+    await queue_syncs(sync, {str(f.source_id) for f in folders})
     while not stop.is_set():
         existing = [f for f in folders if Path(f.path).is_dir()]
         if not existing:
-            await wait_any((stop, app.sync.bound), REFRESH_SECONDS)
-            app.sync.bound.clear()
-            folders = await app.sync.folders()
+            await wait_any((stop, sync.bound), REFRESH_SECONDS)
+            sync.bound.clear()
+            folders = await sync.folders()
             continue
         logger.info("watching %d folder sources", len(existing))
         refresh = asyncio.Event()
-        refresher = asyncio.create_task(_wait_for_new_folders(app, folders, stop, refresh))
+        refresher = asyncio.create_task(_wait_for_new_folders(sync, folders, stop, refresh))
         try:
             async for changes in awatch(
                 *[f.path for f in existing],
                 stop_event=refresh,
-                debounce=app.settings.watch_debounce_ms,
+                debounce=sync.settings.watch_debounce_ms,
                 step=50,
                 recursive=True,
             ):
-                await queue_syncs(app, sources_touched(existing, changes))
+                await queue_syncs(sync, sources_touched(existing, changes))
         finally:
             refresher.cancel()
             await asyncio.gather(refresher, return_exceptions=True)
         if not stop.is_set():
-            folders = await app.sync.folders()
+            folders = await sync.folders()
 
 
 async def _wait_for_new_folders(
-    app: Archivist, folders: list[FolderConfig], stop: asyncio.Event, refresh: asyncio.Event
+    sync: SyncService, folders: list[FolderConfig], stop: asyncio.Event, refresh: asyncio.Event
 ) -> None:
     """Set `refresh` when the server stops or the set of folder sources changes."""
     current = {
         (f.source_id, f.path, tuple(f.include_patterns), tuple(f.exclude_patterns), f.recursive) for f in folders
     }
     while not stop.is_set():
-        await wait_any((stop, app.sync.bound), REFRESH_SECONDS)
-        app.sync.bound.clear()
+        await wait_any((stop, sync.bound), REFRESH_SECONDS)
+        sync.bound.clear()
         try:
-            latest = await app.sync.folders()
+            latest = await sync.folders()
         except Exception as exc:  # a database hiccup: keep watching what we have
             logger.warning("watch: could not list folder sources: %s", exc)
             continue
@@ -106,17 +103,17 @@ async def _wait_for_new_folders(
     refresh.set()
 
 
-async def run_watcher(app: Archivist, stop: asyncio.Event) -> None:
+async def run_watcher(sync: SyncService, stop: asyncio.Event) -> None:
     """watch_folders that logs and retries instead of dying (e.g. a watched folder vanished). The
     watcher is the owner's own (`serve --watch`): it queues syncs as the local owner."""
     with use_scope(server_scope("local")):
-        await watch_until_stopped(app, stop)
+        await watch_until_stopped(sync, stop)
 
 
-async def watch_until_stopped(app: Archivist, stop: asyncio.Event) -> None:
+async def watch_until_stopped(sync: SyncService, stop: asyncio.Event) -> None:
     while not stop.is_set():
         try:
-            await watch_folders(app, stop)
+            await watch_folders(sync, stop)
         except asyncio.CancelledError:
             raise
         except Exception:

@@ -26,10 +26,8 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from models.jobs import CrawlJob, CrawlParams
-from services.access.job_limits import insert_job
-from services.app import Archivist
+from services.app import Archivist, run_worker
 from services.errors import InvalidArgument
-from services.worker import run_worker
 from tests.fixture_site import FixtureSite, html_page
 from tests.git_server import GitServer
 from tests.security.helpers import http_server, server_env
@@ -101,8 +99,8 @@ async def test_a_stored_binding_naming_a_server_variable_is_refused_at_queue_and
     with pytest.raises(InvalidArgument, match="server's own variables"):
         await git_app.git.queue(config.source_id)
     params = CrawlParams(url=config.url).model_dump()
-    job_id = await insert_job(git_app.db, git_app.settings, config.source_id, "sync", params)
-    job = await run_job(git_app, job_id)
+    queued = await git_app.jobs.insert(config.source_id, "git", params)
+    job = await run_job(git_app, queued.id)
     assert job.status == "failed" and "server's own variables" in (job.error or ""), job
     assert not leaked(git_server, secret)
 

@@ -22,11 +22,10 @@ import urllib3
 from dulwich.server import update_server_info
 
 from models.jobs import CrawlJob
-from services.app import Archivist
+from services.app import Archivist, run_worker
 from services.net import safety
 from services.sync.git import remote
 from services.sync.git.remote import BoundedGitClient
-from services.worker import run_worker
 from tests.conftest import make_settings
 from tests.git_server import GitServer, Repository
 from tests.security.ssrf_support import PRIVATE, PUBLIC, RebindingDNS, Trap, pretend_public

@@ -18,6 +18,7 @@ import pytest
 import pytest_asyncio
 from mcp import Client, StdioServerParameters
 
+from models.jobs import CrawlRequest
 from services.access.scope import Scope, use_scope
 from services.errors import Conflict
 from services.settings import Settings
@@ -56,8 +57,8 @@ async def tenants(app: Any, files_dir: Path) -> Tenants:
         plans = await app.sources.create(title="Hidden Plans")
         lib = await app.sources.create(title="Hidden Lib", url=LIB_URL, version="2.0")
         memo, _ = await app.sources.get_or_create("Hidden Memo")
-        crawl = (await app.jobs.start(CRAWL_URL, title="Hidden Site")).job.source_id
-        host = (await app.jobs.start(CRAWL_URL)).job.source_id  # titled after the host: 127.0.0.1:9
+        crawl = (await app.crawl.start(CrawlRequest(url=CRAWL_URL, title="Hidden Site"))).job.source_id
+        host = (await app.crawl.start(CrawlRequest(url=CRAWL_URL))).job.source_id  # titled after the host: 127.0.0.1:9
         folder = (await app.sync.bind(str(shared)))[0].source_id
         repo = (await app.git.bind(GIT_URL))[0].source_id
         case = await app.sources.create(title="HIDDEN CASE")

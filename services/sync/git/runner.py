@@ -7,7 +7,8 @@ git/tree.py) and writes the plan as frontier rows: a file to (re)ingest is a pen
 the queue resumes the same plan. `git_files` (path -> blob, document) is the manifest of what is
 stored; a changed file keeps its document (its URL moves to the new commit before it is ingested
 again), a renamed one too (nothing is re-embedded when its content is the same).
-Lifecycle (one sync per source, cancel, hand-back, heartbeat, the end) is the folder runner's.
+One sync per source at a time, and the end, are SourceSync's (services/sync/runner.py); cancel,
+hand-back and heartbeat are every job's (services/jobs/run.py).
 """
 
 from __future__ import annotations
@@ -22,13 +23,16 @@ from uuid import UUID
 import asyncpg
 from dulwich.repo import Repo
 
-from services.crawl.frontier import RowResult, short_error
+from services.crawl.frontier import RowResult
 from services.documents import NewDocument, chunk_context
 from services.errors import NotFound, ServiceError
+from services.jobs.queue import JobQueue
+from services.jobs.run import Claim, short_error
 from services.sync.git.config import GitConfig, read_credentials
 from services.sync.git.remote import FetchFailed, fetch_ref, open_clone
+from services.sync.git.service import GitService
 from services.sync.git.tree import Plan, bounded, lookup_blob, plan_sync
-from services.sync.runner import BATCH, SyncFailed, SyncRunner
+from services.sync.runner import BATCH, SourceSync, SyncFailed, SyncTools
 
 logger = logging.getLogger(__name__)
 
@@ -51,8 +55,8 @@ class Pending:
     previous: str | None  # the manifest path whose document it takes over (itself, or the renamed one)
 
 
-class GitSyncRunner(SyncRunner):
-    """The folder runner's lifecycle around a git sync."""
+class GitSyncRunner(SourceSync):
+    """Runs one claimed sync of a git source."""
 
     git: GitConfig
     commit: str
@@ -60,12 +64,16 @@ class GitSyncRunner(SyncRunner):
     tree: bytes
     files: dict[str, Stored]
 
+    def __init__(self, claim: Claim, queue: JobQueue, tools: SyncTools, repositories: GitService) -> None:
+        super().__init__(claim, queue, tools)
+        self.repositories = repositories
+
     async def _sync(self) -> None:
-        self.git = await self.app.git.config(self.job.source_id)
+        self.git = await self.repositories.config(self.job.source_id)
         await self.frontier.recover()
         self.files = await self._manifest()
         await self._seed_git()
-        self.repo = await asyncio.to_thread(open_clone, self.git.directory(self.app.settings.data_dir))
+        self.repo = await asyncio.to_thread(open_clone, self.git.directory(self.settings.data_dir))
         try:
             commit = self.repo.object_store[self.commit.encode()] if self.commit.encode() in self.repo else None
             if commit is None:  # the clone was removed while the job waited in the queue
@@ -82,7 +90,7 @@ class GitSyncRunner(SyncRunner):
         finally:
             self.repo.close()
         if not self.interrupt.is_set():  # every file is keyword-searchable: embed the rest, then complete
-            await self.app.documents.backlog.drain(await self.frontier.written_documents(), self.interrupt)
+            await self.documents.backlog.drain(await self.frontier.written_documents(), self.interrupt)
 
     async def _manifest(self) -> dict[str, Stored]:
         rows = await self.pool.fetch(
@@ -93,12 +101,12 @@ class GitSyncRunner(SyncRunner):
     # ---------- seeding ----------
 
     async def _seed_git(self) -> None:
-        if await self.pool.fetchval("SELECT seeded FROM crawl_jobs WHERE id = $1", self.job.id):
+        if await self.queue.seeded(self.job.id):
             if self.git.syncing_commit:
                 self.commit = self.git.syncing_commit
                 return
         try:
-            await self.app.git.prune_clones()
+            await self.repositories.prune_clones()
         except OSError as exc:  # housekeeping must not stop a sync
             logger.warning("git sync %s: could not remove old clones: %s", self.job.id, exc)
         self.commit = await self._fetch()
@@ -126,12 +134,12 @@ class GitSyncRunner(SyncRunner):
             await conn.execute(
                 "UPDATE source_git SET syncing_commit = $2 WHERE source_id = $1", self.job.source_id, self.commit
             )
-            await conn.execute("UPDATE crawl_jobs SET seeded = true WHERE id = $1", self.job.id)
+            await self.queue.mark_seeded(self.job.id, conn)
 
     async def _fetch(self) -> str:
         credentials = read_credentials(self.git.auth_env)  # InvalidArgument naming the variable
-        directory = self.git.directory(self.app.settings.data_dir)
-        settings = self.app.settings
+        directory = self.git.directory(self.settings.data_dir)
+        settings = self.settings
         try:
             return await asyncio.to_thread(
                 fetch_ref,
@@ -147,10 +155,10 @@ class GitSyncRunner(SyncRunner):
             raise SyncFailed(str(exc)) from None
 
     def _plan(self) -> tuple[Plan, list[str]]:
-        repo = open_clone(self.git.directory(self.app.settings.data_dir))
+        repo = open_clone(self.git.directory(self.settings.data_dir))
         try:
             manifest = {path: stored.blob for path, stored in self.files.items()}
-            settings = self.app.settings
+            settings = self.settings
             return plan_sync(
                 repo.object_store, self.git, self.commit, manifest, settings.sync_max_files, settings.max_file_bytes
             )
@@ -189,7 +197,7 @@ class GitSyncRunner(SyncRunner):
         """Settle a file that needs no embedding (unchanged, renamed as is); else what to ingest. A blob
         over the file cap fails here, from its header, before it is inflated (OverBudget)."""
         assert self.repo is not None
-        store = bounded(self.repo.object_store, self.app.settings.max_file_bytes)
+        store = bounded(self.repo.object_store, self.settings.max_file_bytes)
         blob = await asyncio.to_thread(lookup_blob, store, self.tree, path)
         if blob is None:
             await self.frontier.finish_row(path, RowResult("skipped", skip_reason="vanished"))
@@ -209,7 +217,7 @@ class GitSyncRunner(SyncRunner):
     async def _parse(self, data: bytes, path: str) -> NewDocument:
         url = self.git.document_url(self.commit, path)
         metadata = {"repository": self.git.url, "ref": self.git.ref, "path": path, "commit": self.commit}
-        return await self.app.documents.parse_file(data, PurePosixPath(path), path, None, url, metadata, relative=path)
+        return await self.documents.parse_file(data, PurePosixPath(path), path, None, url, metadata, relative=path)
 
     async def _move(self, old: str, new: str, blob: str, document_id: UUID, item: NewDocument) -> None:
         """A file renamed with its content unchanged: its document moves, nothing is re-embedded."""
@@ -254,7 +262,7 @@ class GitSyncRunner(SyncRunner):
                 except asyncpg.UniqueViolationError:
                     pass  # a document already has that URL: the ingest updates that one
         items = [p.item for p in batch]
-        results = await self.app.documents.ingest_many(self.job.source_id, items, embed=False)  # the backlog embeds
+        results = await self.documents.ingest_many(self.job.source_id, items, embed=False)  # the backlog embeds
         for pending, result in zip(batch, results, strict=True):
             old = self.files.get(pending.previous) if pending.previous else None
             async with self.pool.acquire() as conn, conn.transaction():
@@ -315,7 +323,7 @@ class GitSyncRunner(SyncRunner):
         if any(s.document_id == document_id for s in self.files.values()):
             return False
         try:
-            await self.app.documents.delete(document_id)
+            await self.documents.delete(document_id)
         except NotFound:
             return False
         return True
@@ -331,4 +339,4 @@ class GitSyncRunner(SyncRunner):
                 self.commit,
                 self.git.patterns_key(),
             )
-        await self.app.git.show(replace(self.git, last_commit=self.commit, last_synced_at=row["last_synced_at"]))
+        await self.repositories.show(replace(self.git, last_commit=self.commit, last_synced_at=row["last_synced_at"]))

@@ -1,4 +1,4 @@
-"""GitService: bind repositories to sources and queue their syncs (the same `sync` jobs as folders)."""
+"""GitService: bind repositories to sources and queue their syncs (jobs of kind `git`, shown as syncs)."""
 
 from __future__ import annotations
 
@@ -6,15 +6,15 @@ import asyncio
 import logging
 import shutil
 from pathlib import Path
-from typing import TYPE_CHECKING
 from uuid import UUID
 
 from models import Source
 from models.jobs import CrawlParams, StartedJob
-from services.access.job_limits import insert_job, scoped_ids
+from services.access.job_limits import scoped_ids
 from services.crawl.params import _check_patterns
 from services.database import Database
 from services.errors import InvalidArgument, NotFound
+from services.jobs.queue import JobQueue
 from services.net.safety import check_url_allowed
 from services.settings import Settings
 from services.sources import LIST_HINT, SourceService
@@ -26,9 +26,6 @@ from services.sync.git.config import (
     check_ref,
     default_title,
 )
-
-if TYPE_CHECKING:
-    from services.jobs import JobService
 
 logger = logging.getLogger(__name__)
 
@@ -42,7 +39,7 @@ BIND_HINT = "Bind one with crawl_website(action='sync', git_url=..., source_id=.
 class GitService:
     """Git sources: a source bound to one ref of a remote repository."""
 
-    def __init__(self, db: Database, settings: Settings, sources: SourceService, jobs: JobService) -> None:
+    def __init__(self, db: Database, settings: Settings, sources: SourceService, jobs: JobQueue) -> None:
         self.db = db
         self.settings = settings
         self.sources = sources
@@ -178,20 +175,13 @@ class GitService:
         """Queue a sync of a git source; a sync already queued for it is returned instead."""
         config = await self.config(source_id)
         check_auth_env(config.auth_env)  # a variable unset since binding: say so now, not in the job
-        queued = await self.db.pool.fetchval(
-            "SELECT id FROM crawl_jobs WHERE source_id = $1 AND kind = 'sync' AND status = 'queued' "
-            "AND NOT cancel_requested ORDER BY created_at LIMIT 1",
-            config.source_id,
-        )
+        queued = await self.jobs.queued(config.source_id, "git")
         if queued is not None:
-            return StartedJob(job=await self.jobs.get(queued), notes=["A sync of this repository was already queued."])
+            return StartedJob(job=queued, notes=["A sync of this repository was already queued."])
         params = CrawlParams(
             url=config.url, include_patterns=config.include_patterns, exclude_patterns=config.exclude_patterns
         )
-        job_id = await insert_job(self.db, self.settings, config.source_id, "sync", params.model_dump())
-        logger.info("queued git sync job %s for %s (%s)", job_id, config.url, config.ref)
-        self.jobs.wakeup.set()
-        return StartedJob(job=await self.jobs.get(job_id))
+        return StartedJob(job=await self.jobs.insert(config.source_id, "git", params.model_dump()))
 
     async def prune_clones(self) -> int:
         """Remove the clones of sources that are no longer git sources (deleting a source leaves its
