@@ -233,7 +233,7 @@ class AccessMiddleware:
     def gates(self, method: str) -> bool:
         if method in OPEN_METHODS or method.startswith("notifications/") or method == "tools/call":
             return False
-        return self.server._lowlevel_server.get_request_handler(method) is not None
+        return bool(self.server.serves(method))
 
     async def __call__(self, ctx: Any, call_next: Any) -> Any:
         if not self.gates(ctx.method):

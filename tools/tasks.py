@@ -105,11 +105,12 @@ class JobTasks(Extension):
 
     async def job(self, ctx: Any, params: TaskParams) -> CrawlJob:
         if not declares_tasks(ctx):
-            required = {"requiredCapabilities": {"extensions": {TASKS: {}}}}
+            required: dict[str, Any] = {"requiredCapabilities": {"extensions": {TASKS: {}}}}
             raise MCPError(MISSING_CAPABILITY, "Missing required client capability", required)
         try:
             app = await self.server.runtime.get()
-            return await app.jobs.get(params.taskId)
+            job: CrawlJob = await app.jobs.get(params.taskId)
+            return job
         except ServiceError as exc:  # unknown, malformed or out of scope: all read as not found
             raise MCPError(INVALID_PARAMS, f"Failed to retrieve task: {exc.message}") from None
 
