@@ -27,7 +27,6 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
-from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
 from mcp.types import INTERNAL_ERROR, INVALID_PARAMS
 
@@ -248,7 +247,8 @@ class GuardedServer(Protocol):
 
     runtime: Runtime
     profiles: list[str]
-    _lowlevel_server: Server[Any]
+
+    def serves(self, method: str) -> bool: ...
 
 
 class AccessMiddleware:
@@ -260,7 +260,7 @@ class AccessMiddleware:
     def gates(self, method: str) -> bool:
         if method in OPEN_METHODS or method.startswith("notifications/") or method == "tools/call":
             return False
-        return self.server._lowlevel_server.get_request_handler(method) is not None
+        return bool(self.server.serves(method))
 
     async def __call__(self, ctx: Any, call_next: Any) -> Any:
         if not self.gates(ctx.method):

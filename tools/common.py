@@ -6,14 +6,14 @@ import asyncio
 import json
 import logging
 import math
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 from uuid import UUID
 
 from mcp.shared.exceptions import MCPError
-from mcp.types import INTERNAL_ERROR, INVALID_PARAMS, CallToolResult, ResourceLink, TextContent
+from mcp.types import INTERNAL_ERROR, INVALID_PARAMS, CallToolResult, InputRequiredResult, ResourceLink, TextContent
 
 from models import Document, Page, Source
 from services.access.disclosure import outgoing_text
@@ -21,7 +21,10 @@ from services.access.scope import current_scope
 from services.documents.freshness import freshness_fields
 from services.documents.text import mime_type
 from services.errors import CallTimeout, InvalidArgument, ServiceError, service_error_from
-from services.validation import MAX_PER_PAGE, clean_text
+from services.validation import MAX_PER_PAGE
+
+if TYPE_CHECKING:
+    from services.app import Archivist, Runtime
 
 logger = logging.getLogger(__name__)
 
@@ -129,10 +132,14 @@ def rpc_error(exc: ServiceError) -> MCPError:
     return MCPError(code=RPC_CODES.get(exc.code, INTERNAL_ERROR), message=message, data=data)
 
 
-async def run_tool(name: str, body: Callable[[], Awaitable[dict[str, Any]]]) -> CallToolResult:
-    """Run a tool body; service errors become the error contract, anything else INTERNAL (logged)."""
+async def run_tool(
+    name: str, body: Callable[[], Awaitable[dict[str, Any] | InputRequiredResult]]
+) -> CallToolResult | InputRequiredResult:
+    """Run a tool body; service errors become the error contract, anything else INTERNAL (logged). A body
+    that asks the client first (an `InputRequiredResult`: MCP sampling, tools/sampling.py) returns it."""
     try:
-        return success(await body())
+        payload = await body()
+        return payload if isinstance(payload, InputRequiredResult) else success(payload)
     except ServiceError as exc:
         logger.info("%s: %s %s", name, exc.code, exc.message)
         return failure_from(exc)
@@ -157,7 +164,7 @@ def cut(text: str | None, limit: int = TEXT_LIMIT) -> tuple[str | None, bool]:
     return text[: limit - 1] + "…", True
 
 
-def require_action(action: str | None, handlers: dict[str, Any]) -> Any:
+def require_action(action: str | None, handlers: Mapping[str, H]) -> H:
     if not action or action not in handlers:
         raise InvalidArgument(
             f"Unknown action: {action!r}." if action else "action is required.",
@@ -167,7 +174,7 @@ def require_action(action: str | None, handlers: dict[str, Any]) -> Any:
 
 
 @asynccontextmanager
-async def call_time_limit(app: Any, label: str, extra: float = 0.0) -> AsyncIterator[None]:
+async def call_time_limit(app: Archivist, label: str, extra: float = 0.0) -> AsyncIterator[None]:
     """The per-call execution limit (ARCHIVIST_CALL_TIMEOUT_SECONDS, plus `extra`): past it the work
     is cancelled (transactions roll back) and the call answers TIMEOUT, retryable."""
     limit = float(getattr(app.settings, "call_timeout_seconds", 60.0)) + extra
@@ -180,20 +187,34 @@ async def call_time_limit(app: Any, label: str, extra: float = 0.0) -> AsyncIter
         ) from None
 
 
-async def dispatch(
-    tool: str, runtime: Any, actions: dict[str, Any], action: str | None, args: dict[str, Any]
-) -> CallToolResult:
-    """Run the handler for `action` with the started services and the tool's arguments (the server's
+class ActionArguments(Protocol):
+    """What dispatch needs of a tool's arguments (tools.arguments.ToolArguments with an `action`)."""
+
+    @property
+    def action(self) -> str: ...
+
+    def cleaned(self: A) -> A: ...
+
+    def model_copy(self: A, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> A: ...
+
+
+A = TypeVar("A", bound=ActionArguments)
+H = TypeVar("H")
+Handler = Callable[["Archivist", A], Awaitable[dict[str, Any]]]
+
+
+async def dispatch(tool: str, runtime: Runtime, actions: Mapping[str, Handler[A]], args: A) -> CallToolResult:
+    """Run the handler for `args.action` with the started services and the tool's arguments (the server's
     call_tool has set the caller's scope and audits the call; see access/guard.py)."""
 
     async def body() -> dict[str, Any]:
+        action = args.action
         handler = require_action(action, actions)
-        cleaned = clean_text(args)  # NUL etc. removed from every text argument, at one place
-        note = clamp_per_page(cleaned)
+        cleaned, note = clamp_per_page(args.cleaned())  # NUL etc. removed from every text, at one place
         app = await runtime.get()
         if action in WRITE_ACTIONS:
             current_scope().check_write(f"{tool}(action='{action}')")
-        extra = float(cleaned.get("wait_seconds") or 0) if action == "status" else 0.0
+        extra = float(getattr(cleaned, "wait_seconds", 0) or 0) if action == "status" else 0.0
         async with call_time_limit(app, f"{tool}(action='{action}')", extra):
             if action in READ_ACTIONS:
                 async with app.db.reading():
@@ -202,19 +223,21 @@ async def dispatch(
                 payload = await handler(app, cleaned)
         return {**payload, "note": note} if note else payload
 
-    return await run_tool(tool, body)
+    result = await run_tool(tool, body)
+    assert isinstance(result, CallToolResult)  # the handlers return payloads, never a question
+    return result
 
 
 WRITE_ACTIONS = frozenset({"create", "update", "delete", "start", "cancel", "recrawl", "sync"})
 
 
-def clamp_per_page(args: dict[str, Any]) -> str | None:
+def clamp_per_page(args: A) -> tuple[A, str | None]:
     """per_page above the maximum is clamped (tools-spec); the reply then carries a note."""
-    per_page = args.get("per_page")
+    per_page = getattr(args, "per_page", None)
     if isinstance(per_page, int) and per_page > MAX_PER_PAGE:
-        args["per_page"] = MAX_PER_PAGE
-        return f"per_page {per_page} was clamped to {MAX_PER_PAGE} (the maximum)."
-    return None
+        note = f"per_page {per_page} was clamped to {MAX_PER_PAGE} (the maximum)."
+        return args.model_copy(update={"per_page": MAX_PER_PAGE}), note
+    return args, None
 
 
 def page_fields(page: Page[Any], key: str, items: list[dict[str, Any]]) -> dict[str, Any]:

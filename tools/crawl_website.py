@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import logging
-from typing import Any, Literal
+from functools import partial
+from typing import Annotated, Any, Literal
+from uuid import UUID
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import CallToolResult, ToolAnnotations
@@ -11,11 +13,50 @@ from mcp.types import CallToolResult, ToolAnnotations
 from models.jobs import CrawlJob, CrawlRequest, StartedJob
 from services.app import Archivist, Runtime
 from services.errors import InvalidArgument
+from tools.arguments import ToolArguments, tool_function
 from tools.common import cut, dispatch, page_fields
-from tools.schemas import publish
+from tools.schemas import CrawlReply
 
 logger = logging.getLogger(__name__)
+NAME = "crawl_website"
+DESCRIPTION = """Background jobs filling a source from sites, folders or git.
 
+start: url; into source_id or a source by title (default: host). recursive: follow links to
+  max_depth (max 5), sitemaps, llms.txt; max_pages (max 100); include/exclude_patterns: path
+  globs. Obeys robots.txt. Login: headers/cookies {name: 'env:VAR'} (start host, auth_hosts).
+status: job_id; wait_seconds (max 30). list: status, source_id, page, per_page. cancel: job_id.
+recrawl: source_id, job_id or url; only changed pages re-embedded.
+sync: folder_path, git_url (ref, auth_env: token env var NAME, browse_url with {commit}, {path})
+  or source_id; new/changed files ingested, deleted removed."""
+
+
+class CrawlArguments(ToolArguments):
+    action: Literal["start", "status", "list", "cancel", "recrawl", "sync"] = "start"
+    url: str | None = None
+    job_id: str | None = None
+    source_id: str | None = None
+    title: str | None = None
+    recursive: bool | None = None
+    max_depth: int | None = None
+    max_pages: int | None = None
+    include_patterns: list[str] | None = None
+    exclude_patterns: list[str] | None = None
+    scope: Literal["same-host", "same-domain", "under-path"] | None = None
+    headers: dict[str, Any] | None = None
+    cookies: dict[str, Any] | None = None
+    auth_hosts: list[str] | None = None
+    folder_path: str | None = None
+    git_url: str | None = None
+    ref: str | None = None
+    auth_env: str | None = None
+    browse_url: str | None = None
+    wait_seconds: float = 0
+    status: Literal["queued", "running", "completed", "failed", "cancelled"] | None = None
+    page: int = 1
+    per_page: int = 10
+
+
+ARGUMENTS = CrawlArguments
 MAX_WAIT_SECONDS = 30.0
 SHOWN_ERRORS = 5
 ERROR_TEXT_LIMIT = 300
@@ -146,47 +187,50 @@ class ProgressReporter:
 async def maybe_wait(app: Archivist, job: CrawlJob, wait: float, ctx: Context | None) -> CrawlJob:
     if wait <= 0 or job.finished:
         return job
-    return await app.jobs.wait(job.id, wait, ProgressReporter(ctx))
+    waited: CrawlJob = await app.jobs.wait(job.id, wait, ProgressReporter(ctx))
+    return waited
 
 
-async def started_payload(app: Archivist, started: StartedJob, args: dict[str, Any]) -> dict[str, Any]:
+async def started_payload(
+    app: Archivist, started: StartedJob, args: CrawlArguments, ctx: Context | None
+) -> dict[str, Any]:
     notes = list(started.notes)
-    wait = check_wait(args["wait_seconds"], notes)
-    job = await maybe_wait(app, started.job, wait, args["ctx"])
+    wait = check_wait(args.wait_seconds, notes)
+    job = await maybe_wait(app, started.job, wait, ctx)
     return {**job_payload(job, notes), "source_id": job.source_id, "source_created": started.source_created}
 
 
-def crawl_request(args: dict[str, Any]) -> CrawlRequest:
+def crawl_request(args: CrawlArguments) -> CrawlRequest:
     """The crawl the arguments ask for (start and recrawl), spelled once."""
-    return CrawlRequest(**{name: args[name] for name in CrawlRequest.model_fields})
+    return CrawlRequest(**{name: getattr(args, name) for name in CrawlRequest.model_fields})
 
 
-async def start_crawl(app: Archivist, args: dict[str, Any]) -> dict[str, Any]:
-    check_wait(args["wait_seconds"], [])  # reject a bad wait before queueing anything
+async def start_crawl(app: Archivist, args: CrawlArguments, ctx: Context | None) -> dict[str, Any]:
+    check_wait(args.wait_seconds, [])  # reject a bad wait before queueing anything
     started = await app.crawl.start(crawl_request(args))
-    if not args["recursive"] and (args["max_pages"] or 1) > 1:  # recursive=false stays the default (spec)
+    if not args.recursive and (args.max_pages or 1) > 1:  # recursive=false stays the default (spec)
         started.notes.append(
-            f"Only the start page is crawled: recursive is false, and max_pages={args['max_pages']} counts only "
+            f"Only the start page is crawled: recursive is false, and max_pages={args.max_pages} counts only "
             "for recursive crawls. Pass recursive=true to follow links."
         )
-    return await started_payload(app, started, args)
+    return await started_payload(app, started, args, ctx)
 
 
-async def job_status(app: Archivist, args: dict[str, Any]) -> dict[str, Any]:
+async def job_status(app: Archivist, args: CrawlArguments, ctx: Context | None) -> dict[str, Any]:
     notes: list[str] = []
-    wait = check_wait(args["wait_seconds"], notes)
-    job = await maybe_wait(app, await app.jobs.get(args["job_id"]), wait, args["ctx"])
+    wait = check_wait(args.wait_seconds, notes)
+    job = await maybe_wait(app, await app.jobs.get(args.job_id), wait, ctx)
     return job_payload(job, notes)
 
 
-async def list_jobs(app: Archivist, args: dict[str, Any]) -> dict[str, Any]:
-    source_id = (await app.sources.get(args["source_id"])).id if args["source_id"] else None
-    page = await app.jobs.list(args["status"], source_id, args["page"], args["per_page"])
+async def list_jobs(app: Archivist, args: CrawlArguments, ctx: Context | None) -> dict[str, Any]:
+    source_id = (await app.sources.get(args.source_id)).id if args.source_id else None
+    page = await app.jobs.list(args.status, source_id, args.page, args.per_page)
     return page_fields(page, "jobs", [job_view(j, with_errors=False) for j in page.items])
 
 
-async def cancel_job(app: Archivist, args: dict[str, Any]) -> dict[str, Any]:
-    job, was_active = await app.jobs.cancel(args["job_id"])
+async def cancel_job(app: Archivist, args: CrawlArguments, ctx: Context | None) -> dict[str, Any]:
+    job, was_active = await app.jobs.cancel(args.job_id)
     payload = job_payload(job, [])
     if not was_active:
         payload["message"] = f"The job had already finished ({job.status}); nothing to cancel."
@@ -195,30 +239,30 @@ async def cancel_job(app: Archivist, args: dict[str, Any]) -> dict[str, Any]:
     return payload
 
 
-async def recrawl(app: Archivist, args: dict[str, Any]) -> dict[str, Any]:
-    check_wait(args["wait_seconds"], [])
-    if args["source_id"] and not args["job_id"]:
-        if (await app.sources.get(args["source_id"])).source_type in ("folder", "git"):
-            return await sync(app, args)
+async def recrawl(app: Archivist, args: CrawlArguments, ctx: Context | None) -> dict[str, Any]:
+    check_wait(args.wait_seconds, [])
+    if args.source_id and not args.job_id:
+        if (await app.sources.get(args.source_id)).source_type in ("folder", "git"):
+            return await sync(app, args, ctx)
     started = await app.crawl.recrawl(crawl_request(args))
-    return await started_payload(app, started, args)
+    return await started_payload(app, started, args, ctx)
 
 
-async def sync(app: Archivist, args: dict[str, Any]) -> dict[str, Any]:
+async def sync(app: Archivist, args: CrawlArguments, ctx: Context | None) -> dict[str, Any]:
     """Queue a sync of a folder or git source, binding folder_path or git_url first when given."""
-    check_wait(args["wait_seconds"], [])
+    check_wait(args.wait_seconds, [])
     created = False
-    source_id = args["source_id"]
-    if args["git_url"] or (source_id and not args["folder_path"] and await app.git.is_git(source_id)):
-        return await sync_git(app, args)
-    if args["folder_path"]:
+    source_id: str | UUID | None = args.source_id
+    if args.git_url or (source_id and not args.folder_path and await app.git.is_git(source_id)):
+        return await sync_git(app, args, ctx)
+    if args.folder_path:
         config, created = await app.sync.bind(
-            args["folder_path"],
+            args.folder_path,
             source_id,
-            args["title"],
-            args["include_patterns"],
-            args["exclude_patterns"],
-            args["recursive"],
+            args.title,
+            args.include_patterns,
+            args.exclude_patterns,
+            args.recursive,
         )
         source_id = config.source_id
     elif not source_id:
@@ -228,13 +272,13 @@ async def sync(app: Archivist, args: dict[str, Any]) -> dict[str, Any]:
         )
     started = await app.sync.queue(source_id)
     started.source_created = created
-    return await started_payload(app, started, args)
+    return await started_payload(app, started, args, ctx)
 
 
-async def sync_git(app: Archivist, args: dict[str, Any]) -> dict[str, Any]:
+async def sync_git(app: Archivist, args: CrawlArguments, ctx: Context | None) -> dict[str, Any]:
     names = ("git_url", "source_id", "title", "ref", "include_patterns", "exclude_patterns", "auth_env", "browse_url")
-    started = await app.git.sync(**{name: args[name] for name in names})
-    return await started_payload(app, started, args)
+    started = await app.git.sync(**{name: getattr(args, name) for name in names})
+    return await started_payload(app, started, args, ctx)
 
 
 ACTIONS = {
@@ -248,49 +292,12 @@ ACTIONS = {
 
 
 def register(mcp: MCPServer, runtime: Runtime) -> None:
-    @mcp.tool(
-        annotations=ToolAnnotations(
-            title="Crawl website",
-            destructive_hint=True,
-        ),
-        structured_output=False,
+    async def crawl_website(args: CrawlArguments, ctx: Context) -> CallToolResult:
+        actions = {name: partial(handler, ctx=ctx) for name, handler in ACTIONS.items()}
+        return await dispatch(NAME, runtime, actions, args)
+
+    mcp.add_tool(
+        tool_function(NAME, CrawlArguments, crawl_website, Annotated[CallToolResult, CrawlReply]),
+        description=DESCRIPTION,
+        annotations=ToolAnnotations(title="Crawl website", destructive_hint=True),
     )
-    async def crawl_website(
-        ctx: Context,
-        action: Literal["start", "status", "list", "cancel", "recrawl", "sync"] = "start",
-        url: str | None = None,
-        job_id: str | None = None,
-        source_id: str | None = None,
-        title: str | None = None,
-        recursive: bool | None = None,
-        max_depth: int | None = None,
-        max_pages: int | None = None,
-        include_patterns: list[str] | None = None,
-        exclude_patterns: list[str] | None = None,
-        scope: Literal["same-host", "same-domain", "under-path"] | None = None,
-        headers: dict[str, Any] | None = None,
-        cookies: dict[str, Any] | None = None,
-        auth_hosts: list[str] | None = None,
-        folder_path: str | None = None,
-        git_url: str | None = None,
-        ref: str | None = None,
-        auth_env: str | None = None,
-        browse_url: str | None = None,
-        wait_seconds: float = 0,
-        status: Literal["queued", "running", "completed", "failed", "cancelled"] | None = None,
-        page: int = 1,
-        per_page: int = 10,
-    ) -> CallToolResult:
-        """Background jobs filling a source from sites, folders or git.
-
-        start: url; into source_id or a source by title (default: host). recursive: follow links to
-          max_depth (max 5), sitemaps, llms.txt; max_pages (max 100); include/exclude_patterns: path
-          globs. Obeys robots.txt. Login: headers/cookies {name: 'env:VAR'} (start host, auth_hosts).
-        status: job_id; wait_seconds (max 30). list: status, source_id, page, per_page. cancel: job_id.
-        recrawl: source_id, job_id or url; only changed pages re-embedded.
-        sync: folder_path, git_url (ref, auth_env: token env var NAME, browse_url with {commit}, {path})
-          or source_id; new/changed files ingested, deleted removed.
-        """
-        return await dispatch("crawl_website", runtime, ACTIONS, action, dict(locals()))
-
-    publish(mcp, "crawl_website")

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import CallToolResult, ToolAnnotations
 
 from models import Document, IngestResult
@@ -16,8 +16,44 @@ from services.paths import resolve_caller_path
 from services.reading import MAX_WINDOW, ReadingService
 from services.validation import MAX_PER_PAGE, parse_uuid
 from tools.app_ui import APP_META
+from tools.arguments import ToolArguments, tool_function
 from tools.common import TEXT_LIMIT, cut, dispatch, document_view, page_fields, page_number_field
-from tools.schemas import publish
+from tools.schemas import DocumentReply
+
+NAME = "manage_document"
+DESCRIPTION = """Documents.
+
+create: content, file_path (file or directory: text, code, html, pdf, office, epub; recursive,
+  extensions) or url; into source_id or a source named by title.
+get: document_id, url (+source_id) or chunk_id. max_chars (1000, max 4000) from offset: a number
+  or an outline heading. outline: 20 headings per page. chunk_index: one chunk. graph=true:
+  linked documents (20 nodes). list: source_id, page, per_page (max 20), order=newest.
+update: document_id + title, url, metadata, content.
+delete: document_id."""
+
+
+class DocumentArguments(ToolArguments):
+    action: Literal["create", "get", "list", "update", "delete"]
+    document_id: str | None = None
+    source_id: str | None = None
+    content: str | None = None
+    file_path: str | None = None
+    title: str | None = None
+    url: str | None = None
+    metadata: dict[str, Any] | None = None
+    page: int = 1
+    per_page: int = 10
+    offset: int | str | None = None
+    max_chars: int | None = None
+    chunk_index: int | None = None
+    chunk_id: str | None = None
+    extensions: list[str] | None = None
+    recursive: bool = True
+    order: str | None = None
+    graph: bool | None = None
+
+
+ARGUMENTS = DocumentArguments
 
 DOC_HINT = "Use manage_document(action='list', source_id=...) to find document ids."
 STATUS_MESSAGES = {
@@ -39,14 +75,16 @@ async def ingest_view(app: Archivist, result: IngestResult) -> dict[str, Any]:
     }
 
 
-async def create_from_directory(app: Archivist, source_id: Any, directory: Path, args: dict) -> dict[str, Any]:
+async def create_from_directory(
+    app: Archivist, source_id: Any, directory: Path, args: DocumentArguments
+) -> dict[str, Any]:
     passed_over: list[tuple[Path, str]] = []
     results, failures, skipped = await app.documents.create_from_directory(
         source_id,
         directory,
-        args["extensions"],
-        args["metadata"],
-        recursive=args["recursive"] is not False,
+        args.extensions,
+        args.metadata,
+        recursive=args.recursive is not False,
         passed_over=passed_over,
     )
     counts = {status: sum(1 for _, r in results if r.status == status) for status in STATUS_MESSAGES}
@@ -78,32 +116,31 @@ async def create_from_directory(app: Archivist, source_id: Any, directory: Path,
     }
 
 
-async def create_document(app: Archivist, args: dict[str, Any]) -> dict[str, Any]:
-    given = [k for k in ("content", "file_path") if args[k]]
+async def create_document(app: Archivist, args: DocumentArguments) -> dict[str, Any]:
+    given = [k for k, v in (("content", args.content), ("file_path", args.file_path)) if v]
     if len(given) > 1:
         raise InvalidArgument("Pass either content or file_path, not both.", "Send one per call.")
-    if not given and not args["url"]:
+    if not given and not args.url:
         raise InvalidArgument(
             "create needs content, file_path (a file or a directory) or url.",
             "Pass content='...' to store text, file_path='docs/' to ingest files, or url='https://...'.",
         )
     # a path the caller may not read is refused before any source is created for it
-    path = resolve_caller_path(args["file_path"], app.settings.allowed_paths) if args["file_path"] else None
+    path = resolve_caller_path(args.file_path, app.settings.allowed_paths) if args.file_path else None
     docs = app.documents
-    async with docs.source_for_write(args["source_id"], args["title"]) as (source_id, source_created):
+    async with docs.source_for_write(args.source_id, args.title) as (source_id, source_created):
         extra = {"source_id": source_id, "source_created": source_created}
         result: IngestResult | SpecIngestResult
-        if args["content"]:
-            result = await docs.create_from_text(
-                source_id, args["content"], args["title"], args["url"], args["metadata"]
-            )
+        if args.content:
+            result = await docs.create_from_text(source_id, args.content, args.title, args.url, args.metadata)
         elif path is not None:
             if path.is_dir():
                 return {**await create_from_directory(app, source_id, path, args), **extra}
-            result = await docs.create_from_file(source_id, path, args["title"], args["url"], args["metadata"])
+            result = await docs.create_from_file(source_id, path, args.title, args.url, args.metadata)
             extra.update(file_fields(path, result))
         else:
-            result = await docs.create_from_url(source_id, args["url"], args["title"], args["metadata"])
+            assert args.url  # checked above: create needs content, file_path or url
+            result = await docs.create_from_url(source_id, args.url, args.title, args.metadata)
     if isinstance(result, SpecIngestResult):  # an OpenAPI spec: one document per operation
         return {**result.summary(), **extra}
     return {**await ingest_view(app, result), **extra}
@@ -120,20 +157,20 @@ def file_fields(path: Path, result: Any) -> dict[str, Any]:
     }
 
 
-async def get_document(app: Archivist, args: dict[str, Any]) -> dict[str, Any]:
+async def get_document(app: Archivist, args: DocumentArguments) -> dict[str, Any]:
     reader = ReadingService(app.db)
-    if args["chunk_id"]:
-        return await get_chunk_by_id(app, reader, args["chunk_id"], args["offset"], args["max_chars"])
-    if args["document_id"] or not args["url"]:
-        document = await app.documents.get(args["document_id"])
+    if args.chunk_id:
+        return await get_chunk_by_id(app, reader, args.chunk_id, args.offset, args.max_chars)
+    if args.document_id or not args.url:
+        document = await app.documents.get(args.document_id)
     else:
-        sid = (await app.sources.get(args["source_id"])).id if args["source_id"] else None
-        document = await reader.document_by_url(args["url"], sid)
+        sid = (await app.sources.get(args.source_id)).id if args.source_id else None
+        document = await reader.document_by_url(args.url, sid)
     payload: dict[str, Any] = {"document": document_view(document)}
-    if args.get("graph"):  # opt-in: the one-hop page graph, in the caller's scope
+    if args.graph:  # opt-in: the one-hop page graph, in the caller's scope
         payload["graph"] = await app.documents.graph(document.id)
-    if args["chunk_index"] is not None:
-        chunk = await app.documents.get_chunk(document.id, args["chunk_index"])
+    if args.chunk_index is not None:
+        chunk = await app.documents.get_chunk(document.id, args.chunk_index)
         text, text_cut = cut(chunk.text, MAX_WINDOW)
         pages = page_number_field(chunk.page_start, chunk.page_end)
         payload["chunk"] = {
@@ -143,7 +180,7 @@ async def get_document(app: Archivist, args: dict[str, Any]) -> dict[str, Any]:
             **pages,
         }
         return payload
-    payload.update(await reader.window(document.id, args["offset"], args["max_chars"], args["page"]))
+    payload.update(await reader.window(document.id, args.offset, args.max_chars, args.page))
     if payload["content"]["next_offset"] is not None:
         payload["hint"] = f"More content: offset={payload['content']['next_offset']}, or jump with offset='<heading>'."
     links = await app.documents.links(document.id)
@@ -169,20 +206,18 @@ async def get_chunk_by_id(
     return {"document": document_view(document), "chunk": view, "content": window}
 
 
-async def list_documents(app: Archivist, args: dict[str, Any]) -> dict[str, Any]:
-    page = await app.documents.list(args["source_id"], args["page"], args["per_page"], args.get("order"))
+async def list_documents(app: Archivist, args: DocumentArguments) -> dict[str, Any]:
+    page = await app.documents.list(args.source_id, args.page, args.per_page, args.order)
     return page_fields(page, "documents", [document_view(d) for d in page.items])
 
 
-async def update_document(app: Archivist, args: dict[str, Any]) -> dict[str, Any]:
-    if args["file_path"]:
+async def update_document(app: Archivist, args: DocumentArguments) -> dict[str, Any]:
+    if args.file_path:
         raise InvalidArgument(
             "update takes content, not file_path.", "Read the file and pass content=..., or create it anew."
         )
-    before = await app.documents.get(args["document_id"])
-    result = await app.documents.update(
-        args["document_id"], args["title"], args["url"], args["metadata"], args["content"]
-    )
+    before = await app.documents.get(args.document_id)
+    result = await app.documents.update(args.document_id, args.title, args.url, args.metadata, args.content)
     view = await ingest_view(app, result)
     view["updated_fields"] = updated_fields(before, result.document)
     view["old_chunk_count"] = before.chunk_count
@@ -200,9 +235,9 @@ def updated_fields(before: Document, after: Document) -> list[str]:
     return changed + (["content"] if before.content_hash != after.content_hash else [])
 
 
-async def delete_document(app: Archivist, args: dict[str, Any]) -> dict[str, Any]:
-    parse_uuid(args["document_id"], "document_id", DOC_HINT)
-    removed = await app.documents.delete(args["document_id"])
+async def delete_document(app: Archivist, args: DocumentArguments) -> dict[str, Any]:
+    parse_uuid(args.document_id, "document_id", DOC_HINT)
+    removed = await app.documents.delete(args.document_id)
     return {**removed, "message": f"Deleted the document and its {removed['chunks_deleted']} chunks."}
 
 
@@ -216,44 +251,12 @@ ACTIONS = {
 
 
 def register(mcp: MCPServer, runtime: Runtime) -> None:
-    @mcp.tool(
-        annotations=ToolAnnotations(
-            title="Manage documents",
-            destructive_hint=True,
-        ),
-        structured_output=False,
+    async def manage_document(args: DocumentArguments, ctx: Context) -> CallToolResult:
+        return await dispatch(NAME, runtime, ACTIONS, args)
+
+    mcp.add_tool(
+        tool_function(NAME, DocumentArguments, manage_document, Annotated[CallToolResult, DocumentReply]),
+        description=DESCRIPTION,
+        annotations=ToolAnnotations(title="Manage documents", destructive_hint=True),
         meta=APP_META,  # the MCP App shows a `get` (tools/app_ui.py)
     )
-    async def manage_document(
-        action: Literal["create", "get", "list", "update", "delete"],
-        document_id: str | None = None,
-        source_id: str | None = None,
-        content: str | None = None,
-        file_path: str | None = None,
-        title: str | None = None,
-        url: str | None = None,
-        metadata: dict[str, Any] | None = None,
-        page: int = 1,
-        per_page: int = 10,
-        offset: int | str | None = None,
-        max_chars: int | None = None,
-        chunk_index: int | None = None,
-        chunk_id: str | None = None,
-        extensions: list[str] | None = None,
-        recursive: bool = True,
-        order: str | None = None,
-        graph: bool | None = None,
-    ) -> CallToolResult:
-        """Documents.
-
-        create: content, file_path (file or directory: text, code, html, pdf, office, epub; recursive,
-          extensions) or url; into source_id or a source named by title.
-        get: document_id, url (+source_id) or chunk_id. max_chars (1000, max 4000) from offset: a number
-          or an outline heading. outline: 20 headings per page. chunk_index: one chunk. graph=true:
-          linked documents (20 nodes). list: source_id, page, per_page (max 20), order=newest.
-        update: document_id + title, url, metadata, content.
-        delete: document_id.
-        """
-        return await dispatch("manage_document", runtime, ACTIONS, action, dict(locals()))
-
-    publish(mcp, "manage_document")

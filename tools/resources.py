@@ -18,12 +18,13 @@ from typing import Any
 from mcp.server.lowlevel.helper_types import ReadResourceContents
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError
-from mcp.types import ListResourcesResult, Resource
+from mcp.types import ListResourcesResult, PaginatedRequestParams, Resource
 
 from services.app import Runtime
 from services.errors import InvalidArgument, NotFound, ServiceError
 from services.reading import MAX_WINDOW, ReadingService
 from services.validation import MAX_PER_PAGE
+from tools import sdk_adapter
 from tools.common import document_uri, source_uri, source_view, to_json
 from tools.skills import skill_listing
 
@@ -70,7 +71,8 @@ def register(mcp: MCPServer, runtime: Runtime) -> None:
                 "next_uri": f"{document_uri(document.id)}?offset={following}" if following is not None else None,
             }
         )
-        return window["text"]
+        text: str = window["text"]
+        return text
 
     @mcp.resource(
         "archivist://sources/{source_id}",
@@ -113,7 +115,10 @@ def register(mcp: MCPServer, runtime: Runtime) -> None:
             next_cursor=str(offset + len(rows)) if more else None,
         )
 
-    mcp.resource_pager = list_page  # type: ignore[attr-defined]
+    async def list_resources(ctx: Any, params: PaginatedRequestParams) -> ListResourcesResult:
+        return await list_page(params.cursor)
+
+    sdk_adapter.serve(mcp, "resources/list", PaginatedRequestParams, list_resources)  # with its cursor
 
 
 def parse_cursor(cursor: str | None) -> int:

@@ -1,45 +1,29 @@
-"""Published tool definitions: compact input schemas, dedented descriptions and output schemas.
+"""Published tool definitions: the reply models whose JSON schema is each tool's `outputSchema`, and the
+compact form of input schemas.
 
-Every reply is `{"success": true, ...}` or the error contract, so each output schema is one object
-with `success` required and the tool's own top-level keys (others allowed). The error fields (error,
-error_code, retryable, suggestion) are the same for every tool: the server's instructions name them
-once, rather than four output schemas repeating them in `tools/list`.
+Every reply is `{"success": true, ...}` or the error contract, so each reply model is one object with
+`success` required and the tool's own top-level keys (others allowed: `extra="allow"`). The error fields
+(error, error_code, retryable, suggestion) are the same for every tool: the server's instructions name
+them once, rather than four output schemas repeating them in `tools/list`.
+
+A reply model publishes its schema compact (`Reply.__get_pydantic_json_schema__`): no titles, no
+defaults, an optional field as its plain type. The SDK derives `outputSchema` from the model named in a
+tool's return annotation (`Annotated[CallToolResult, SearchReply]`) and checks each successful reply's
+structured content against it: the schema is built once, from the model, through the SDK's public API.
 """
 
 from __future__ import annotations
 
-import inspect
-from typing import Any
+from typing import Annotated, Any
 
-from mcp.server.mcpserver import MCPServer
+from pydantic import BaseModel, ConfigDict, GetJsonSchemaHandler, WithJsonSchema
+from pydantic.json_schema import JsonSchemaValue
+from pydantic_core import CoreSchema
 
-S = {"type": "string"}
-I = {"type": "integer"}  # noqa: E741
-N = {"type": "number"}
-B = {"type": "boolean"}
-O = {"type": "object"}  # noqa: E741
-A = {"type": "array"}
-ANY: dict[str, Any] = {}
-NS = {"type": ["string", "null"]}
-NI = {"type": ["integer", "null"]}
-COMMON = {"success": B}
-
-
-def output(**properties: Any) -> dict[str, Any]:
-    return {"type": "object", "properties": {**COMMON, **properties}, "required": ["success"]}
-
-
-SEARCH_OUTPUT = output(results=A, passages=A, count=I, tokens_used=I, answer=NS, citations=A)
-DOCUMENT_OUTPUT = output(document=O, documents=A, content=O, outline=O, chunk=O, total_count=I)
-SOURCE_OUTPUT = output(source=O, sources=A, total_count=I)
-CRAWL_OUTPUT = output(crawl_job=O, jobs=A, total_count=I)
-
-OUTPUT_SCHEMAS = {
-    "search_knowledge_base": SEARCH_OUTPUT,
-    "manage_document": DOCUMENT_OUTPUT,
-    "manage_source": SOURCE_OUTPUT,
-    "crawl_website": CRAWL_OUTPUT,
-}
+#: Top-level reply values, published by JSON type only (their items are described in the tool docs).
+JsonArray = Annotated[list[Any], WithJsonSchema({"type": "array"})]
+JsonObject = Annotated[dict[str, Any], WithJsonSchema({"type": "object"})]
+NullableText = Annotated[str | None, WithJsonSchema({"type": ["string", "null"]})]
 
 
 def lean_property(prop: dict[str, Any]) -> dict[str, Any]:
@@ -68,11 +52,57 @@ def lean_input_schema(schema: dict[str, Any]) -> dict[str, Any]:
     return lean
 
 
-def publish(mcp: MCPServer, name: str) -> None:
-    """Publish a registered tool lean: dedented description, compact input schema, output schema."""
-    tool = mcp._tool_manager.get_tool(name)
-    assert tool is not None, name
-    tool.description = inspect.cleandoc(tool.description)
-    tool.parameters = lean_input_schema(tool.parameters)
-    tool.fn_metadata.output_schema = OUTPUT_SCHEMAS[name]
-    tool.__dict__.pop("output_schema", None)  # a cached_property: recompute from the new schema
+def published(schema: dict[str, Any] | None) -> dict[str, Any] | None:
+    """An output schema with its keys in the published order (type, properties, required): the SDK's
+    generator sorts keys, and `tools/list` stays byte for byte what agents have seen."""
+    if schema is None:
+        return None
+    return {key: schema[key] for key in ("type", "properties", "required") if key in schema}
+
+
+class Reply(BaseModel):
+    """A tool's successful reply: `success` and the tool's own top-level keys; any other key allowed."""
+
+    model_config = ConfigDict(extra="allow")
+
+    success: bool
+
+    @classmethod
+    def __get_pydantic_json_schema__(cls, core_schema: CoreSchema, handler: GetJsonSchemaHandler) -> JsonSchemaValue:
+        full = handler.resolve_ref_schema(handler(core_schema))
+        properties = {}
+        for name, prop in full.get("properties", {}).items():
+            lean = lean_property(prop)
+            lean.pop("default", None)
+            properties[name] = lean
+        return {"type": "object", "properties": properties, "required": full.get("required", [])}
+
+
+class SearchReply(Reply):
+    results: JsonArray | None = None
+    passages: JsonArray | None = None
+    count: int | None = None
+    tokens_used: int | None = None
+    answer: NullableText = None
+    citations: JsonArray | None = None
+
+
+class DocumentReply(Reply):
+    document: JsonObject | None = None
+    documents: JsonArray | None = None
+    content: JsonObject | None = None
+    outline: JsonObject | None = None
+    chunk: JsonObject | None = None
+    total_count: int | None = None
+
+
+class SourceReply(Reply):
+    source: JsonObject | None = None
+    sources: JsonArray | None = None
+    total_count: int | None = None
+
+
+class CrawlReply(Reply):
+    crawl_job: JsonObject | None = None
+    jobs: JsonArray | None = None
+    total_count: int | None = None

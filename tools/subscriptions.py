@@ -35,6 +35,7 @@ from mcp.types import EmptyResult, SubscribeRequestParams, SubscriptionsListenRe
 from services.access.job_limits import UNLIMITED_CALLERS
 from services.access.scope import entered_scope
 from services.errors import PermissionDenied, RateLimited, ServiceError
+from tools import sdk_adapter
 from tools.change_watch import ChangeWatch, ScopedResourceUpdated
 from tools.common import rpc_error
 
@@ -115,13 +116,6 @@ def caller_key() -> str:
     return scope.who
 
 
-def connection_of(ctx: Any) -> Any:
-    """The client connection a request came on. The SDK (2.3) builds a `ServerSession` per request and
-    gives lowlevel handlers no public way to its `Connection` (per-connection `state`, and an
-    `exit_stack` unwound when the client goes): the one place Archivist reads a private SDK attribute."""
-    return ctx.session._connection
-
-
 class LegacySession:
     """One connection's resources/subscribe subscriptions, and the task that sends their updates."""
 
@@ -170,8 +164,8 @@ class LegacySubscriptions:
         self.quota = quota
 
     def session_for(self, ctx: Any, caller: str) -> LegacySession:
-        connection = connection_of(ctx)
-        held = connection.state.get(SESSION_KEY)
+        connection = sdk_adapter.connection_of(ctx)
+        held: LegacySession | None = connection.state.get(SESSION_KEY)
         if held is None or held.closed:
             held = LegacySession(self, caller, ctx.session)
             connection.state[SESSION_KEY] = held
@@ -204,7 +198,7 @@ class LegacySubscriptions:
         return EmptyResult()
 
     async def unsubscribe(self, ctx: Any, params: UnsubscribeRequestParams) -> EmptyResult:
-        session = connection_of(ctx).state.get(SESSION_KEY)
+        session = sdk_adapter.connection_of(ctx).state.get(SESSION_KEY)
         uri = str(params.uri)
         if session is not None and uri in session.uris:
             session.uris.discard(uri)
@@ -216,13 +210,12 @@ class LegacySubscriptions:
 def install(server: Any, runtime: Any, bus: ScopedBus) -> ChangeWatch:
     """Serve resources/subscribe (older clients) and keep subscriptions/listen (the SDK's) in scope and
     within the caps."""
-    lowlevel = server._lowlevel_server
     watch = ChangeWatch(runtime, bus)
     quota = Quota.from_settings(runtime.settings)
     legacy = LegacySubscriptions(watch, quota)
-    lowlevel.add_request_handler("resources/subscribe", SubscribeRequestParams, legacy.subscribe)
-    lowlevel.add_request_handler("resources/unsubscribe", UnsubscribeRequestParams, legacy.unsubscribe)
-    entry = lowlevel.get_request_handler("subscriptions/listen")
+    sdk_adapter.serve(server, "resources/subscribe", SubscribeRequestParams, legacy.subscribe)
+    sdk_adapter.serve(server, "resources/unsubscribe", UnsubscribeRequestParams, legacy.unsubscribe)
+    entry = sdk_adapter.request_handler(server, "subscriptions/listen")
     if entry is not None:
         sdk_listen = entry.handler
 
@@ -245,5 +238,5 @@ def install(server: Any, runtime: Any, bus: ScopedBus) -> ChangeWatch:
             finally:
                 quota.give_back(caller, held, stream=True)
 
-        lowlevel.add_request_handler("subscriptions/listen", SubscriptionsListenRequestParams, listen)
+        sdk_adapter.serve(server, "subscriptions/listen", SubscriptionsListenRequestParams, listen)
     return watch

@@ -109,7 +109,8 @@ class JobTasks(Extension):
             raise MCPError(MISSING_CAPABILITY, "Missing required client capability", required)
         try:
             app = await self.server.runtime.get()
-            return await app.jobs.get(params.taskId)
+            job: CrawlJob = await app.jobs.get(params.taskId)
+            return job
         except ServiceError as exc:  # unknown, malformed or out of scope: all read as not found
             raise MCPError(INVALID_PARAMS, f"Failed to retrieve task: {exc.message}") from None
 

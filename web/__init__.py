@@ -30,4 +30,4 @@ def create_web_app(runtime: Runtime, settings: Settings, host: str, tls: bool = 
 
 def mount_console(server: Any, runtime: Runtime, settings: Settings, host: str, tls: bool = False) -> None:
     """Serve the console at / of the streamable-HTTP app (after /mcp, which keeps precedence)."""
-    server._custom_starlette_routes.append(Mount("/", app=create_web_app(runtime, settings, host, tls)))
+    server.console = create_web_app(runtime, settings, host, tls)
