@@ -235,6 +235,7 @@ async def test_sync_commands(git_app: Archivist, git_server: GitServer, capsys: 
     assert "(HEAD): completed" in out and "0 created, 0 updated, 0 unchanged, 1 deleted" in out, out
 
 
+@pytest.mark.usefixtures("owner")
 async def test_a_git_sync_queued_as_kind_sync_still_runs(git_app: Archivist, git_server: GitServer) -> None:
     """Before sql/032 a git sync was a job of kind 'sync'; the migration makes such rows 'git', so a job
     queued by an older version runs with the git runner (and still shows as a sync)."""
