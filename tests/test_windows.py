@@ -5,9 +5,11 @@ window functions on their own."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import AsyncIterator
 from typing import Any
 
+import pytest
 import pytest_asyncio
 from mcp import Client
 
@@ -73,3 +75,32 @@ def test_names_match_whole_by_part_and_stemmed() -> None:
     assert keys("Statements", stem) == {"statement"} and "dirs_exist_ok" in keys("dirs_exist_ok", stem)
     assert keys("tokio::spawn", stem) == {"tokio::spawn", "tokio", "spawn"}
     assert stemmer_for("simple")("Running") == "Running"  # no stemmer: words as they are
+
+
+def test_each_word_is_stemmed_once_across_searches(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Snowball runs in pure Python (~0.1 ms a word) and every search stems every word of its passages:
+    uncached, that was most of a search's time on a small knowledge base (bench/ab_latency.py)."""
+    import snowballstemmer
+
+    calls: list[str] = []
+    real = snowballstemmer.stemmer
+
+    class Counting:
+        def __init__(self, name: str) -> None:
+            self.inner = real(name)
+
+        def stemWord(self, word: str) -> str:  # noqa: N802 - Snowball's name
+            calls.append(word)
+            return self.inner.stemWord(word)
+
+    monkeypatch.setattr(snowballstemmer, "stemmer", Counting)
+    stemmer_for.cache_clear()
+    try:
+        stem = stemmer_for("english")
+        text = "The lighthouse keeper trims the lamp; the lamp lights the harbour. " * 20
+        wanted = {"lamp", "harbour"}
+        first = occurrences(text, wanted, stem)
+        assert occurrences(text, wanted, stem) == first
+        assert sorted(calls) == sorted({w.lower() for w in re.findall(r"\w+", text)})
+    finally:
+        stemmer_for.cache_clear()
