@@ -142,6 +142,7 @@ class GitSyncRunner(SyncRunner):
                 settings.git_allow_private,
                 settings.git_timeout_seconds,
                 settings.git_max_pack_mb * 1024 * 1024,
+                settings.max_file_bytes,
             )
         except FetchFailed as exc:
             raise SyncFailed(str(exc)) from None
