@@ -217,6 +217,15 @@ BUDGETS: dict[str, Budget] = {
             seconds=120,
         ),
         Budget(
+            "git-pack",  # one fetched pack, landed by services/sync/git/packs.py (deflate reaches ~1000:1)
+            input_bytes=None,  # the pack itself: ARCHIVIST_GIT_MAX_PACK_MB, counted as it arrives
+            output_chars=0,
+            structure=8 * 1024 * MB,
+            counts="bytes inflated from the pack (declared sizes, counted before inflating)",
+            depth=0,
+            seconds=600,
+        ),
+        Budget(
             "git-blob",  # read only once its header says it fits
             input_bytes=None,
             output_chars=0,

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import base64
 import logging
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -129,3 +131,39 @@ class GitServer:
         self.thread.join(timeout=5)
         for repo in self.repos.values():
             repo.close()
+
+
+class ServerProcess:
+    """The bare repositories under `root` served by this module in a process of its own (one per
+    folder, at /<folder>.git): what the server costs (dulwich inflates every object it packs) is then
+    not counted in a test that measures the client's memory."""
+
+    def __init__(self, root: Path) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "tests.git_server", str(root)],
+            cwd=Path(__file__).resolve().parents[1],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert self.process.stdout is not None
+        self.port = int(self.process.stdout.readline())
+
+    def url(self, name: str) -> str:
+        return f"http://127.0.0.1:{self.port}/{name}.git"
+
+    def close(self) -> None:
+        self.process.terminate()
+        self.process.wait(timeout=10)
+
+
+def serve(root: Path) -> None:
+    """Serve every bare repository under `root` until killed; the port goes to stdout first."""
+    server = GitServer(root, token="")
+    for path in sorted(root.iterdir()):
+        server.repos[f"/{path.name}.git"] = Repo(str(path))
+    print(server.server.server_port, flush=True)
+    server.thread.join()
+
+
+if __name__ == "__main__":
+    serve(Path(sys.argv[1]))

@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 from dulwich.objects import Blob, Commit, Tree
+from dulwich.pack import pack_object_header
 from dulwich.repo import Repo
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -34,6 +35,7 @@ from services.parsers import REGISTRY, parse_bytes
 from services.parsers.isolation import ISOLATED_EXTENSIONS, parse_file
 from services.settings import Settings
 from services.sync.git.config import GitConfig
+from services.sync.git.packs import incoming_pack, object_size, store_pack
 from services.sync.git.tree import bounded, lookup_blob, plan_sync
 from tests.conftest import make_settings
 from tests.security import bombs
@@ -89,6 +91,7 @@ BOMBS: dict[str, list[Bomb]] = {
         Bomb("unwanted leaves", lambda: "data.bin", refused=True),
     ],
     "git-blob": [Bomb("inflating blob", lambda: 48 * MB, refused=True)],
+    "git-pack": [Bomb("inflating pack", lambda: 48 * MB, refused=False, max_mb=32)],
 }
 FILE_BUDGETS = {entry.budget for entry in REGISTRY}
 
@@ -153,6 +156,8 @@ async def run_bomb(budget: str, bomb: Bomb, settings: Settings, tmp_path: Path) 
             return await asyncio.to_thread(parse_llms_txt, bomb.build(), "https://h.example/llms.txt")
         if budget == "git-tree":
             return await asyncio.to_thread(plan_tree_bomb, tmp_path, bomb.build())
+        if budget == "git-pack":
+            return await asyncio.to_thread(land_inflating_pack, tmp_path, bomb.build())
         return await asyncio.to_thread(read_inflating_blob, tmp_path, bomb.build())
     except ServiceError as exc:
         return exc
@@ -250,6 +255,44 @@ def read_inflating_blob(tmp_path: Path, size: int) -> Any:
         return lookup_blob(bounded(repo.object_store, MB), tree.id, "zeros.md")
     finally:
         repo.close()
+
+
+def zero_pack(file: Any, size: int, object_format: Any) -> bytes:
+    """A received pack of one blob of `size` zero bytes, streamed into `file` (never whole in memory):
+    the pack header, the entry's header (dulwich's), the deflated zeros, the trailing SHA-1. Its id."""
+    digest, trailer = hashlib.sha1(b"blob %d\0" % size), hashlib.sha1()  # noqa: S324 - git's ids
+    compressor, chunk = zlib.compressobj(1), b"\0" * MB
+
+    def write(data: bytes) -> None:
+        trailer.update(data)
+        file.write(data)
+
+    write(b"PACK" + (2).to_bytes(4, "big") + (1).to_bytes(4, "big"))
+    write(bytes(pack_object_header(Blob.type_num, None, size, object_format)))
+    for _ in range(size // MB):
+        digest.update(chunk)
+        write(compressor.compress(chunk))
+    write(compressor.flush())
+    file.write(trailer.digest())
+    return digest.hexdigest().encode()
+
+
+def land_inflating_pack(tmp_path: Path, size: int) -> int | None:
+    """Land a pack whose one blob inflates to `size` under a 1 MB object cap: it is stored without being
+    inflated, and its size is read from its header. Returns that size."""
+    repo = Repo.init_bare(str(tmp_path / "pack.git"), mkdir=True)
+    try:
+        with incoming_pack(repo.object_store) as received:
+            sha = zero_pack(received, size, repo.object_store.object_format)
+            store_pack(repo.object_store, received, MB)
+        return object_size(repo.object_store, sha)
+    finally:
+        repo.close()
+
+
+def test_a_landed_pack_keeps_its_big_blob_unread(tmp_path: Path) -> None:
+    """The blob over the cap is in the store (its file is reported, not lost) and sized from its header."""
+    assert land_inflating_pack(tmp_path, 8 * MB) == 8 * MB
 
 
 def test_a_packed_blob_is_sized_from_its_header(tmp_path: Path) -> None:

@@ -7,7 +7,9 @@ host is resolved once, every address checked, and the connection made to a check
 rebinding cannot walk past ARCHIVIST_GIT_ALLOW_PRIVATE=false. dulwich attaches the credentials only to
 requests for the origin of the URL they were given for, and urllib3 drops the Authorization header on
 a redirect to another host. The pack is counted as it arrives and the fetch stops at
-ARCHIVIST_GIT_MAX_PACK_MB, before anything is stored. Runs in a worker thread (blocking I/O).
+ARCHIVIST_GIT_MAX_PACK_MB, before anything is stored; it is received into a file and landed by
+services/sync/git/packs.py, which inflates nothing over the file cap (dulwich's own `fetch` would
+inflate every object whole). Runs in a worker thread (blocking I/O).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from dulwich.repo import Repo
 from services.errors import InvalidArgument
 from services.net.connector import CONNECTION_ERRORS, PinnedPoolManager, urllib3_timeout
 from services.sync.git.objects import object_key
+from services.sync.git.packs import incoming_pack, store_pack
 
 logger = logging.getLogger(__name__)
 
@@ -135,8 +138,11 @@ def fetch_ref(
     allow_private: bool,
     timeout: float,
     max_pack_bytes: int,
+    max_object_bytes: int,
 ) -> str:
-    """Fetch `ref` of `url` into the bare clone at `directory`; returns the commit's hex sha."""
+    """Fetch `ref` of `url` into the bare clone at `directory`; returns the commit's hex sha. Objects
+    over `max_object_bytes` are stored without being inflated (a sync reports their files as too
+    large); OverBudget when the pack inflates past its budget."""
     repo = open_clone(directory)
     try:
         client, path = git_client(url, credentials, allow_private, timeout, max_pack_bytes), urlsplit(url).path
@@ -147,7 +153,9 @@ def fetch_ref(
             picked.append(sha)
             return [] if sha in repo.object_store else [sha]
 
-        client.fetch(path, repo, determine_wants=wants)
+        with incoming_pack(repo.object_store) as received:
+            client.fetch_pack(path, wants, repo.get_graph_walker(), received.write)
+            store_pack(repo.object_store, received, max_object_bytes)
         if not picked:
             raise FetchFailed(f"The server did not list the refs of {url[:200]}.")
         commit = peel_commit(repo, picked[-1])

@@ -150,6 +150,7 @@ class GitSyncRunner(SourceSync):
                 settings.git_allow_private,
                 settings.git_timeout_seconds,
                 settings.git_max_pack_mb * 1024 * 1024,
+                settings.max_file_bytes,
             )
         except FetchFailed as exc:
             raise SyncFailed(str(exc)) from None

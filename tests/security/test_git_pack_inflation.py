@@ -1,0 +1,90 @@
+"""A fetched pack that inflates far past its size (issue 27: "pack and blob sizes have no bound").
+
+A blob of 100 MB of zeros deflates to ~100 KB, well under ARCHIVIST_GIT_MAX_PACK_MB, yet dulwich
+inflated every object of a received pack whole (three times: copying, indexing, checking) before any
+file limit applied. The repository is served by tests/git_server.py in a process of its own, so the
+peak RSS measured here is the client's alone: the sync must finish, store the normal files, report the
+big one with its size, and never hold the big blob in memory.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import pytest_asyncio
+
+from services.app import Archivist
+from services.settings import Settings
+from tests.conftest import make_settings
+from tests.git_server import Repository, ServerProcess
+from tests.git_support import run_sync, stored
+from tests.security import bombs
+from tests.security.bombs import MB, measured
+
+BIG = 100 * MB
+#: Peak RSS growth allowed for the whole sync (fetch, index, plan, two small files parsed and stored).
+MAX_GROWTH_MB = 60
+
+
+@pytest.fixture(scope="module")
+def pack_settings(database_url: str, files_dir: Path) -> Settings:
+    return make_settings(
+        database_url,
+        files_dir,
+        job_poll_seconds=0.1,
+        job_heartbeat_seconds=0.5,
+        job_stale_seconds=5.0,
+        git_allow_private=True,
+        max_file_mb=1.0,
+    )
+
+
+@pytest_asyncio.fixture(scope="module")
+async def pack_app(pack_settings: Settings, embedder: Any) -> AsyncIterator[Archivist]:
+    app = await Archivist.open(pack_settings, embedder)
+    await app.documents.create_from_text((await app.sources.create("Warm-up")).id, "warm")
+    yield app
+    await app.close()
+
+
+@pytest.fixture
+def zeros_server(tmp_path: Path) -> Iterator[ServerProcess]:
+    """A repository holding two notes and `zeros.md`, 100 MB of zeros, served from another process."""
+    root = tmp_path / "repos"
+    root.mkdir()
+    repo = Repository(root / "zeros")
+    repo.commit(
+        {
+            "notes.md": "# Notes\n\nA small file about lighthouses.\n",
+            "guide.md": "# Guide\n\nHow to keep a lighthouse lamp lit.\n",
+            "zeros.md": "\0" * BIG,
+        }
+    )
+    repo.files.clear()  # nothing of the blob stays in this process before it is measured
+    repo.repo.close()
+    del repo
+    server = ServerProcess(root)
+    yield server
+    server.close()
+
+
+def pack_bytes(app: Archivist, source_id: Any) -> int:
+    packs = app.settings.data_dir / "git" / str(source_id) / "objects" / "pack"
+    return sum(path.stat().st_size for path in packs.glob("*.pack"))
+
+
+async def test_a_blob_inflating_past_the_cap_is_reported_and_never_inflated(
+    pack_app: Archivist, zeros_server: ServerProcess
+) -> None:
+    config, _ = await pack_app.git.bind(zeros_server.url("zeros"), title="Zeros")
+    with bombs.address_space(2048), measured() as cost:
+        job = await run_sync(pack_app, config.source_id)
+    assert pack_bytes(pack_app, config.source_id) < 2 * MB  # a small pack: the pack bound does not apply
+    assert cost.grew_mb < MAX_GROWTH_MB, f"the client grew by {cost.grew_mb:.0f} MB fetching a 100 MB blob"
+    assert set(await stored(pack_app, config.source_id)) == {"notes.md", "guide.md"}, job
+    assert job.pages_failed == 1, job
+    error = job.recent_errors[0]
+    assert error.url == "zeros.md" and f"{BIG:,} bytes" in error.error, error
