@@ -170,6 +170,7 @@ FOLDER_DOCS: dict[str, str] = {
 TEXT_SUFFIXES = {".py", ".md", ".toml", ".yml", ".yaml", ".cfg", ".ini", ".txt", ".sh", ".example", ".html"}
 TEXT_NAMES = {"Makefile", "run"}
 SKIP_SUFFIXES = (".sql",)  # applied migrations: never edited
+LINE_LENGTH = 120  # pyproject's ruff line-length: ruff format does not reflow comments or docstrings
 DOTTED = re.compile(r"(?<![\w.])((?:services|tests)(?:\.\w+)+)")
 FILE_PARENTS = re.compile(r"(Path\(__file__\)(?:\.resolve\(\))?)((?:\.parent\b)+|\.parents\[(\d+)\])")
 
@@ -344,6 +345,11 @@ class Remapper:
             text = re.sub(r"(?<![\w/.-])" + re.escape(slash_old) + r"(?=\.(?!py\b)[A-Za-z_])", slash_new, text)
         for old, new in self.plan.paths.items():
             text = re.sub(r"(?<![\w/.-])" + re.escape(old) + r"(?![\w-])", new, text)
+        return self.joined(text)
+
+    def joined(self, text: str) -> str:
+        """`ROOT / "tests" / "crawl_worker_proc.py"`: a path spelled as pathlib parts (several tokens)."""
+        for old, new in self.plan.paths.items():
             joined = " / ".join(f'"{part}"' for part in old.split("/"))
             text = text.replace(joined, " / ".join(f'"{part}"' for part in new.split("/")))
         return text
@@ -458,7 +464,7 @@ def rewrite_references(plan: Plan, report: Report) -> None:
         text = path.read_text()
         if path.suffix == ".py":
             try:
-                new = rewrite_tokens(rewrite_imports(text, remap, rel), remap, rel)
+                new = remap.joined(rewrite_tokens(rewrite_imports(text, remap, rel), remap, rel))
             except SyntaxError as exc:
                 report.notes.append(f"SKIPPED (does not parse): {rel}: {exc}")
                 continue
@@ -466,6 +472,8 @@ def rewrite_references(plan: Plan, report: Report) -> None:
             new = remap.text(text, rel)
         if new != text:
             report.did(f"rewrite references in {rel}")
+            long_lines = [n for n, line in enumerate(new.splitlines(), 1) if len(line) > LINE_LENGTH]
+            report.notes.extend(f"LONG LINE (reflow by hand): {rel}:{n}" for n in long_lines if path.suffix == ".py")
             if not report.check:
                 path.write_text(new)
                 if path.suffix == ".py":
