@@ -41,7 +41,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-SELF = Path(__file__).resolve()
+#: this script and its test spell the old names on purpose
+KEEP = {Path(__file__).resolve(), ROOT / "tests" / "scripts" / "test_rooms.py"}
 
 #: old module -> new module. core/ is the leaf every package may use (it imports no other services
 #: package); paths.py reads the caller's scope, so it lives with access (core -> access would be a circle).
@@ -322,6 +323,11 @@ class Remapper:
 
     plan: Plan
     ambiguous: list[str] = field(default_factory=list)
+    slashed: dict[str, str] = field(init=False)
+    joins: dict[str, str] = field(init=False)
+    slash_names: re.Pattern[str] = field(init=False)
+    path_pattern: re.Pattern[str] = field(init=False)
+    join_pattern: re.Pattern[str] = field(init=False)
 
     def dotted(self, name: str, where: str = "") -> str:
         for new in self.plan.dotted.values():
@@ -338,21 +344,35 @@ class Remapper:
             return name
         return self.plan.dotted[old] + rest
 
+    def __post_init__(self) -> None:
+        """One pattern per kind of reference (alternations of every old name, longest first)."""
+        slashed = {old.replace(".", "/"): new.replace(".", "/") for old, new in self.plan.dotted.items()}
+        self.slashed, self.joins = slashed, {joined(old): joined(new) for old, new in self.plan.paths.items()}
+        # `services/paths.caller_roots`: a module's path, then a name in it
+        self.slash_names = alternation(slashed, r"(?<![\w/.-])", r"(?=\.(?!py\b)[A-Za-z_])")
+        self.path_pattern = alternation(self.plan.paths, r"(?<![\w/.-])", r"(?![\w-])")
+        self.join_pattern = alternation(self.joins, "", "")
+
     def text(self, text: str, where: str) -> str:
+        if "services" not in text and "tests" not in text:
+            return text
         text = DOTTED.sub(lambda m: self.dotted(m.group(1), where), text)
-        for old, new in self.plan.dotted.items():  # `services/paths.caller_roots`: a path, then a name
-            slash_old, slash_new = old.replace(".", "/"), new.replace(".", "/")
-            text = re.sub(r"(?<![\w/.-])" + re.escape(slash_old) + r"(?=\.(?!py\b)[A-Za-z_])", slash_new, text)
-        for old, new in self.plan.paths.items():
-            text = re.sub(r"(?<![\w/.-])" + re.escape(old) + r"(?![\w-])", new, text)
+        text = self.slash_names.sub(lambda m: self.slashed[m.group(0)], text)
+        text = self.path_pattern.sub(lambda m: self.plan.paths[m.group(0)], text)
         return self.joined(text)
 
     def joined(self, text: str) -> str:
         """`ROOT / "tests" / "crawl_worker_proc.py"`: a path spelled as pathlib parts (several tokens)."""
-        for old, new in self.plan.paths.items():
-            joined = " / ".join(f'"{part}"' for part in old.split("/"))
-            text = text.replace(joined, " / ".join(f'"{part}"' for part in new.split("/")))
-        return text
+        return self.join_pattern.sub(lambda m: self.joins[m.group(0)], text) if '"tests"' in text else text
+
+
+def joined(path: str) -> str:
+    return " / ".join(f'"{part}"' for part in path.split("/"))
+
+
+def alternation(names: Iterable[str], before: str, after: str) -> re.Pattern[str]:
+    ordered = sorted(names, key=len, reverse=True)
+    return re.compile(before + "(?:" + "|".join(map(re.escape, ordered)) + ")" + after)
 
 
 def line_offsets(data: bytes) -> list[int]:
@@ -450,7 +470,7 @@ def text_files() -> list[Path]:
     files = []
     for rel in filter(None, listed):
         path = ROOT / rel
-        if path == SELF or rel.endswith(SKIP_SUFFIXES) or not path.is_file():
+        if path in KEEP or rel.endswith(SKIP_SUFFIXES) or not path.is_file():
             continue
         if path.suffix in TEXT_SUFFIXES or path.name in TEXT_NAMES:
             files.append(path)
