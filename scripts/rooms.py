@@ -115,7 +115,7 @@ TEST_HOMES: dict[str, tuple[str, ...]] = {
     "sync": ("test_sync", "test_sync_watch", "test_git_sources", "test_git_sources_auth"),
     "tools": (
         "test_agent_surface", "test_contract", "test_tools", "test_protocol", "test_document_fields",
-        "test_writes_fail_clean", "test_mcp_skills", "test_mcp_app", "test_code_hits",
+        "test_writes_fail_clean", "test_mcp_skills", "test_mcp_app", "test_code_hits", "test_sdk_surface",
     ),
     "web": ("test_web_access", "test_web_console", "test_web_narrow", "test_console_profiles"),
 }  # fmt: skip
