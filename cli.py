@@ -13,7 +13,7 @@ from typing import Any
 from rich_argparse import RawDescriptionRichHelpFormatter
 
 from services.access.scope import Scope, use_scope
-from services.settings import get_settings
+from services.core.settings import get_settings
 
 logger = logging.getLogger("archivist")
 
@@ -172,7 +172,7 @@ def report_failure(exc: Exception) -> None:
     it stands for) is its message and next step; anything else is named as a bug, with the traceback
     behind -vv. Exit code 1 either way (2 is for usage errors)."""
     from commands.output import fail
-    from services.errors import ServiceError, service_error_from
+    from services.core.errors import ServiceError, service_error_from
 
     mapped = exc if isinstance(exc, ServiceError) else service_error_from(exc)
     if mapped is not None:

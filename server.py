@@ -21,7 +21,7 @@ from starlette.routing import Mount
 
 from access.healthz import healthz_endpoint
 from services.app import Runtime
-from services.settings import Settings, get_settings
+from services.core.settings import Settings, get_settings
 from tools import (
     crawl_website,
     manage_document,

@@ -33,7 +33,7 @@ from mcp.types import INTERNAL_ERROR, INVALID_PARAMS
 from services.access.identity import Caller, admit, record
 from services.access.oauth import Identity
 from services.access.scope import Scope, use_scope
-from services.errors import CallTimeout, ServiceError, service_error_from
+from services.core.errors import CallTimeout, ServiceError, service_error_from
 from tools.common import failure, failure_from, rpc_error
 
 if TYPE_CHECKING:

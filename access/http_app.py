@@ -23,7 +23,7 @@ from starlette.routing import Route
 from access.guard import GuardedServer
 from access.rate_headers import RateLimitHeaders
 from services.access.hosts import HostPolicy
-from services.settings import Settings
+from services.core.settings import Settings
 
 logger = logging.getLogger(__name__)
 #: multipart framing around the one uploaded file

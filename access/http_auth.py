@@ -38,7 +38,7 @@ from access.guard import bearer_verified
 from services.access.hosts import is_loopback
 from services.access.oauth import WRITE_SCOPE, InvalidToken, OAuthConfig, OAuthVerifier
 from services.access.tokens import PREFIX, TokenService
-from services.settings import Settings
+from services.core.settings import Settings
 
 logger = logging.getLogger(__name__)
 METADATA_PATH = "/.well-known/oauth-protected-resource"
@@ -63,7 +63,7 @@ class AuthDb:
 
     async def open(self) -> AuthDb:
         if self._pool is None:
-            from services.database import resolve_dsn
+            from services.core.database import resolve_dsn
 
             self._pool = await asyncpg.create_pool(await resolve_dsn(self.settings), min_size=0, max_size=4)
         return self

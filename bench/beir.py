@@ -62,6 +62,7 @@ from bench.common import CACHE_DIR, machine_info, settings_summary, slug  # noqa
 from bench.metrics import evaluate, percentile  # noqa: E402
 from services.access.scope import Scope, use_scope  # noqa: E402
 from services.app import Archivist  # noqa: E402
+from services.core.settings import Settings  # noqa: E402
 from services.embeddings import create_embedder  # noqa: E402
 from services.embeddings.base import Embedder  # noqa: E402
 from services.reranking import create_reranker  # noqa: E402
@@ -70,7 +71,6 @@ from services.search.base import SearchRequest, SearchStrategy  # noqa: E402
 from services.search.hybrid import HybridSearch  # noqa: E402
 from services.search.rerank import RerankSearch  # noqa: E402
 from services.search.vector import VectorSearch  # noqa: E402
-from services.settings import Settings  # noqa: E402
 
 logger = logging.getLogger("bench.beir")
 

@@ -22,11 +22,11 @@ if str(ROOT) not in sys.path:
 from bench.beir_data import URL_PREFIX, BeirDoc, file_digest  # noqa: E402
 from services.app import Archivist  # noqa: E402
 from services.chunking import get_chunker  # noqa: E402
+from services.core.settings import Settings  # noqa: E402
 from services.documents import embedding_text  # noqa: E402
 from services.embeddings.base import Embedder  # noqa: E402
 from services.embeddings.gate import DOCUMENT_SLICE  # noqa: E402
 from services.embeddings.models import cpu_threads  # noqa: E402
-from services.settings import Settings  # noqa: E402
 
 logger = logging.getLogger("bench.beir")
 

@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.chaos_disk import disk_faults  # noqa: E402
 from bench.chaos_kills import kill_mid_crawl, kill_mid_ingest, kill_mid_update  # noqa: E402
 from bench.chaos_lib import ROWS, Server, base_env, row, tool  # noqa: E402
-from services.supervisor import read_pid  # noqa: E402
+from services.core.supervisor import read_pid  # noqa: E402
 
 # ------------------------------------------------------------------ database faults
 

@@ -18,7 +18,7 @@ import psutil
 from mcp import Client
 
 from bench.chaos_lib import Server, base_env, row, tool
-from services.supervisor import read_pid
+from services.core.supervisor import read_pid
 
 
 def mount(*args: str) -> str | None:

@@ -9,7 +9,7 @@ import socket
 from pathlib import Path
 from typing import Any
 
-from services.settings import Settings
+from services.core.settings import Settings
 
 ROOT = Path(__file__).resolve().parent.parent
 CACHE_DIR = ROOT / "bench" / ".cache"

@@ -36,8 +36,8 @@ from bench.common import CACHE_DIR, machine_info  # noqa: E402
 from models.jobs import CrawlJob, CrawlRequest  # noqa: E402
 from services.access.scope import Scope, use_scope  # noqa: E402
 from services.app import Archivist, run_worker  # noqa: E402
+from services.core.settings import Settings  # noqa: E402
 from services.fetchers import create_fetcher  # noqa: E402
-from services.settings import Settings  # noqa: E402
 from tests.fixture_site import FixtureSite  # noqa: E402
 
 logger = logging.getLogger("bench.crawl")

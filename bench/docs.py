@@ -50,9 +50,9 @@ from bench.metrics import first_ranks, hit_scores  # noqa: E402
 from models.jobs import CrawlRequest  # noqa: E402
 from services.access.scope import Scope, use_scope  # noqa: E402
 from services.app import Archivist, run_worker  # noqa: E402
+from services.core.settings import Settings  # noqa: E402
 from services.embeddings import create_embedder  # noqa: E402
 from services.embeddings.base import Embedder  # noqa: E402
-from services.settings import Settings  # noqa: E402
 
 logger = logging.getLogger("bench.docs")
 

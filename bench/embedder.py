@@ -28,12 +28,12 @@ if str(ROOT) not in sys.path:
 
 from bench.docs import DOC_SETS  # noqa: E402
 from services.chunking import get_chunker  # noqa: E402
+from services.core.settings import Settings  # noqa: E402
 from services.documents import embedding_text  # noqa: E402
 from services.embeddings.gate import DOCUMENT_SLICE  # noqa: E402
 from services.embeddings.models import cpu_threads, resolve_model_path  # noqa: E402
 from services.embeddings.onnx import ONNX_BATCH_SIZE, OnnxEmbedder, create_session, find_onnx_file  # noqa: E402
 from services.pages import extract_html  # noqa: E402
-from services.settings import Settings  # noqa: E402
 
 
 def chunk_texts(set_name: str, pages: int, overlap: int) -> list[str]:

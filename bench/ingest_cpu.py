@@ -47,7 +47,7 @@ from bench.sync import note  # noqa: E402
 from models.jobs import CrawlRequest  # noqa: E402
 from services.access.scope import Scope, use_scope  # noqa: E402
 from services.app import Archivist, run_worker  # noqa: E402
-from services.settings import Settings  # noqa: E402
+from services.core.settings import Settings  # noqa: E402
 from tests.fixture_site import FixtureSite  # noqa: E402
 
 logger = logging.getLogger("bench.ingest_cpu")

@@ -39,12 +39,12 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from services.chunking import get_chunker  # noqa: E402
+from services.core.settings import Settings  # noqa: E402
 from services.flags import chunk_flags  # noqa: E402
 from services.pages import extract_html  # noqa: E402
 from services.pages.base import PageContext  # noqa: E402
 from services.pages.main_content import SelectMainContent  # noqa: E402
 from services.pages.parse import ParseHtml  # noqa: E402
-from services.settings import Settings  # noqa: E402
 
 SETS = {
     "django": ("python-django-doc", Path("/usr/share/doc/python-django-doc/html")),

@@ -34,7 +34,7 @@ from bench.metrics import hit_scores  # noqa: E402
 from models.jobs import CrawlRequest  # noqa: E402
 from services.access.scope import Scope, use_scope  # noqa: E402
 from services.app import Archivist, run_worker  # noqa: E402
-from services.settings import Settings  # noqa: E402
+from services.core.settings import Settings  # noqa: E402
 
 DATA_DIR = CACHE_DIR / "keyword-only-db"
 

@@ -41,12 +41,12 @@ from bench.scale_keyword import keyword_agreement, keyword_matches  # noqa: E402
 from bench.scale_vector import build_bit_index, vector_recall  # noqa: E402
 from services.access.scope import Scope, use_scope  # noqa: E402
 from services.app import Archivist  # noqa: E402
+from services.core.settings import Settings  # noqa: E402
 from services.embeddings import create_embedder  # noqa: E402
 from services.search.base import SearchRequest, SearchStrategy  # noqa: E402
 from services.search.hybrid import HybridSearch  # noqa: E402
 from services.search.rerank import RerankSearch  # noqa: E402
 from services.search.vector import VECTOR_SQL, VectorSearch  # noqa: E402
-from services.settings import Settings  # noqa: E402
 
 logger = logging.getLogger("bench.scale")
 

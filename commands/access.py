@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from commands.output import note, print_json, print_table, say, usage, when
 from models import SEARCH_TYPES
-from services.settings import get_settings
+from services.core.settings import get_settings
 
 if TYPE_CHECKING:
     from services.app import Archivist
@@ -192,7 +192,7 @@ async def profile_fields(app: Archivist, args: argparse.Namespace) -> dict[str, 
 
 def warn_about_paths(profile: Any) -> None:
     """Say which of a profile's allowed paths the server's ARCHIVIST_ALLOWED_PATHS will ignore: a
-    profile never widens the server's setting (services/paths.caller_roots)."""
+    profile never widens the server's setting (services/access/paths.caller_roots)."""
     if not profile.allowed_paths:
         return
     settings = get_settings()

@@ -13,7 +13,7 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from services.settings import Settings
+from services.core.settings import Settings
 
 
 def add_backup_commands(sub: Any) -> None:
@@ -63,7 +63,7 @@ def counts_line(counts: dict[str, int]) -> str:
 
 
 async def run_backup(args: argparse.Namespace, settings: Settings) -> None:
-    from services.backup import backup
+    from services.documents.backup import backup
 
     with table_progress("backup") as progress:
         report = await backup(settings, args.file, progress)
@@ -71,7 +71,7 @@ async def run_backup(args: argparse.Namespace, settings: Settings) -> None:
 
 
 async def run_restore(args: argparse.Namespace, settings: Settings) -> None:
-    from services.backup import restore
+    from services.documents.backup import restore
 
     with table_progress("restore") as progress:
         report = await restore(settings, args.file, force=args.force, reembed=args.reembed, progress=progress)
@@ -80,7 +80,7 @@ async def run_restore(args: argparse.Namespace, settings: Settings) -> None:
 
 async def run_export(args: argparse.Namespace, settings: Settings) -> None:
     from services.app import Archivist
-    from services.export import export_source
+    from services.documents.export import export_source
 
     app = await Archivist.open(settings)
     try:

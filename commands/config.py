@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 
 from commands.output import fail, note
 from services.access.hosts import is_loopback
-from services.settings import Settings
+from services.core.settings import Settings
 
 CLIENTS = ["claude-code", "claude-desktop", "cursor", "vscode"]
 

@@ -8,7 +8,7 @@ from typing import Any
 from rich.table import Table
 
 from commands.output import out, print_json
-from services.settings import Settings
+from services.core.settings import Settings
 
 
 def add_doctor_command(sub: Any) -> None:
@@ -65,8 +65,8 @@ def show_report(body: dict[str, Any], settings: Settings) -> None:
 async def cli_doctor(settings: Settings, args: argparse.Namespace) -> None:
     """Print the report; exit 1 when the database is down."""
     from commands.owner import open_archivist
-    from services.errors import service_error_from
-    from services.health import report
+    from services.core.errors import service_error_from
+    from services.core.health import report
 
     try:
         app = await open_archivist(settings)

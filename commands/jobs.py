@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from commands.output import fail, note, print_json, print_table, progress_bar, say, when
 from models.jobs import CrawlRequest
-from services.settings import Settings
+from services.core.settings import Settings
 
 if TYPE_CHECKING:
     from services.app import Archivist

@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING, Any
 from commands.output import fail, note, print_json, progress_bar, say
 from commands.owner import open_archivist
 from models import SEARCH_TYPES
-from services.errors import ServiceError
-from services.settings import Settings
+from services.core.errors import ServiceError
+from services.core.settings import Settings
 
 if TYPE_CHECKING:
     from services.app import Archivist
@@ -66,8 +66,8 @@ def existing_path(raw: str) -> Path:
 
 
 def count_files(path: Path, extensions: list[str] | None) -> int:
+    from services.access.paths import walk_files
     from services.parsers import supported_extensions
-    from services.paths import walk_files
 
     if path.is_file():
         return 1
@@ -78,7 +78,7 @@ def count_files(path: Path, extensions: list[str] | None) -> int:
 async def cli_ingest(app: Archivist, args: argparse.Namespace) -> None:
     """Ingest files and folders, then say what happened: new / updated / unchanged documents, and every
     file that failed or was passed over, by name."""
-    from services.errors import NotFound
+    from services.core.errors import NotFound
 
     paths = [existing_path(raw) for raw in args.paths]
     try:
@@ -145,7 +145,7 @@ async def cli_search(app: Archivist, args: argparse.Namespace) -> None:
     source = (await app.sources.resolve(args.source)).id if args.source else None
     served = None
     if args.library or args.version:
-        from services.versions import resolve
+        from services.sources.versions import resolve
 
         library = args.library or (await app.sources.resolve(args.source)).title
         served = await resolve(app.db, library, args.version)
@@ -214,7 +214,7 @@ async def run_human_command(args: argparse.Namespace, settings: Settings, stop: 
     from commands.sync import cli_sync
 
     if args.command == "reembed":
-        from services.reembed import reembed_all
+        from services.documents.reembed import reembed_all
 
         await reembed_all(settings)
         return

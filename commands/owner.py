@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from services.settings import Settings
+from services.core.settings import Settings
 
 
 def owner_settings(settings: Settings) -> Settings:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from commands.lifecycle import serve_http, serve_stdio
 from commands.output import fail, usage
-from services.settings import Settings
+from services.core.settings import Settings
 
 if TYPE_CHECKING:
     from server import ArchivistServer

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from commands.jobs import exit_if_failed, follow, with_worker
 from commands.output import note, progress_bar, say, usage
-from services.errors import NotFound
+from services.core.errors import NotFound
 
 if TYPE_CHECKING:
     from services.app import Archivist

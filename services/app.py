@@ -14,21 +14,21 @@ from services.access.grants import GrantService
 from services.access.profiles import ProfileService
 from services.access.ratelimit import RateLimiter
 from services.access.tokens import TokenService
+from services.core.database import Database
+from services.core.errors import ServiceError, Unavailable
+from services.core.memory import limit_malloc_arenas
+from services.core.settings import Settings
 from services.crawl.service import CrawlService
-from services.database import Database
 from services.documents import DocumentService
 from services.embeddings import create_embedder, gate
 from services.embeddings.base import Embedder
-from services.errors import ServiceError, Unavailable
 from services.jobs.queue import JobQueue
 from services.jobs.run import RunnerFactory
 from services.jobs.worker import DEFAULT_CONCURRENT_JOBS, Chore, Worker
-from services.memory import limit_malloc_arenas
 from services.reranking import create_reranker
 from services.reranking.base import Reranker
 from services.search import SearchService
-from services.settings import Settings
-from services.sources import SourceService
+from services.sources.service import SourceService
 from services.sync import SyncService
 from services.sync.git import GitService
 

@@ -15,7 +15,7 @@ import pytest_asyncio
 
 from services.access.scope import Scope, use_scope
 from services.app import Archivist
-from services.settings import Settings
+from services.core.settings import Settings
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")

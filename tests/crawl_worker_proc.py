@@ -15,7 +15,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from services.app import run_standalone_worker  # noqa: E402
-from services.settings import Settings  # noqa: E402 - after the sys.path fix above
+from services.core.settings import Settings  # noqa: E402 - after the sys.path fix above
 
 if __name__ == "__main__":
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(name)s: %(message)s")

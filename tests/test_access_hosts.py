@@ -10,7 +10,7 @@ import pytest
 from access.http_auth import AuthDb, AuthGate
 from commands.config import wants_token_header
 from services.access.hosts import is_loopback
-from services.settings import Settings
+from services.core.settings import Settings
 from web.core import Console
 
 HOSTS = [

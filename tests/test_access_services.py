@@ -9,7 +9,7 @@ from uuid import uuid4
 import pytest
 
 from services.access.scope import Scope, current_scope, use_scope
-from services.errors import Conflict, InvalidArgument, NotFound, PermissionDenied
+from services.core.errors import Conflict, InvalidArgument, NotFound, PermissionDenied
 
 
 @pytest.mark.usefixtures("owner")

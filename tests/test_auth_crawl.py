@@ -27,8 +27,8 @@ import pytest_asyncio
 from models.jobs import CrawlJob, CrawlRequest
 from server import build_server
 from services.app import Archivist, Runtime, run_worker
+from services.core.errors import InvalidArgument
 from services.crawl.robots_cache import RobotsCache
-from services.errors import InvalidArgument
 from services.fetchers.browser_guard import RequestGuard
 from tests.conftest import make_settings
 from tests.fixture_site import FixtureSite, Page, html_page
@@ -354,8 +354,8 @@ document.querySelector("main, article, body").appendChild(p);
 async def test_browser_fetcher_sends_the_login_to_its_host_only(
     tmp_path: Path, site: LoginSite, other: FixtureSite, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    from services.core.settings import Settings
     from services.fetchers.browser import BrowserFetcher
-    from services.settings import Settings
 
     for name in ("CRAWL4_AI_BASE_DIRECTORY", "CRAWL4AI_CHROMIUM_SANDBOX"):  # the fetcher sets them
         monkeypatch.setenv(name, os.environ.get(name, ""))

@@ -10,12 +10,12 @@ from typing import Any
 import pytest
 import yaml
 
-from services import backup as backups
 from services.access.scope import Scope, use_scope
 from services.app import Archivist
-from services.errors import Conflict, InvalidArgument
-from services.export import export_source
-from services.settings import Settings
+from services.core.errors import Conflict, InvalidArgument
+from services.core.settings import Settings
+from services.documents import backup as backups
+from services.documents.export import export_source
 
 TOPICS = {
     "Lighthouses": "# Lighthouses\n\nA Fresnel lens focuses the lamp's light into a beam seen from far at sea.",

@@ -10,8 +10,8 @@ import pytest
 
 from services.chunking import MarkdownChunker, get_chunker
 from services.chunking.base import Chunk
-from services.errors import InvalidArgument
-from services.settings import Settings, get_settings
+from services.core.errors import InvalidArgument
+from services.core.settings import Settings, get_settings
 
 WORDS = ["alpha", "beta", "gamma", "naïve", "café", "数据", "日本語の文。", "Ωmega", "x", "e.g.", "1.", "—", "🙂"]
 

@@ -14,7 +14,7 @@ from services.app import Archivist
 from services.chunking import MarkdownChunker, get_chunker
 from services.chunking.base import Chunk
 from services.chunking.code import CodeChunker
-from services.settings import Settings
+from services.core.settings import Settings
 from tests.conftest import make_settings
 
 PYTHON = '''"""Geometry helpers."""

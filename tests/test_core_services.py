@@ -10,8 +10,8 @@ import pytest
 
 from services.access.scope import Scope, use_scope
 from services.app import Archivist
-from services.database import ConfigMismatch, Database
-from services.errors import Conflict, InvalidArgument, NotFound, PermissionDenied
+from services.core.database import ConfigMismatch, Database
+from services.core.errors import Conflict, InvalidArgument, NotFound, PermissionDenied
 from tests.corpus import DOCUMENTS, QUERIES
 
 

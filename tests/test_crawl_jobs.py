@@ -24,7 +24,7 @@ from pydantic import ValidationError
 
 from models.jobs import CrawlJob, CrawlRequest
 from services.app import Archivist, run_worker
-from services.errors import Conflict, InvalidArgument, PermissionDenied
+from services.core.errors import Conflict, InvalidArgument, PermissionDenied
 from tests.conftest import make_settings
 from tests.fixture_site import FixtureSite, html_page
 from tests.test_parsers import make_pdf

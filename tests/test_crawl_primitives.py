@@ -11,8 +11,9 @@ from typing import Any
 
 import pytest
 
+from services.core.errors import InvalidArgument, PermissionDenied
+from services.core.settings import Settings
 from services.crawl.politeness import HostThrottle
-from services.errors import InvalidArgument, PermissionDenied
 from services.fetchers import create_fetcher
 from services.fetchers.crawl4ai_http import Crawl4aiHttpFetcher
 from services.net import safety
@@ -21,7 +22,6 @@ from services.net.safety import check_url_allowed
 from services.net.sitemap import parse_sitemap
 from services.net.text_fetch import fetch_text
 from services.net.urls import host_key, in_scope, matches_patterns, normalize_url, registrable_domain
-from services.settings import Settings
 from tests.fixture_site import DEFAULT_LINKS, FIXED_LAST_MODIFIED, FixtureSite
 
 UA = "ArchivistBot/0.1 (+https://github.com/archivist)"

@@ -10,6 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from services.core.errors import InvalidArgument
+from services.core.settings import Settings
 from services.embeddings import (
     create_embedder,
     embed_documents_async,
@@ -19,8 +21,6 @@ from services.embeddings import (
 from services.embeddings.base import Embedder
 from services.embeddings.models import ModelNotAvailable
 from services.embeddings.onnx import BGE_QUERY_PREFIX, OnnxEmbedder
-from services.errors import InvalidArgument
-from services.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -1,5 +1,5 @@
 """`.env.example` names every setting (issue 28): derived from the settings model, so a setting added to
-services/settings.py without a line (and a comment) in .env.example fails here, and so does a name in
+services/core/settings.py without a line (and a comment) in .env.example fails here, and so does a name in
 .env.example that nothing reads."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from services.settings import Settings
+from services.core.settings import Settings
 
 ROOT = Path(__file__).resolve().parent.parent
 #: settings read from the environment outside the settings model (services/access/secret_env.py, server.py)

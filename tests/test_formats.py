@@ -12,7 +12,7 @@ import pytest
 
 from services.access.scope import Scope, use_scope
 from services.app import Archivist
-from services.errors import InvalidArgument
+from services.core.errors import InvalidArgument
 from services.parsers import get_parser, parse_bytes, supported_extensions
 
 # --- writers ----------------------------------------------------------------------------------------

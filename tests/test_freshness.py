@@ -19,8 +19,8 @@ from mcp import Client
 from server import build_server
 from services.access.scope import Scope, use_scope
 from services.app import Archivist, Runtime
+from services.core.errors import InvalidArgument, NotFound
 from services.documents.changes import ChangeLog
-from services.errors import InvalidArgument, NotFound
 from tests.conftest import make_settings
 from tests.fixture_site import FIXED_LAST_MODIFIED, FixtureSite, html_page
 from tests.mcp_helpers import client_in_own_task, err, ok

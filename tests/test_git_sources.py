@@ -13,8 +13,8 @@ import pytest
 
 from commands.sync import cli_sync
 from services.app import Archivist, run_worker
-from services.database import migration_file
-from services.errors import NotFound
+from services.core.database import migration_file
+from services.core.errors import NotFound
 from services.sync.git.tree import plan
 from tests.git_server import GitServer
 from tests.git_support import counts, run_sync, stored

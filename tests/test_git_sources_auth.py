@@ -13,7 +13,7 @@ import pytest
 
 from server import build_server
 from services.app import Archivist, Runtime
-from services.errors import InvalidArgument, PermissionDenied
+from services.core.errors import InvalidArgument, PermissionDenied
 from services.net.connector import PinnedPoolManager
 from services.sync.git import GitService
 from tests.conftest import make_settings

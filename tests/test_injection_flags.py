@@ -25,10 +25,10 @@ from server import build_server
 from services.access.scope import Scope, use_scope
 from services.app import Runtime
 from services.chunking import get_chunker
+from services.core.settings import Settings
 from services.flags import chunk_flags, has_invisible_chars, scan_text
 from services.flags.store import FlagStore
 from services.pages import extract_html
-from services.settings import Settings
 from tests.mcp_helpers import client_in_own_task, ok
 from tests.test_e2e import run_cli, server_env
 

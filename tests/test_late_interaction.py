@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from services.core.settings import Settings
 from services.reranking import create_reranker
-from services.settings import Settings
 
 
 def test_maxsim_prefers_the_relevant_passage() -> None:

@@ -25,7 +25,7 @@ from pydantic import ConfigDict, TypeAdapter
 
 from server import build_server
 from services.app import Runtime
-from services.settings import Settings
+from services.core.settings import Settings
 from tests.mcp_helpers import client_in_own_task, ok
 
 MODERN = "2026-07-28"

@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 
-from services import memory
+from services.core import memory
+from services.core.settings import Settings
 from services.fetchers import crawl4ai_http
 from services.fetchers.crawl4ai_http import Crawl4aiHttpFetcher
 from services.pages import ExtractedPage
-from services.settings import Settings
 from tests.fixture_site import FixtureSite, html_page
 
 

@@ -21,8 +21,8 @@ from models.jobs import CrawlRequest
 from server import build_server
 from services.access.scope import Scope, use_scope
 from services.app import Archivist, Runtime
+from services.core.errors import InvalidArgument
 from services.documents.specs import SpecIngestResult
-from services.errors import InvalidArgument
 from services.openapi import convert_spec, load_spec, load_spec_if_any
 from tests.conftest import make_settings
 from tests.fixture_site import FixtureSite, html_page

@@ -17,7 +17,7 @@ from services.access.scope import Scope, use_scope
 from services.app import Archivist, Runtime
 from services.chunking.base import Chunk
 from services.chunking.pages import assign_pages, format_page_number, page_starts
-from services.settings import Settings
+from services.core.settings import Settings
 from tests.conftest import make_settings
 from tests.mcp_helpers import client_in_own_task, ok
 from tools.hits import HitShape, hit_views

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from pypdf import PdfReader, PdfWriter
 
-from services.errors import InvalidArgument
+from services.core.errors import InvalidArgument
 from services.parsers import get_parser, parse_bytes, supported_extensions
 from services.parsers.base import ParsedDocument
 from services.parsers.html import html_to_markdown

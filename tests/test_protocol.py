@@ -37,7 +37,7 @@ from models.jobs import CrawlRequest
 from server import build_server
 from services.access.scope import Scope, use_scope
 from services.app import Runtime
-from services.settings import Settings
+from services.core.settings import Settings
 from tests.conftest import make_settings
 from tests.fixture_site import FixtureSite
 from tests.mcp_helpers import client_in_own_task, ok

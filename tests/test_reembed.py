@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from services.app import Archivist
-from services.database import ConfigMismatch
-from services.reembed import reembed_all
+from services.core.database import ConfigMismatch
+from services.documents.reembed import reembed_all
 from tests.conftest import make_settings
 from tests.corpus import DOCUMENTS, QUERIES
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import jsonschema
 
-from services.settings import Settings
+from services.core.settings import Settings
 
 ROOT = Path(__file__).resolve().parent.parent
 SCHEMA = ROOT / "tests" / "registry" / "server.schema.2025-12-11.json"

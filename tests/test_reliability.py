@@ -15,8 +15,8 @@ from mcp import Client
 
 from server import build_server
 from services.app import Archivist, Runtime
-from services.database import Database, migration_file
-from services.errors import Conflict, service_error_from
+from services.core.database import Database, migration_file
+from services.core.errors import Conflict, service_error_from
 from tests.conftest import make_settings
 from tests.mcp_helpers import call, client_in_own_task, err, ok
 
@@ -170,7 +170,7 @@ async def test_migration_006_merges_duplicates_without_losing_documents(app: Arc
 
 
 async def test_health_report_names_database_models_worker_and_queue(app: Archivist) -> None:
-    from services.health import report
+    from services.core.health import report
 
     body = await report(app)
     assert body["ok"] is True and body["database"]["ok"] is True and body["database"]["embedded"] is False

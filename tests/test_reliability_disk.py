@@ -20,9 +20,9 @@ import pytest
 
 from server import build_server
 from services.app import Runtime
-from services.errors import disk_problem, service_error_from
-from services.settings import Settings
-from services.supervisor import read_pid
+from services.core.errors import disk_problem, service_error_from
+from services.core.settings import Settings
+from services.core.supervisor import read_pid
 from tests.mcp_helpers import call, client_in_own_task, ok
 
 
@@ -117,7 +117,7 @@ async def test_full_and_read_only_data_directory(tmpfs: Path, tmp_path: Path, em
 def test_disk_full_error_from_postgres_names_the_watched_directory(tmp_path: Path) -> None:
     import asyncpg
 
-    from services.errors import watch_data_dir
+    from services.core.errors import watch_data_dir
 
     watch_data_dir(tmp_path / "pgdata")
     try:

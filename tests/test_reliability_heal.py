@@ -13,7 +13,7 @@ from pathlib import Path
 import httpx
 from mcp import Client
 
-from services.supervisor import clear_stale_pid, postmaster_alive, read_pid
+from services.core.supervisor import clear_stale_pid, postmaster_alive, read_pid
 from tests.mcp_helpers import call, ok
 from tests.test_e2e import ARCHIVIST, free_port, wait_for_port
 

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from services.core.settings import Settings
 from services.embeddings.models import ModelNotAvailable
 from services.reranking import Reranker, create_reranker
 from services.reranking.onnx_cross_encoder import OnnxCrossEncoder
-from services.settings import Settings
 
 CASES = [
     (

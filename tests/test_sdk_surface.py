@@ -11,7 +11,7 @@ from mcp import Client
 
 from server import build_server
 from services.app import Runtime
-from services.settings import Settings
+from services.core.settings import Settings
 from tools import crawl_website, manage_document, manage_source, search_knowledge_base
 from tools.schemas import CrawlReply, DocumentReply, SearchReply, SourceReply
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from services.app import Archivist
+from services.core.settings import Settings
 from services.search.hybrid import informative_terms, or_query, quote_lexeme
 from services.search.rerank import fuse, linear_scores, rrf_scores
-from services.settings import Settings
 
 
 def test_informative_terms_drop_common_ones_but_never_all() -> None:

@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 
 from services.chunking.layout import parse_heading
+from services.documents.reading import parse_outline
 from services.documents.text import guess_text_type, guess_title
 from services.net.robots import RobotsPolicy, parse_llms_txt
 from services.pages.pipeline import markdown_title as page_title
-from services.reading import parse_outline
 
 
 @pytest.mark.parametrize(

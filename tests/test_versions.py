@@ -13,9 +13,9 @@ from mcp import Client
 
 from server import build_server
 from services.app import Archivist, Runtime
-from services.database import migration_file
-from services.errors import InvalidArgument
-from services.versions import pick
+from services.core.database import migration_file
+from services.core.errors import InvalidArgument
+from services.sources.versions import pick
 from tests.mcp_helpers import client_in_own_task, err, ok
 
 LABELS = ["1.2.0", "2.1.0", "2.3.1", None]

@@ -19,7 +19,7 @@ from mcp import Client
 
 from server import build_server
 from services.app import Runtime
-from services.settings import Settings
+from services.core.settings import Settings
 from tests.conftest import make_settings
 from tests.mcp_helpers import client_in_own_task, err, ok
 

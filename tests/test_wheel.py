@@ -62,7 +62,9 @@ def clean_env(**extra: str) -> dict[str, str]:
 
 
 def test_the_installed_package_is_the_wheel_not_the_checkout(installed: Path, tmp_path: Path) -> None:
-    probe = "import server, services.database as d, web.render as r; print(server.__file__, d.SQL_DIR, r.TEMPLATES)"
+    probe = (
+        "import server, services.core.database as d, web.render as r; print(server.__file__, d.SQL_DIR, r.TEMPLATES)"
+    )
     done = subprocess.run(
         [str(installed / "bin" / "python"), "-c", probe], cwd=tmp_path, env=clean_env(),
         capture_output=True, text=True, check=True,

@@ -21,7 +21,7 @@ from mcp.server.mcpserver import Context
 from mcp.types import CallToolResult
 from pydantic import BaseModel, ConfigDict
 
-from services.validation import clean_text
+from services.core.validation import clean_text
 from tools.common import failure
 from tools.schemas import lean_input_schema
 
@@ -44,7 +44,7 @@ class ToolArguments(BaseModel):
         return lean_input_schema(cls.model_json_schema())
 
     def cleaned(self: A) -> A:
-        """These arguments with NUL etc. removed from every text (services.validation.clean_text)."""
+        """These arguments with NUL etc. removed from every text (services.core.validation.clean_text)."""
         return type(self).model_construct(**clean_text(dict(self)))
 
 

@@ -26,7 +26,7 @@ from typing import Any
 from mcp.server.subscriptions import ResourceUpdated
 
 from services.access.scope import server_scope, use_scope
-from services.errors import ServiceError
+from services.core.errors import ServiceError
 from tools.common import to_json
 
 logger = logging.getLogger(__name__)

@@ -18,10 +18,10 @@ from mcp.types import INTERNAL_ERROR, INVALID_PARAMS, CallToolResult, InputRequi
 from models import Document, Page, Source
 from services.access.disclosure import outgoing_text
 from services.access.scope import current_scope
+from services.core.errors import CallTimeout, InvalidArgument, ServiceError, service_error_from
+from services.core.validation import MAX_PER_PAGE
 from services.documents.freshness import freshness_fields
 from services.documents.text import mime_type
-from services.errors import CallTimeout, InvalidArgument, ServiceError, service_error_from
-from services.validation import MAX_PER_PAGE
 
 if TYPE_CHECKING:
     from services.app import Archivist, Runtime
@@ -32,7 +32,7 @@ TEXT_LIMIT = 1000
 TITLE_LIMIT = 200
 METADATA_LIMIT = 1000
 MAX_LINKS = 20
-#: Actions served from the read replica when one is configured (services.database.Database.reading).
+#: Actions served from the read replica when one is configured (services.core.database.Database.reading).
 READ_ACTIONS = frozenset({"get", "list", "status"})
 #: JSON-RPC error codes for refusals of non-tool requests (out of scope reads as not found)
 RPC_CODES = {"NOT_FOUND": INVALID_PARAMS, "INVALID_ARGUMENT": INVALID_PARAMS, "RATE_LIMITED": -32029}

@@ -12,7 +12,7 @@ from mcp.types import CallToolResult, ToolAnnotations
 
 from models.jobs import CrawlJob, CrawlRequest, StartedJob
 from services.app import Archivist, Runtime
-from services.errors import InvalidArgument
+from services.core.errors import InvalidArgument
 from tools.arguments import ToolArguments, tool_function
 from tools.common import cut, dispatch, page_fields
 from tools.schemas import CrawlReply

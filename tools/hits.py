@@ -28,7 +28,7 @@ from urllib.parse import urlsplit
 
 from models import SearchHit
 from services.access.profile_settings import HIT_DEFAULT_FIELDS, HIT_OPTIONAL_FIELDS, OutputSettings
-from services.errors import InvalidArgument
+from services.core.errors import InvalidArgument
 from services.search.window import Window, occurrences, stemmer_for, term_weights, window
 from tools.common import TEXT_LIMIT, TITLE_LIMIT, cut, document_uri, metadata_view, page_number_field
 

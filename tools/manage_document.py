@@ -9,12 +9,12 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import CallToolResult, ToolAnnotations
 
 from models import Document, IngestResult
+from services.access.paths import resolve_caller_path
 from services.app import Archivist, Runtime
+from services.core.errors import InvalidArgument
+from services.core.validation import MAX_PER_PAGE, parse_uuid
+from services.documents.reading import MAX_WINDOW, ReadingService
 from services.documents.specs import SpecIngestResult
-from services.errors import InvalidArgument
-from services.paths import resolve_caller_path
-from services.reading import MAX_WINDOW, ReadingService
-from services.validation import MAX_PER_PAGE, parse_uuid
 from tools.app_ui import APP_META
 from tools.arguments import ToolArguments, tool_function
 from tools.common import TEXT_LIMIT, cut, dispatch, document_view, page_fields, page_number_field

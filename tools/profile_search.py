@@ -9,7 +9,7 @@ from typing import Any
 from models.access import Profile
 from services.access.profiles import read_profile_notes
 from services.access.scope import Scope, current_scope
-from services.errors import InvalidArgument
+from services.core.errors import InvalidArgument
 
 logger = logging.getLogger(__name__)
 NOTE_LIMIT = 160  # characters of each profile's description in the tool description

@@ -16,8 +16,8 @@ from mcp.types import INVALID_PARAMS
 from pydantic import Field
 
 from services.app import Runtime
-from services.errors import InvalidArgument, ServiceError
-from services.validation import clean_text
+from services.core.errors import InvalidArgument, ServiceError
+from services.core.validation import clean_text
 
 MAX_QUESTION = 2000
 STEPS = (

@@ -21,9 +21,9 @@ from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError
 from mcp.types import ListResourcesResult, PaginatedRequestParams, Resource
 
 from services.app import Runtime
-from services.errors import InvalidArgument, NotFound, ServiceError
-from services.reading import MAX_WINDOW, ReadingService
-from services.validation import MAX_PER_PAGE
+from services.core.errors import InvalidArgument, NotFound, ServiceError
+from services.core.validation import MAX_PER_PAGE
+from services.documents.reading import MAX_WINDOW, ReadingService
 from tools import sdk_adapter
 from tools.common import document_uri, source_uri, source_view, to_json
 from tools.skills import skill_listing

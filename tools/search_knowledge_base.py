@@ -11,12 +11,12 @@ from mcp.types import CallToolResult, InputRequiredResult, ToolAnnotations
 from models import SearchType
 from services.access.scope import use_scope
 from services.app import Archivist, Runtime
-from services.errors import InvalidArgument
+from services.core.errors import InvalidArgument
+from services.core.validation import MAX_PER_PAGE
 from services.search import SearchOutcome
 from services.search.context import check_max_tokens, pack_context, token_counter
 from services.search.web import web_search
-from services.validation import MAX_PER_PAGE
-from services.versions import ResolvedVersion, resolve, served_note
+from services.sources.versions import ResolvedVersion, resolve, served_note
 from tools import sampling
 from tools.app_ui import APP_META
 from tools.arguments import ToolArguments, tool_function

@@ -34,7 +34,7 @@ from mcp.types import EmptyResult, SubscribeRequestParams, SubscriptionsListenRe
 
 from services.access.job_limits import UNLIMITED_CALLERS
 from services.access.scope import entered_scope
-from services.errors import PermissionDenied, RateLimited, ServiceError
+from services.core.errors import PermissionDenied, RateLimited, ServiceError
 from tools import sdk_adapter
 from tools.change_watch import ChangeWatch, ScopedResourceUpdated
 from tools.common import rpc_error

@@ -25,7 +25,7 @@ from mcp.types import INVALID_PARAMS, CallToolRequestParams, RequestParams
 from pydantic import ConfigDict
 
 from models.jobs import CrawlJob
-from services.errors import ServiceError
+from services.core.errors import ServiceError
 from tools.common import success
 from tools.crawl_website import job_message, job_payload
 

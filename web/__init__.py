@@ -11,7 +11,7 @@ from starlette.routing import Mount
 from starlette.staticfiles import StaticFiles
 
 from services.app import Runtime
-from services.settings import Settings
+from services.core.settings import Settings
 
 logger = logging.getLogger(__name__)
 STATIC = Path(__file__).parent / "static"

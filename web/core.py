@@ -22,8 +22,8 @@ from services.access.hosts import HostPolicy, is_loopback
 from services.access.identity import Caller
 from services.access.scope import Scope, use_scope
 from services.app import Runtime
-from services.errors import ServiceError
-from services.settings import Settings
+from services.core.errors import ServiceError
+from services.core.settings import Settings
 from web import auth, sso
 from web.actions import audit_action, body_rule, take_call
 from web.render import build_environment
@@ -95,7 +95,7 @@ class Console:
         return sso.issuer_of(self.settings)
 
     async def source_choices(self) -> list[dict[str, Any]]:
-        from services.browse import BrowseService
+        from services.documents.browse import BrowseService
 
         return await BrowseService((await self.app()).db).source_choices()
 

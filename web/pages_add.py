@@ -11,9 +11,9 @@ from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
 from models.jobs import JOB_STATUSES, CrawlJob, CrawlRequest
+from services.core.errors import InvalidArgument
 from services.crawl.params import SCOPES
 from services.documents import check_metadata
-from services.errors import InvalidArgument
 from services.parsers import supported_extensions
 from services.parsers.isolation import parse_file
 from web.core import Console, form_int, form_text, query_int

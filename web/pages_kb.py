@@ -10,11 +10,11 @@ from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
 from services.access.scope import Scope, current_scope, use_scope
-from services.browse import DOCUMENT_SORTS, BrowseService
-from services.errors import InvalidArgument
+from services.core.errors import InvalidArgument
+from services.core.validation import parse_uuid
+from services.documents.browse import DOCUMENT_SORTS, BrowseService
 from services.flags.store import FlagStore
 from services.search import SEARCH_TYPES
-from services.validation import parse_uuid
 from web.core import Console, query_int
 
 if TYPE_CHECKING:

@@ -21,7 +21,7 @@ from starlette.routing import Route
 
 from services.access.oauth import InvalidToken, OAuthConfig, OAuthVerifier
 from services.access.oidc_login import PENDING_SECONDS, OidcLogin, SignedIn
-from services.settings import Settings
+from services.core.settings import Settings
 from web import auth
 
 logger = logging.getLogger(__name__)

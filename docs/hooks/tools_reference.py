@@ -21,7 +21,7 @@ def published() -> tuple[list[Any], list[Any]]:
     sys.path.insert(0, str(ROOT))
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from server import build_server
-    from services.settings import Settings
+    from services.core.settings import Settings
 
     server = build_server(Settings(_env_file=None), run_worker=False, watch=False)
 

@@ -23,8 +23,8 @@ from typing import Any
 from models import Page
 from models.access import AuditEntry
 from services.access.redaction import redact, redact_text
-from services.database import Database
-from services.validation import check_page
+from services.core.database import Database
+from services.core.validation import check_page
 
 logger = logging.getLogger(__name__)
 LONG_TEXT = 200

@@ -9,7 +9,7 @@ import sys
 from typing import Any
 
 from services.access.redaction import REDACTED, redact_text
-from services.settings import Settings
+from services.core.settings import Settings
 
 TOKEN_PLACEHOLDER = "<your access token>"
 #: what a DATABASE_URL password becomes in a printed or displayed entry (the client's environment supplies it)

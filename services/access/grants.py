@@ -14,8 +14,8 @@ from dataclasses import dataclass
 import asyncpg
 
 from services.access.oauth import Identity
-from services.database import Database
-from services.errors import InvalidArgument, NotFound
+from services.core.database import Database
+from services.core.errors import InvalidArgument, NotFound
 
 KINDS = ("group", "subject", "email_domain")
 

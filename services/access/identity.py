@@ -19,14 +19,14 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from services.access.oauth import Identity
 from services.access.scope import Scope
-from services.errors import PermissionDenied
+from services.core.errors import PermissionDenied
 
 if TYPE_CHECKING:
     from services.access.audit import AuditService
     from services.access.grants import GrantService
     from services.access.profiles import ProfileService
     from services.access.ratelimit import RateLimiter
-    from services.settings import Settings
+    from services.core.settings import Settings
 
 logger = logging.getLogger(__name__)
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from uuid import UUID
 
 from services.access.scope import Scope, current_scope
-from services.settings import Settings
+from services.core.settings import Settings
 
 #: Seconds suggested to wait when over the running-jobs limit (a job's progress is worth a look first).
 RETRY_AFTER_SECONDS = 30.0

@@ -36,7 +36,7 @@ import jwt
 
 from services.access.redaction import redact_text
 from services.access.token_cache import TokenCache
-from services.settings import Settings
+from services.core.settings import Settings
 
 logger = logging.getLogger(__name__)
 #: the scope that lets a token write (create, update, delete, crawl); without it access is read-only

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from models import SEARCH_TYPES
-from services.errors import InvalidArgument
+from services.core.errors import InvalidArgument
 
 #: a profile name: a slug (sql/005_access.sql checks the same); `\-`, so browsers' `pattern` reads it too
 NAME_PATTERN = r"[a-z0-9][a-z0-9_\-]{0,62}"

@@ -14,9 +14,9 @@ import asyncpg
 from models.access import Profile
 from services.access.profile_settings import OutputSettings, check_name, check_values, output_settings_of
 from services.access.scope import Scope
-from services.database import Database
-from services.errors import Conflict, InvalidArgument, NotFound
-from services.settings import Settings
+from services.core.database import Database
+from services.core.errors import Conflict, InvalidArgument, NotFound
+from services.core.settings import Settings
 
 logger = logging.getLogger(__name__)
 FIELDS = (
@@ -44,7 +44,7 @@ def _to_profile(row: asyncpg.Record) -> Profile:
 def check_paths(paths: list[str] | None) -> list[str] | None:
     """A profile's allowed paths as absolute, resolved directory names (None stays None: not set).
     Whether they lie inside the server's ARCHIVIST_ALLOWED_PATHS is decided when a file is read
-    (services/paths.caller_roots), since that setting belongs to the server, not to the profile."""
+    (services/access/paths.caller_roots), since that setting belongs to the server, not to the profile."""
     if paths is None:
         return None
     if isinstance(paths, str) or len(paths) > MAX_PATHS:
@@ -215,7 +215,7 @@ async def read_profile_notes(settings: Settings, names: list[str]) -> dict[str, 
     before the models load. Empty when none are named or the database cannot be read."""
     if not names:
         return {}
-    from services.database import resolve_dsn
+    from services.core.database import resolve_dsn
 
     try:
         conn = await asyncpg.connect(await resolve_dsn(settings))

@@ -13,8 +13,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from services.database import Database
-from services.errors import RateLimited
+from services.core.database import Database
+from services.core.errors import RateLimited
 
 # $1 key, $2 capacity (the burst), $3 refill per second. Returns the tokens before this call's take.
 TAKE = """

@@ -24,7 +24,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
 from uuid import UUID
 
-from services.errors import NotFound, PermissionDenied, ServiceError
+from services.core.errors import NotFound, PermissionDenied, ServiceError
 
 logger = logging.getLogger(__name__)
 #: the caller names of the local owner (command line, stdio, open loopback HTTP, the console, watcher)
@@ -53,7 +53,7 @@ class Scope:
     #: running/queued crawl+sync jobs this caller may have at once (None = the setting's default)
     max_running_jobs: int | None = None
     #: directories this caller may read files under (its profiles' allowed paths, each honoured only
-    #: inside the server's ARCHIVIST_ALLOWED_PATHS: services/paths.caller_roots); None = the server's
+    #: inside the server's ARCHIVIST_ALLOWED_PATHS: services/access/paths.caller_roots); None = the server's
     #: setting (the local owner, a job), () = no files
     allowed_paths: tuple[str, ...] | None = ()
 

@@ -21,7 +21,7 @@ import re
 from fnmatch import fnmatchcase
 
 from services.access.scope import current_scope
-from services.errors import InvalidArgument, PermissionDenied
+from services.core.errors import InvalidArgument, PermissionDenied
 
 SETTING = "ARCHIVIST_SECRET_ENV"
 #: The server's own settings and database credentials: never sent to a site, not even by the owner.

@@ -14,9 +14,9 @@ import asyncpg
 
 from models.access import AccessToken
 from services.access.scope import OWNER_NAMES
-from services.database import resolve_dsn
-from services.errors import Conflict, InvalidArgument, NotFound
-from services.settings import Settings
+from services.core.database import resolve_dsn
+from services.core.errors import Conflict, InvalidArgument, NotFound
+from services.core.settings import Settings
 
 PREFIX = "arch_"
 #: caller names of the local owner (audit `who`, job `started_by`, rate buckets): no token may take one
@@ -35,7 +35,7 @@ ACTIVE_TOKENS_SQL = (
 
 
 class Pooled(Protocol):
-    """What TokenService needs of a database: its pool (services.database.Database, or the small pool of
+    """What TokenService needs of a database: its pool (services.core.database.Database, or the small pool of
     its own that the HTTP token checks use, access/http_auth.AuthDb)."""
 
     @property

@@ -8,7 +8,7 @@ from typing import Any
 from services.chunking.base import Chunk, Chunker
 from services.chunking.markdown import ChunkMode, MarkdownChunker
 from services.chunking.pages import PAGED_TYPES, PagedMarkdownChunker
-from services.settings import Settings, get_settings
+from services.core.settings import Settings, get_settings
 
 __all__ = ["Chunk", "Chunker", "MarkdownChunker", "get_chunker"]
 

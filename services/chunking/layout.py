@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Literal
 
-from services.markdown_lines import atx_heading
+from services.core.markdown_lines import atx_heading
 
 #: "markdown": headings, code fences and sentences; "text": sentences only; "code": lines only.
 ChunkMode = Literal["markdown", "text", "code"]
@@ -82,7 +82,7 @@ def is_sentence_end(content: str, punctuation_start: int) -> bool:
 
 
 def parse_heading(line: str) -> tuple[int, str] | None:
-    """(level, text) if the line is an ATX heading (services.markdown_lines, linear time)."""
+    """(level, text) if the line is an ATX heading (services.core.markdown_lines, linear time)."""
     return atx_heading(line)
 
 

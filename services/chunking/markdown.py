@@ -43,7 +43,7 @@ from services.chunking.breaks import (
     strongest_break,
 )
 from services.chunking.layout import ChunkMode, Layout, Scanner, Span, skip_whitespace, trim_end
-from services.errors import InvalidArgument
+from services.core.errors import InvalidArgument
 
 __all__ = ["MAX_CHUNK_FACTOR", "MIN_CHUNK_FACTOR", "ChunkMode", "MarkdownChunker"]
 

@@ -3,7 +3,7 @@ lines and /sitemap.xml, sitemap indexes followed) and /llms.txt.
 
 Each file is fetched like a page (services/net/text_fetch.py: every hop checked and pinned, the
 crawl's login sent only to the hosts it names), at most MAX_SITEMAPS sitemaps and MAX_SEED_URLS URLs,
-each read within its budget (services/budgets.py) in a worker thread, never on the event loop; a
+each read within its budget (services/core/budgets.py) in a worker thread, never on the event loop; a
 sitemap over its budget (a DTD, too many or too deep elements) is left out with a warning.
 """
 
@@ -12,9 +12,9 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING
 
-from services.budgets import budget
+from services.core.budgets import budget
+from services.core.errors import OverBudget
 from services.crawl.robots_cache import RobotsCache, site_root
-from services.errors import OverBudget
 from services.net.credentials import SiteCredentials
 from services.net.robots import parse_llms_txt
 from services.net.sitemap import parse_sitemap
@@ -22,7 +22,7 @@ from services.net.text_fetch import fetch_text
 from services.net.urls import normalize_url
 
 if TYPE_CHECKING:
-    from services.settings import Settings
+    from services.core.settings import Settings
 
 MAX_SITEMAPS = 10
 MAX_SEED_URLS = 5000

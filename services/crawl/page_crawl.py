@@ -16,12 +16,12 @@ from uuid import UUID
 import asyncpg
 
 from models.jobs import CrawlJob, CrawlParams
+from services.core.errors import NotFound, ServiceError
 from services.crawl.frontier import Frontier, FrontierRow, RowResult
 from services.crawl.politeness import HostThrottle
 from services.crawl.robots_cache import RobotsCache
 from services.documents import DocumentService, page_content
 from services.documents.specs import page_spec, page_spec_text
-from services.errors import NotFound, ServiceError
 from services.fetchers.base import Fetcher, FetchResult
 from services.flags.hidden import evidence
 from services.jobs.run import short_error

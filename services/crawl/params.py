@@ -7,12 +7,12 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from models.jobs import CrawlParams, CrawlRequest
-from services.errors import InvalidArgument
+from services.core.errors import InvalidArgument
 from services.net import credentials
 from services.net.urls import normalize_url
 
 if TYPE_CHECKING:
-    from services.settings import Settings
+    from services.core.settings import Settings
 
 SCOPES = ("same-host", "same-domain", "under-path")
 MAX_PATTERNS = 20

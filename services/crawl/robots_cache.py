@@ -6,7 +6,7 @@ import asyncio
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-from services.budgets import budget
+from services.core.budgets import budget
 from services.crawl.politeness import HostThrottle
 from services.net.credentials import SiteCredentials
 from services.net.robots import RobotsPolicy
@@ -14,7 +14,7 @@ from services.net.text_fetch import fetch_text
 from services.net.urls import host_key
 
 if TYPE_CHECKING:
-    from services.settings import Settings
+    from services.core.settings import Settings
 
 
 def site_root(url: str) -> str:

@@ -25,6 +25,9 @@ from dataclasses import dataclass, replace
 
 import asyncpg
 
+from services.core.errors import ServiceError
+from services.core.memory import Trimmer, trim_async
+from services.core.settings import Settings
 from services.crawl.discovery import discover
 from services.crawl.empty_source import remove_if_empty
 from services.crawl.frontier import Frontier, FrontierRow, RowResult
@@ -32,15 +35,12 @@ from services.crawl.page_crawl import PageCrawler
 from services.crawl.politeness import HostThrottle
 from services.crawl.robots_cache import RobotsCache
 from services.documents import DocumentService
-from services.errors import ServiceError
 from services.fetchers import create_fetcher
 from services.jobs.queue import JobQueue
 from services.jobs.run import Claim, JobRun, short_error
-from services.memory import Trimmer, trim_async
 from services.net import credentials
 from services.net.credentials import SiteCredentials
 from services.net.urls import in_scope, matches_patterns
-from services.settings import Settings
 
 logger = logging.getLogger(__name__)
 

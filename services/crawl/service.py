@@ -11,16 +11,16 @@ from typing import Any
 from uuid import UUID
 
 from models.jobs import CrawlJob, CrawlParams, CrawlRequest, StartedJob
+from services.core.database import Database
+from services.core.errors import Conflict, InvalidArgument
+from services.core.settings import Settings
 from services.crawl.params import build_params, check_start_url, default_source_title
 from services.crawl.politeness import HostThrottle, SharedHostGate
-from services.database import Database
-from services.errors import Conflict, InvalidArgument
 from services.jobs.queue import JobQueue
 from services.jobs.sql import CRAWL_KINDS
 from services.net.credentials import same_host
 from services.net.safety import check_url_allowed
-from services.settings import Settings
-from services.sources import SourceService
+from services.sources.service import SourceService
 
 
 class CrawlService:

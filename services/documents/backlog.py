@@ -23,7 +23,7 @@ from uuid import UUID
 import asyncpg
 import numpy as np
 
-from services.database import Database
+from services.core.database import Database
 from services.documents.text import embedding_text
 from services.embeddings import embed_documents_async
 from services.embeddings.base import Embedder

@@ -10,7 +10,10 @@ import asyncpg
 from models import Document, IngestResult
 from services.access.scope import current_scope
 from services.chunking.base import Chunk
-from services.database import Database
+from services.core.database import Database
+from services.core.errors import Conflict, InvalidArgument, NotFound
+from services.core.settings import Settings
+from services.core.validation import parse_uuid
 from services.documents.links import content_links, write_links
 from services.documents.text import (
     DOC_HINT,
@@ -19,10 +22,7 @@ from services.documents.text import (
     guess_text_type,
 )
 from services.embeddings.base import Embedder
-from services.errors import Conflict, InvalidArgument, NotFound
-from services.settings import Settings
-from services.sources import SourceService
-from services.validation import parse_uuid
+from services.sources.service import SourceService
 
 
 class ChangeMixin:

@@ -17,11 +17,11 @@ from uuid import UUID
 
 from models import Page
 from services.access.scope import current_scope
-from services.database import Database
-from services.errors import InvalidArgument, NotFound
+from services.core.database import Database
+from services.core.errors import InvalidArgument, NotFound
+from services.core.validation import check_page, parse_uuid
 from services.jobs import sql as job_sql
-from services.sources import SourceService
-from services.validation import check_page, parse_uuid
+from services.sources.service import SourceService
 
 SINCE_HINT = "Pass since='2026-01-31T12:00:00Z' (ISO 8601), or job_id of a crawl, recrawl or sync."
 JOB_HINT = "Use crawl_website(action='list') to see jobs."

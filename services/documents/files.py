@@ -11,7 +11,10 @@ from uuid import UUID
 import asyncpg
 
 from models import FileFailure, IngestResult
-from services.database import Database
+from services.access.paths import caller_roots, read_allowed_file, resolve_allowed_path, resolve_caller_path, scan_files
+from services.core.database import Database
+from services.core.errors import InvalidArgument, ServiceError
+from services.core.settings import Settings
 from services.documents.freshness import FILE_MTIME, file_mtime
 from services.documents.specs import SpecDocument, SpecIngestResult, page_spec, spec_in
 from services.documents.text import (
@@ -25,13 +28,10 @@ from services.documents.text import (
     page_content,
 )
 from services.embeddings.base import Embedder
-from services.errors import InvalidArgument, ServiceError
 from services.flags.hidden import evidence
 from services.parsers import supported_extensions
 from services.parsers.isolation import parse_file as parse_isolated
-from services.paths import caller_roots, read_allowed_file, resolve_allowed_path, resolve_caller_path, scan_files
-from services.settings import Settings
-from services.sources import SourceService
+from services.sources.service import SourceService
 
 logger = logging.getLogger(__name__)
 
@@ -100,7 +100,7 @@ class FilesMixin:
     ) -> NewDocument:
         """Check (allowed roots, hidden parts, size), read (checked again on the opened file) and parse
         one file into a document to ingest; heavy formats are parsed in a limited worker process.
-        The roots are the caller's (its profiles' allowed paths inside the server's, services/paths.py).
+        The roots are the caller's (its profiles' allowed paths inside the server's, services/access/paths.py).
         `relative`: the file's path inside the folder being ingested (see `parse_file`)."""
         allowed, setting = caller_roots(self.settings.allowed_paths)
         resolved = resolve_allowed_path(str(path), allowed, setting)

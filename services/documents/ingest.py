@@ -13,7 +13,9 @@ import asyncpg
 from models import Document, IngestResult
 from services.chunking import get_chunker
 from services.chunking.base import Chunk
-from services.database import Database
+from services.core.database import Database
+from services.core.errors import InvalidArgument
+from services.core.settings import Settings
 from services.documents.backlog import EmbeddingBacklog
 from services.documents.links import content_links, write_links
 from services.documents.text import (
@@ -28,10 +30,8 @@ from services.documents.text import (
 )
 from services.embeddings import embed_documents_async
 from services.embeddings.base import Embedder
-from services.errors import InvalidArgument
 from services.flags import chunk_flags
-from services.settings import Settings
-from services.sources import SourceService
+from services.sources.service import SourceService
 
 
 class IngestMixin:

@@ -7,7 +7,10 @@ from uuid import UUID
 
 from models import ChunkView, ContentWindow, Document, Page
 from services.access.scope import current_scope
-from services.database import Database
+from services.core.database import Database
+from services.core.errors import InvalidArgument, NotFound
+from services.core.settings import Settings
+from services.core.validation import check_page, parse_uuid
 from services.documents.links import link_graph, scoped_links
 from services.documents.text import (
     DOC_HINT,
@@ -17,11 +20,8 @@ from services.documents.text import (
     _to_document,
 )
 from services.embeddings.base import Embedder
-from services.errors import InvalidArgument, NotFound
 from services.flags import FLAGS_COLUMN
-from services.settings import Settings
-from services.sources import SourceService
-from services.validation import check_page, parse_uuid
+from services.sources.service import SourceService
 
 #: document list orders (manage_document list `order`): None is the oldest first, as always
 LIST_ORDERS = {None: "created_at, id", "oldest": "created_at, id", "newest": "created_at DESC, id DESC"}

@@ -6,7 +6,9 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from uuid import UUID
 
-from services.database import Database
+from services.core.database import Database
+from services.core.errors import InvalidArgument
+from services.core.settings import Settings
 from services.documents.backlog import EmbeddingBacklog
 from services.documents.change import ChangeMixin
 from services.documents.files import FilesMixin
@@ -14,10 +16,8 @@ from services.documents.ingest import IngestMixin
 from services.documents.read import ReadMixin
 from services.documents.specs import SpecsMixin
 from services.embeddings.base import Embedder
-from services.errors import InvalidArgument
-from services.settings import Settings
-from services.sources import LIST_HINT as SOURCE_LIST_HINT
-from services.sources import SourceService
+from services.sources.service import LIST_HINT as SOURCE_LIST_HINT
+from services.sources.service import SourceService
 
 
 class DocumentService(IngestMixin, FilesMixin, ReadMixin, ChangeMixin, SpecsMixin):

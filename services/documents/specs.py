@@ -4,7 +4,7 @@ Each document's URL is `<spec url>#<fragment>` ("...#get-/pets/{id}", "...#overv
 metadata names the spec (`openapi_spec`), so ingesting the same spec again updates the operations
 in place (same URL, same document), leaves unchanged ones alone, and deletes the operations that
 are gone from the spec. A spec is loaded and converted in the limited parser pool under the "openapi"
-budget (services/budgets.py), never in the server process: a spec over it fails with OverBudget and
+budget (services/core/budgets.py), never in the server process: a spec over it fails with OverBudget and
 nothing already stored is touched.
 """
 
@@ -18,14 +18,14 @@ from typing import Any
 from uuid import UUID
 
 from models import IngestResult
-from services.budgets import budget
-from services.database import Database
+from services.core.budgets import budget
+from services.core.database import Database
+from services.core.settings import Settings
 from services.documents.text import NewDocument, check_metadata
 from services.fetchers.base import FetchResult
 from services.openapi import OVERVIEW_FRAGMENT, SPEC_MEDIA_TYPES, SpecDocument, convert_spec_text, might_be_spec
 from services.parsers.isolation import parser_pool
 from services.parsers.text import decode_text
-from services.settings import Settings
 
 logger = logging.getLogger(__name__)
 

@@ -13,11 +13,11 @@ from typing import Any
 import asyncpg
 
 from models import Document, IngestResult
-from services.errors import InvalidArgument, ServiceError, Unavailable
+from services.core.errors import InvalidArgument, ServiceError, Unavailable
+from services.core.markdown_lines import atx_heading, has_inline_link, starts_like_markdown
+from services.core.settings import Settings
 from services.fetchers.base import FetchResult
-from services.markdown_lines import atx_heading, has_inline_link, starts_like_markdown
 from services.parsers.isolation import parse_file
-from services.settings import Settings
 
 DOC_HINT = "Use manage_document(action='list', source_id=...) to find document ids."
 DOCUMENT_COLUMNS = (

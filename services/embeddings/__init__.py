@@ -16,7 +16,7 @@ from services.embeddings.gate import QUERY, embed_in_slices, model_gate
 from services.embeddings.models import ModelNotAvailable, resolve_model_path
 
 if TYPE_CHECKING:
-    from services.settings import Settings
+    from services.core.settings import Settings
 
 __all__ = [
     "Embedder",

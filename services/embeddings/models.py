@@ -17,7 +17,7 @@ import logging
 import os
 from pathlib import Path
 
-from services.errors import InvalidArgument
+from services.core.errors import InvalidArgument
 
 logger = logging.getLogger(__name__)
 

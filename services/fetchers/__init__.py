@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING
 from services.fetchers.base import Fetcher, FetchResult
 
 if TYPE_CHECKING:
+    from services.core.settings import Settings
     from services.net.credentials import SiteCredentials
-    from services.settings import Settings
 
 __all__ = ["FetchResult", "Fetcher", "create_fetcher"]
 

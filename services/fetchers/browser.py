@@ -36,8 +36,8 @@ from services.fetchers.crawl4ai_http import HTML_TYPES, Crawl4aiHttpFetcher, fil
 from services.pages import extract_html
 
 if TYPE_CHECKING:
+    from services.core.settings import Settings
     from services.net.credentials import SiteCredentials
-    from services.settings import Settings
 
 logger = logging.getLogger(__name__)
 

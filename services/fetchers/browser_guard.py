@@ -23,13 +23,13 @@ from urllib.parse import urljoin, urlsplit
 
 import httpx
 
-from services.errors import ServiceError
+from services.core.errors import ServiceError
 from services.net.connector import pinned_client
 from services.net.safety import ALLOWED_SCHEMES
 
 if TYPE_CHECKING:
+    from services.core.settings import Settings
     from services.net.credentials import SiteCredentials
-    from services.settings import Settings
 
 logger = logging.getLogger(__name__)
 

@@ -31,8 +31,8 @@ from typing import TYPE_CHECKING
 
 import httpx
 
+from services.core.errors import ServiceError
 from services.embeddings.models import cpu_threads
-from services.errors import ServiceError
 from services.fetchers.base import Fetcher, FetchResult
 from services.net.connector import pinned_client
 from services.net.credentials import SiteCredentials
@@ -44,7 +44,7 @@ from services.pages.links import unique_normalized
 __all__ = ["HTML_TYPES", "Crawl4aiHttpFetcher", "fill_from_page", "prepare_crawl4ai_home", "unique_normalized"]
 
 if TYPE_CHECKING:
-    from services.settings import Settings
+    from services.core.settings import Settings
 
 logger = logging.getLogger(__name__)
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from uuid import UUID
 
-from services.database import Database
+from services.core.database import Database
 from services.flags import FLAGS_COLUMN, chunk_flags
 
 logger = logging.getLogger(__name__)

@@ -23,11 +23,11 @@ from models import Page
 from models.jobs import ACTIVE_STATUSES, JOB_STATUSES, CrawlJob, PageError
 from services.access.job_limits import RETRY_AFTER_SECONDS, running_limit, scoped_ids
 from services.access.scope import current_scope
-from services.database import Database
-from services.errors import InvalidArgument, NotFound, RateLimited
+from services.core.database import Database
+from services.core.errors import InvalidArgument, NotFound, RateLimited
+from services.core.settings import Settings
+from services.core.validation import check_page, parse_uuid
 from services.jobs import sql
-from services.settings import Settings
-from services.validation import check_page, parse_uuid
 
 logger = logging.getLogger(__name__)
 

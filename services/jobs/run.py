@@ -24,7 +24,7 @@ from typing import Any, Literal
 import asyncpg
 
 from models.jobs import CrawlJob
-from services.errors import ServiceError, unavailable_from
+from services.core.errors import ServiceError, unavailable_from
 from services.jobs.queue import JobQueue
 
 logger = logging.getLogger(__name__)

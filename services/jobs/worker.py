@@ -23,7 +23,7 @@ import asyncpg
 
 from services.access.job_limits import job_scope
 from services.access.scope import server_scope, use_scope
-from services.errors import ServiceError
+from services.core.errors import ServiceError
 from services.jobs.queue import JobQueue
 from services.jobs.run import Claim, RunnerFactory, run_job, wait_any
 

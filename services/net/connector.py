@@ -38,7 +38,7 @@ import urllib3
 from urllib3.exceptions import ConnectTimeoutError, NameResolutionError, NewConnectionError
 from urllib3.util import connection
 
-from services.errors import InvalidArgument, PermissionDenied
+from services.core.errors import InvalidArgument, PermissionDenied
 from services.net import safety
 
 logger = logging.getLogger(__name__)

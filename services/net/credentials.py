@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
 from services.access.secret_gate import check_variable, secret_value
-from services.errors import InvalidArgument
+from services.core.errors import InvalidArgument
 
 ENV_REFERENCE = re.compile(r"env:([A-Z_][A-Z0-9_]{0,127})")
 HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]{1,100}")

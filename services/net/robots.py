@@ -4,7 +4,7 @@
 (groups naming the same agent are merged), the longest matching rule wins, Allow wins a tie, `*` and
 a trailing `$` are supported in paths. urllib.robotparser is not used because it takes the first
 matching rule rather than the longest and knows no wildcards. Parsing stays within the "robots" and
-"llms" budgets (services/budgets.py): the first 512 KiB of a robots.txt are read (RFC 9309 asks for at
+"llms" budgets (services/core/budgets.py): the first 512 KiB of a robots.txt are read (RFC 9309 asks for at
 least 500 KiB) and at most 10,000 rules kept, since every URL of a crawl is matched against them; an
 llms.txt yields at most its budget of links.
 """
@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from urllib.parse import unquote, urlsplit
 
-from services.budgets import budget
+from services.core.budgets import budget
 from services.net.urls import normalize_url
 from services.net.wildcard import Wildcard
 

@@ -22,7 +22,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 from urllib.parse import urlsplit
 
-from services.errors import InvalidArgument, PermissionDenied
+from services.core.errors import InvalidArgument, PermissionDenied
 
 logger = logging.getLogger(__name__)
 

@@ -3,7 +3,7 @@
 A sitemap comes from the site being crawled, so it is hostile until read: Python's XML parser expands
 the entities a document declares in its DTD, and a 2 MB sitemap of nested entities becomes hundreds
 of MB of text. defusedxml refuses any DTD outright (no entities, no external references); the elements
-are read as a stream, counted and their depth checked (services/budgets.py), and reading stops once
+are read as a stream, counted and their depth checked (services/core/budgets.py), and reading stops once
 `max_urls` locations are found. Runs in a worker thread (services/crawl/discovery.py).
 """
 
@@ -15,7 +15,7 @@ import logging
 from defusedxml import DefusedXmlException
 from defusedxml.ElementTree import ParseError, iterparse
 
-from services.budgets import budget
+from services.core.budgets import budget
 
 logger = logging.getLogger(__name__)
 

@@ -13,7 +13,7 @@ import logging
 
 import httpx
 
-from services.errors import ServiceError
+from services.core.errors import ServiceError
 from services.net.connector import pinned_client
 from services.net.credentials import SiteCredentials
 from services.net.safety import Resolver

@@ -3,7 +3,7 @@
 load.py recognises and parses a spec, resolve.py follows its `$ref`s (with `referencing`),
 operations.py lists its operations, schema.py / examples.py / render.py / overview.py write markdown.
 `convert_spec` is pure and CPU-bound, and a spec is outside content: `convert_spec_text` (load and
-convert) runs in the limited parser pool under the "openapi" budget (services/budgets.py: schema nodes
+convert) runs in the limited parser pool under the "openapi" budget (services/core/budgets.py: schema nodes
 visited per document, output characters, wall time). Storing the documents is services.documents' job.
 """
 
@@ -13,8 +13,8 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-from services.budgets import budget
-from services.errors import OverBudget
+from services.core.budgets import budget
+from services.core.errors import OverBudget
 from services.openapi.load import SPEC_MEDIA_TYPES, load_spec, load_spec_if_any, might_be_spec, spec_version
 from services.openapi.operations import iter_operations
 from services.openapi.overview import api_title, api_version, overview_title, render_overview

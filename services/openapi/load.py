@@ -15,8 +15,8 @@ from typing import Any
 
 import yaml
 
-from services.budgets import budget
-from services.errors import InvalidArgument, OverBudget
+from services.core.budgets import budget
+from services.core.errors import InvalidArgument, OverBudget
 from services.parsers.yaml_nodes import load_one
 
 logger = logging.getLogger(__name__)

@@ -16,7 +16,7 @@ from typing import Any
 from referencing import Registry, Specification
 from referencing.exceptions import Unresolvable
 
-from services.budgets import Meter, budget
+from services.core.budgets import Meter, budget
 
 logger = logging.getLogger(__name__)
 

@@ -6,7 +6,7 @@ bench/extraction.py). Pages no rule fits (plain articles, blogs) keep <body>, pr
 resiliparse's main-content heuristic leaves out: its judgement of what is boilerplate, our converter
 for the text (resiliparse's own output loses code languages, inline code and tables).
 
-Pages are outside content, so this step keeps to the "html" budget (services/budgets.py): resiliparse
+Pages are outside content, so this step keeps to the "html" budget (services/core/budgets.py): resiliparse
 parses the raw page without lxml's nesting cap and slows with depth times size (100,000 nested
 <div>s: minutes), so a page nested past the budget's depth keeps its whole body instead; and matching
 blocks against resiliparse's text searches onward from the last match, within a bounded number of
@@ -22,7 +22,7 @@ from collections.abc import Callable
 import lxml.html
 from lxml.html import HtmlElement
 
-from services.budgets import budget
+from services.core.budgets import budget
 from services.pages.base import PageContext, Step
 from services.pages.parse import classes
 

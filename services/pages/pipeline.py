@@ -8,7 +8,7 @@ Crawled pages (services/fetchers) and ingested .html files (services/parsers/htm
 
 from __future__ import annotations
 
-from services.markdown_lines import atx_heading
+from services.core.markdown_lines import atx_heading
 from services.net.robots import parse_llms_txt
 from services.pages.base import EXTRACTOR_VERSION, ExtractedPage, PageContext, Step
 from services.pages.hidden import FindHiddenText

@@ -1,7 +1,7 @@
 """Document parsers: pick one by file extension and turn a file's bytes into text.
 
 Implementations are imported lazily, so e.g. pypdf is only loaded when a PDF is parsed. Each row names
-its format's budget (services/budgets.py): the bytes it may read and characters it may write, its
+its format's budget (services/core/budgets.py): the bytes it may read and characters it may write, its
 structural limits, its wall time, and whether it is parsed in the limited worker pool.
 """
 
@@ -13,12 +13,12 @@ from functools import cache
 from pathlib import Path
 from typing import NamedTuple
 
-from services.budgets import Budget, budget
-from services.errors import InvalidArgument
+from services.core.budgets import Budget, budget
+from services.core.errors import InvalidArgument
+from services.core.settings import get_settings
 from services.parsers.archives import check_archive
 from services.parsers.base import DocumentParser, ParsedDocument
 from services.parsers.text import TEXT_EXTENSIONS, looks_binary
-from services.settings import get_settings
 
 logger = logging.getLogger(__name__)
 
@@ -40,7 +40,7 @@ class ParserEntry(NamedTuple):
     module: str
     class_name: str
     extensions: tuple[str, ...]
-    budget: str  # a row of services.budgets.BUDGETS
+    budget: str  # a row of services.core.budgets.BUDGETS
 
 
 #: Every parser. Each class's `extensions` must match; a new row names its budget or a test fails.

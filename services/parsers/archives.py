@@ -13,8 +13,8 @@ import io
 import zipfile
 from pathlib import PurePath
 
-from services.budgets import budget
-from services.errors import InvalidArgument
+from services.core.budgets import budget
+from services.core.errors import InvalidArgument
 
 #: Extensions of the ZIP-based formats.
 ZIP_EXTENSIONS = frozenset({".docx", ".pptx", ".xlsx", ".xlsm", ".epub", ".odt", ".ods", ".odp"})

@@ -33,4 +33,4 @@ class DocumentParser(ABC):
 
     @abstractmethod
     def parse(self, data: bytes, path: Path | None = None) -> ParsedDocument:
-        """Parse raw bytes. Raises `services.errors.InvalidArgument` on unreadable input."""
+        """Parse raw bytes. Raises `services.core.errors.InvalidArgument` on unreadable input."""

@@ -6,7 +6,7 @@ import logging
 import re
 from pathlib import Path
 
-from services.errors import InvalidArgument
+from services.core.errors import InvalidArgument
 from services.flags.hidden import evidence
 from services.pages import extract_html
 from services.parsers.base import DocumentParser, ParsedDocument

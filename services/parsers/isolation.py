@@ -3,7 +3,7 @@
 A pathological PDF, office file, YAML file or OpenAPI spec can make a parser allocate gigabytes or loop
 for minutes. In a worker limited by RLIMIT_AS and RLIMIT_CPU that costs the worker, not the server: the
 worker hits MemoryError or is killed by SIGXCPU, the caller gets a clear error, and the next call starts
-a fresh pool. A task still running when its format's wall time (services/budgets.py) is over is stopped
+a fresh pool. A task still running when its format's wall time (services/core/budgets.py) is over is stopped
 by an alarm in its worker (timed from the task's start, not from its wait in the queue).
 Which formats go to the worker is data: the `isolated` flag of their budget. Parsing never runs on the
 event loop: light formats (text, markdown, HTML, CSV) run in a thread, under their budget's counters.
@@ -25,12 +25,12 @@ from pathlib import Path, PurePath
 from types import FrameType
 from typing import Any, TypeVar
 
-from services.budgets import Budget, budget
-from services.errors import InvalidArgument, ServiceError, Unavailable
+from services.core.budgets import Budget, budget
+from services.core.errors import InvalidArgument, ServiceError, Unavailable
+from services.core.settings import Settings
 from services.parsers import REGISTRY, parse_bytes, parser_budget
 from services.parsers.archives import check_archive
 from services.parsers.base import ParsedDocument
-from services.settings import Settings
 
 logger = logging.getLogger(__name__)
 
@@ -141,7 +141,7 @@ _pools_lock = threading.Lock()
 
 
 def parser_pool(settings: Settings) -> ParserPool:
-    """The shared pool for these limits (settings: services.settings.Settings)."""
+    """The shared pool for these limits (settings: services.core.settings.Settings)."""
     key = (settings.parse_workers, settings.parse_memory_mb, settings.parse_cpu_seconds)
     with _pools_lock:
         if key not in _pools:

@@ -6,8 +6,8 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from services.budgets import budget
-from services.errors import InvalidArgument
+from services.core.budgets import budget
+from services.core.errors import InvalidArgument
 
 #: A long table is written as several tables of this many rows, each repeating the header row,
 #: so every chunk of a big sheet still says what its columns are.

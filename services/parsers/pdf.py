@@ -8,7 +8,7 @@ from pathlib import Path
 
 from pypdf import PdfReader
 
-from services.errors import InvalidArgument
+from services.core.errors import InvalidArgument
 from services.parsers.base import PAGE_BREAK, DocumentParser, ParsedDocument
 
 logger = logging.getLogger(__name__)

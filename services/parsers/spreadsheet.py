@@ -11,7 +11,7 @@ import io
 import logging
 from pathlib import Path
 
-from services.budgets import budget
+from services.core.budgets import budget
 from services.parsers.base import DocumentParser, ParsedDocument
 from services.parsers.markup import heading, join_blocks, markdown_table, no_text, one_line, unreadable
 from services.parsers.text import decode_text

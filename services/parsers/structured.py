@@ -16,8 +16,8 @@ from typing import Any
 
 import yaml
 
-from services.budgets import budget
-from services.errors import InvalidArgument
+from services.core.budgets import budget
+from services.core.errors import InvalidArgument
 from services.parsers.base import DocumentParser, ParsedDocument
 from services.parsers.text import decode_text, looks_binary
 from services.parsers.yaml_nodes import compose_all

@@ -11,8 +11,8 @@ import logging
 import re
 from pathlib import Path
 
-from services.errors import InvalidArgument
-from services.markdown_lines import atx_heading
+from services.core.errors import InvalidArgument
+from services.core.markdown_lines import atx_heading
 from services.parsers.base import DocumentParser, ParsedDocument
 
 logger = logging.getLogger(__name__)

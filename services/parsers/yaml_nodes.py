@@ -17,7 +17,7 @@ from typing import Any
 import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode
 
-from services.budgets import Budget, Meter, budget
+from services.core.budgets import Budget, Meter, budget
 
 #: libyaml's C loader when present (about 10x faster; its parser caps nesting at 1,000 levels).
 LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)

@@ -13,7 +13,7 @@ from services.embeddings.models import ModelNotAvailable, resolve_model_path
 from services.reranking.base import Reranker
 
 if TYPE_CHECKING:
-    from services.settings import Settings
+    from services.core.settings import Settings
 
 __all__ = ["ModelNotAvailable", "Reranker", "create_reranker", "score_async"]
 

@@ -9,18 +9,18 @@ from uuid import UUID
 
 from models import SEARCH_TYPES, SearchHit
 from services.access.scope import current_scope
-from services.database import Database
+from services.core.database import Database
+from services.core.errors import InvalidArgument
+from services.core.settings import Settings
+from services.core.validation import MAX_PER_PAGE
 from services.embeddings import embed_query_async
 from services.embeddings.base import Embedder
-from services.errors import InvalidArgument
 from services.reranking.base import Reranker
 from services.search.base import QUERY_LEXEMES_SQL, SearchRequest, SearchStrategy
 from services.search.details import with_details
 from services.search.legs import HYBRID_MODES, KEYWORD_MODES
 from services.search.passages import distinct_passages
-from services.settings import Settings
-from services.sources import SourceService
-from services.validation import MAX_PER_PAGE
+from services.sources.service import SourceService
 
 #: Searching as a profile, a result from its first source gains this much score for ordering, its last
 #: source none (linearly between): results closer than this are ordered by the profile's source order,

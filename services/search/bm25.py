@@ -20,7 +20,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from services.database import Database
+from services.core.database import Database
 
 #: Query lexemes with their document frequency (counted up to `$2` chunks; NULL for the lexemes in
 #: `$3`, whose df the statistics estimate), the corpus totals, and the query words (split at white

@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from models import SearchHit
-from services.database import Database
+from services.core.database import Database
+from services.core.errors import InvalidArgument
 from services.embeddings.base import Embedder
-from services.errors import InvalidArgument
 from services.search.passages import merge_adjacent
 
 MIN_TOKENS = 50

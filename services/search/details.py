@@ -10,7 +10,7 @@ is that plus one: `line_start` / `line_end` are counted from it, issue 29, point
 from __future__ import annotations
 
 from models import SearchHit
-from services.database import Database
+from services.core.database import Database
 from services.documents.freshness import freshness_fields
 
 #: A passage's text is read up to this many characters (three merged chunks are far shorter).

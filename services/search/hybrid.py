@@ -23,12 +23,12 @@ from __future__ import annotations
 import time
 
 from models import SearchHit
-from services.database import Database
+from services.core.database import Database
+from services.core.settings import Settings
 from services.search.base import HIT_COLUMNS, TS_QUERY_LEXEMES_SQL, SearchRequest, SearchStrategy, to_hit
 from services.search.bm25 import query_terms
 from services.search.legs import code_filter, keyword_leg, uses_topk
 from services.search.pending import pending_fusion, pending_leg
-from services.settings import Settings
 
 # $1 query vector, $2 source filter, $3 depth per leg, $4 keyword terms (see the leg), $5 vector weight,
 # $6 keyword weight, $7 rrf k, $8 final limit (BM25 adds $9-$12, see services/search/bm25.py)

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import re
 
+from services.core.settings import Settings
 from services.search.bm25 import BM25_ALL_LEG, BM25_LEG, BM25_TOPK_LEG
-from services.settings import Settings
 
 # $4: tsquery text (literal lexemes ORed, or ANDed for keyword_mode="all")
 TS_RANK_LEG = """

@@ -24,11 +24,11 @@ import math
 from collections.abc import Sequence
 
 from models import SearchHit
+from services.core.settings import Settings
 from services.embeddings.gate import QUERY, model_gate
 from services.reranking.base import Reranker
 from services.search.base import SearchRequest, SearchStrategy, to_hit
 from services.search.hybrid import HybridSearch, _hit_fields
-from services.settings import Settings
 
 
 def sigmoid(x: float) -> float:

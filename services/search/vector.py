@@ -4,7 +4,7 @@ reply says how many: `pending_embeddings`)."""
 from __future__ import annotations
 
 from models import SearchHit
-from services.database import Database
+from services.core.database import Database
 from services.search.base import HIT_COLUMNS, SearchRequest, SearchStrategy, to_hit
 
 _VECTOR_TEMPLATE = """

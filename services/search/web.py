@@ -18,9 +18,9 @@ from typing import Any
 
 import httpx
 
-from services.errors import InvalidArgument, Unavailable
-from services.settings import Settings
-from services.validation import MAX_PER_PAGE
+from services.core.errors import InvalidArgument, Unavailable
+from services.core.settings import Settings
+from services.core.validation import MAX_PER_PAGE
 
 logger = logging.getLogger(__name__)
 

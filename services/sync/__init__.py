@@ -14,13 +14,13 @@ from uuid import UUID
 from models import Source
 from models.jobs import CrawlParams, StartedJob
 from services.access.job_limits import scoped_ids
+from services.access.paths import resolve_caller_path
+from services.core.database import Database
+from services.core.errors import InvalidArgument, NotFound
+from services.core.settings import Settings
 from services.crawl.params import _check_patterns
-from services.database import Database
-from services.errors import InvalidArgument, NotFound
 from services.jobs.queue import JobQueue
-from services.paths import resolve_caller_path
-from services.settings import Settings
-from services.sources import LIST_HINT, SourceService
+from services.sources.service import LIST_HINT, SourceService
 from services.sync.scan import FolderConfig
 
 FOLDER_COLUMNS = "source_id, path, include_patterns, exclude_patterns, recursive"

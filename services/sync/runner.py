@@ -24,13 +24,13 @@ from uuid import UUID
 
 import asyncpg
 
+from services.access.paths import resolve_allowed_path
+from services.core.errors import NotFound, ServiceError
+from services.core.settings import Settings
 from services.crawl.frontier import Frontier, RowResult
 from services.documents import DocumentService, NewDocument, chunk_context, content_hash
-from services.errors import NotFound, ServiceError
 from services.jobs.queue import JobQueue
 from services.jobs.run import WATCH_SECONDS, Claim, JobFailed, JobRun, short_error, wait_any
-from services.paths import resolve_allowed_path
-from services.settings import Settings
 from services.sync.scan import FolderConfig, scan
 
 logger = logging.getLogger(__name__)

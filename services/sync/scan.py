@@ -9,8 +9,8 @@ from functools import cache
 from pathlib import Path
 from uuid import UUID
 
+from services.access.paths import SKIPPED_DIRS
 from services.parsers import supported_extensions
-from services.paths import SKIPPED_DIRS
 
 
 @dataclass(frozen=True)

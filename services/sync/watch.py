@@ -15,7 +15,7 @@ from pathlib import Path
 from watchfiles import Change, awatch
 
 from services.access.scope import server_scope, use_scope
-from services.errors import ServiceError
+from services.core.errors import ServiceError
 from services.jobs.run import wait_any
 from services.sync import SyncService
 from services.sync.scan import FolderConfig

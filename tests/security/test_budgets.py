@@ -1,6 +1,6 @@
 """Every format parsed from outside bytes has a budget, and holds it (issue 27, builds 1 and 2).
 
-The budget table (services/budgets.py) and the parser registry are walked: each registry row names a
+The budget table (services/core/budgets.py) and the parser registry are walked: each registry row names a
 budget, each budget has bombs of its own kind below, and each bomb goes through the format's real
 path (the parser pool or a thread for files, the spec, sitemap, robots, llms.txt and git readers)
 while this process's peak RSS and the wall time are measured; the process's address space is capped
@@ -27,13 +27,13 @@ from dulwich.repo import Repo
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from services.budgets import BUDGETS
-from services.errors import OverBudget, ServiceError
+from services.core.budgets import BUDGETS
+from services.core.errors import OverBudget, ServiceError
+from services.core.settings import Settings
 from services.net.robots import RobotsPolicy, parse_llms_txt
 from services.net.sitemap import parse_sitemap
 from services.parsers import REGISTRY, parse_bytes
 from services.parsers.isolation import ISOLATED_EXTENSIONS, parse_file
-from services.settings import Settings
 from services.sync.git.config import GitConfig
 from services.sync.git.packs import incoming_pack, object_size, store_pack
 from services.sync.git.tree import bounded, lookup_blob, plan_sync

@@ -25,8 +25,8 @@ from dulwich.objects import Blob, Commit, Tree
 from server import build_server
 from services.access.scope import Scope, use_scope
 from services.app import Archivist, Runtime
-from services.errors import ServiceError
-from services.settings import Settings
+from services.core.errors import ServiceError
+from services.core.settings import Settings
 from tests.conftest import make_settings
 from tests.fixture_site import FixtureSite, html_page
 from tests.git_server import AUTHOR, BRANCH, GitServer, Repository

@@ -17,7 +17,7 @@ import pytest
 import pytest_asyncio
 
 from services.app import Archivist
-from services.settings import Settings
+from services.core.settings import Settings
 from tests.conftest import make_settings
 from tests.git_server import Repository, ServerProcess
 from tests.git_support import run_sync, stored

@@ -18,13 +18,13 @@ from typing import Any
 
 import pytest
 
+from services.access.paths import resolve_allowed_path
 from services.access.scope import Scope, use_scope
 from services.app import Archivist
+from services.core.errors import InvalidArgument, PermissionDenied, Unavailable
+from services.core.settings import Settings
 from services.documents import DocumentService
-from services.errors import InvalidArgument, PermissionDenied, Unavailable
-from services.paths import resolve_allowed_path
-from services.reading import ReadingService
-from services.settings import Settings
+from services.documents.reading import ReadingService
 from tests.conftest import make_settings
 
 INFLATED = 160 * 1024 * 1024  # what the bombs below inflate to
@@ -219,7 +219,7 @@ async def test_hidden_files_are_refused_when_named(
 
 
 def test_symlink_swapped_after_the_check_is_not_read(files_dir: Path, tmp_path: Path) -> None:
-    from services.paths import read_allowed_file  # imported here so the module loads on older code too
+    from services.access.paths import read_allowed_file  # imported here so the module loads on older code too
 
     outside = tmp_path / "outside-secret.md"
     outside.write_text("the salaries\n")
@@ -236,7 +236,7 @@ def test_symlink_swapped_after_the_check_is_not_read(files_dir: Path, tmp_path: 
 
 
 def test_a_directory_swapped_for_a_symlink_is_caught_on_the_opened_file(files_dir: Path, tmp_path: Path) -> None:
-    from services.paths import read_allowed_file
+    from services.access.paths import read_allowed_file
 
     (tmp_path / "elsewhere").mkdir()
     (tmp_path / "elsewhere" / "page.md").write_text("not yours\n")

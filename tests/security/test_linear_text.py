@@ -21,8 +21,9 @@ import services
 from services.app import Archivist
 from services.chunking.breaks import first_sentence_start, last_paragraph_start, last_sentence_start
 from services.chunking.layout import parse_heading
+from services.core.errors import ServiceError
+from services.documents.reading import ReadingService, parse_outline
 from services.documents.text import guess_text_type, guess_title
-from services.errors import ServiceError
 from services.net.robots import RobotsPolicy, parse_llms_txt
 from services.net.urls import matches_patterns
 from services.pages.pipeline import markdown_title as page_title
@@ -30,8 +31,7 @@ from services.parsers.ebook import _BLANK_RUN_RE
 from services.parsers.html import decode_html
 from services.parsers.rtf import rtf_markdown
 from services.parsers.text import markdown_title as file_title
-from services.reading import ReadingService, parse_outline
-from services.versions import version_range
+from services.sources.versions import version_range
 
 BUDGET = 0.05  # seconds, for one call
 N = 10_000

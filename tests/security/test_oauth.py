@@ -27,7 +27,7 @@ from commands.access import cli_audit
 from services.access.oauth import Identity
 from services.access.scope import Scope, use_scope
 from services.access.token_cache import TokenCache
-from services.errors import NotFound
+from services.core.errors import NotFound
 from tests.mcp_helpers import call
 from tests.security.oidc_idp import Client as IdpClient
 from tests.security.oidc_idp import IdP, new_key, running

@@ -18,7 +18,7 @@ import pytest
 import pytest_asyncio
 
 from services.access.scope import Scope, use_scope
-from services.errors import PermissionDenied
+from services.core.errors import PermissionDenied
 from tests.mcp_helpers import call, client_in_own_task
 from tests.security.support import bearer_transport, http_server
 from tests.test_e2e import run_cli, server_env

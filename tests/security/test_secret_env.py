@@ -11,7 +11,7 @@ import pytest
 
 from services.access.identity import Caller, scope_of
 from services.access.scope import Scope, use_scope
-from services.errors import PermissionDenied
+from services.core.errors import PermissionDenied
 from services.net.credentials import check_references
 from services.sync.git.config import check_auth_env
 

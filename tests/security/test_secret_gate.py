@@ -27,7 +27,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from models.jobs import CrawlJob, CrawlParams
 from services.app import Archivist, run_worker
-from services.errors import InvalidArgument
+from services.core.errors import InvalidArgument
 from tests.fixture_site import FixtureSite, html_page
 from tests.git_server import GitServer
 from tests.security.helpers import http_server, server_env

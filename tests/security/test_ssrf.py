@@ -14,13 +14,13 @@ from typing import Any
 
 import pytest
 
+from services.core.errors import PermissionDenied
+from services.core.settings import Settings
 from services.crawl.discovery import discover
 from services.crawl.politeness import HostThrottle
 from services.crawl.robots_cache import RobotsCache
-from services.errors import PermissionDenied
 from services.fetchers.crawl4ai_http import Crawl4aiHttpFetcher
 from services.net.safety import check_url_allowed
-from services.settings import Settings
 from tests.fixture_site import FixtureSite
 from tests.security.ssrf_support import PRIVATE, PUBLIC, RebindingDNS, Trap, pretend_public
 

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from services.settings import Settings
+from services.core.settings import Settings
 from tests.fixture_site import FixtureSite, html_page
 from tests.security.ssrf_support import PRIVATE, PUBLIC, RebindingDNS, Trap, pretend_public
 

@@ -20,9 +20,9 @@ from mcp import Client, StdioServerParameters
 
 from models.jobs import CrawlRequest
 from services.access.scope import Scope, use_scope
-from services.errors import Conflict
-from services.settings import Settings
-from services.versions import resolve as resolve_version
+from services.core.errors import Conflict
+from services.core.settings import Settings
+from services.sources.versions import resolve as resolve_version
 from tests.conftest import make_settings
 from tests.mcp_helpers import call, client_in_own_task
 from tests.security.support import bearer_transport, http_server

@@ -17,9 +17,9 @@ from uuid import UUID
 
 from dulwich.refs import Ref, check_ref_format
 
+from services.access.paths import SKIPPED_DIRS
 from services.access.secret_gate import secret_value
-from services.errors import InvalidArgument
-from services.paths import SKIPPED_DIRS
+from services.core.errors import InvalidArgument
 from services.sync.scan import FolderConfig
 
 #: The username sent with a token that is not written "user:token" (GitHub, GitLab and Gitea

@@ -17,8 +17,8 @@ from typing import Any
 from dulwich.object_store import BaseObjectStore
 from dulwich.objects import Commit, ObjectID, RawObjectID, ShaFile, Tree, sha_to_hex
 
-from services.budgets import Meter
-from services.errors import InvalidArgument
+from services.core.budgets import Meter
+from services.core.errors import InvalidArgument
 from services.sync.git.packs import object_size, over_cap
 
 

@@ -42,7 +42,7 @@ from dulwich.pack import (
     write_pack_index,
 )
 
-from services.budgets import Meter, budget
+from services.core.budgets import Meter, budget
 
 #: Compressed bytes given to zlib at a time: one slice inflates to at most ~4 MB (deflate tops out near
 #: 1032:1), and the inflater holds a slice twice while it grows its output.

@@ -26,7 +26,7 @@ from dulwich.objects import Commit, ObjectID, Tag
 from dulwich.refs import Ref
 from dulwich.repo import Repo
 
-from services.errors import InvalidArgument
+from services.core.errors import InvalidArgument
 from services.net.connector import CONNECTION_ERRORS, PinnedPoolManager, urllib3_timeout
 from services.sync.git.objects import object_key
 from services.sync.git.packs import incoming_pack, store_pack

@@ -23,9 +23,9 @@ from uuid import UUID
 import asyncpg
 from dulwich.repo import Repo
 
+from services.core.errors import NotFound, ServiceError
 from services.crawl.frontier import RowResult
 from services.documents import NewDocument, chunk_context
-from services.errors import NotFound, ServiceError
 from services.jobs.queue import JobQueue
 from services.jobs.run import Claim, short_error
 from services.sync.git.config import GitConfig, read_credentials

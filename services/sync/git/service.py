@@ -11,13 +11,13 @@ from uuid import UUID
 from models import Source
 from models.jobs import CrawlParams, StartedJob
 from services.access.job_limits import scoped_ids
+from services.core.database import Database
+from services.core.errors import InvalidArgument, NotFound
+from services.core.settings import Settings
 from services.crawl.params import _check_patterns
-from services.database import Database
-from services.errors import InvalidArgument, NotFound
 from services.jobs.queue import JobQueue
 from services.net.safety import check_url_allowed
-from services.settings import Settings
-from services.sources import LIST_HINT, SourceService
+from services.sources.service import LIST_HINT, SourceService
 from services.sync.git.config import (
     GitConfig,
     check_auth_env,

@@ -29,9 +29,9 @@ from dulwich.ignore import IgnoreFilter, IgnoreFilterManager, read_ignore_patter
 from dulwich.object_store import BaseObjectStore
 from dulwich.objects import Blob, ObjectID, SubmoduleEncountered, Tree
 
-from services.budgets import budget
-from services.errors import OverBudget
-from services.paths import SKIPPED_DIRS
+from services.access.paths import SKIPPED_DIRS
+from services.core.budgets import budget
+from services.core.errors import OverBudget
 from services.sync.git.config import GitConfig, hidden
 from services.sync.git.objects import BoundedStore, commit_at
 

@@ -5,14 +5,14 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, Any, Protocol
 
-from services.errors import service_error_from
+from services.core.errors import service_error_from
 from services.jobs import sql as job_sql
 
 if TYPE_CHECKING:
     from services.access.audit import AuditService
-    from services.database import Database
+    from services.core.database import Database
+    from services.core.settings import Settings
     from services.embeddings.base import Embedder
-    from services.settings import Settings
 
 
 class HealthApp(Protocol):

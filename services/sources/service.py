@@ -1,4 +1,4 @@
-"""Sources: named collections of documents (finding them by title: services/source_titles.py)."""
+"""Sources: named collections of documents (finding them by title: services/sources/titles.py)."""
 
 from __future__ import annotations
 
@@ -11,12 +11,12 @@ import asyncpg
 from models import Page, Source, SourceStats
 from services.access.job_limits import scoped_ids
 from services.access.scope import admit, current_scope
-from services.database import Database
-from services.errors import Conflict, InvalidArgument, NotFound
+from services.core.database import Database
+from services.core.errors import Conflict, InvalidArgument, NotFound
+from services.core.validation import check_page, clean_text, parse_uuid, require_text
 from services.jobs import sql as job_sql
-from services.source_origin import describe
-from services.source_titles import SOURCE_COLUMNS, conflict, lock_title, named, visible_identity
-from services.validation import check_page, clean_text, parse_uuid, require_text
+from services.sources.origin import describe
+from services.sources.titles import SOURCE_COLUMNS, conflict, lock_title, named, visible_identity
 
 SOURCE_TYPES = ("upload", "crawl", "api", "folder", "git")
 LIST_HINT = "Use manage_source(action='list') to see available sources."
@@ -95,7 +95,7 @@ class SourceService:
         version: str | None = None,
     ) -> Source:
         """A new source; CONFLICT (naming it) when one the caller can see has the same title (any case),
-        url and version. Another tenant's source under that title is no conflict (services/source_titles.py)."""
+        url and version. Another tenant's source under that title is no conflict (services/sources/titles.py)."""
         title = require_text(clean_text(title), "title", max_length=500)
         version = check_version(clean_text(version))
         _check_source_type(source_type)

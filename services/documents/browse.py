@@ -8,10 +8,10 @@ from uuid import UUID
 
 from models import ChunkView, Document, Page
 from services.access.scope import current_scope
-from services.database import Database
+from services.core.database import Database
+from services.core.validation import check_page
 from services.flags import FLAGS_COLUMN
 from services.jobs import sql as job_sql
-from services.validation import check_page
 
 DOCUMENT_SORTS = {
     "title": "lower(title)",

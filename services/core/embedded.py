@@ -29,7 +29,7 @@ def start_embedded_server(data_dir: Path) -> str:
     One start at a time per process: a second caller must not read initdb's transient lock file."""
     import pgserver  # imported lazily: only needed without DATABASE_URL
 
-    from services.supervisor import clear_stale_pid
+    from services.core.supervisor import clear_stale_pid
 
     pgdata = data_dir / "pgdata"
     with _START:

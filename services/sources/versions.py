@@ -5,7 +5,7 @@ and an exact version ("3.11", "2.1.0"), a range ("3.x", "3.*", ">=2.1", "~=2.1",
 or nothing (the newest). Ranges resolve to the highest matching version. When nothing matches, the
 error lists the versions that exist: never an answer from another version. Only the caller's sources
 count, and two of them with the same title, version and url (two tenants' sources in one profile) answer
-CONFLICT asking for the source id (services/source_titles.py).
+CONFLICT asking for the source id (services/sources/titles.py).
 """
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from services.access.scope import current_scope
-from services.database import Database
-from services.errors import InvalidArgument, NotFound
-from services.source_titles import ambiguous, twins
+from services.core.database import Database
+from services.core.errors import InvalidArgument, NotFound
+from services.sources.titles import ambiguous, twins
 
 WILDCARD = re.compile(r"^v?(\d+(?:\.\d+)*)\.(?:x|\*)$", re.IGNORECASE)
 OPERATORS = ("==", "!=", ">=", "<=", ">", "<", "~=")

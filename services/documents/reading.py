@@ -10,12 +10,12 @@ from uuid import UUID
 
 from models import Document
 from services.access.scope import current_scope
-from services.database import Database
+from services.core.database import Database
+from services.core.errors import InvalidArgument, NotFound
+from services.core.markdown_lines import atx_heading
+from services.core.validation import MAX_PER_PAGE, parse_uuid
 from services.documents import DOC_HINT, DOCUMENT_COLUMNS
-from services.errors import InvalidArgument, NotFound
 from services.flags import FLAGS_COLUMN
-from services.markdown_lines import atx_heading
-from services.validation import MAX_PER_PAGE, parse_uuid
 
 DEFAULT_WINDOW = 1000
 MAX_WINDOW = 4000
@@ -31,7 +31,7 @@ class Heading:
 
 
 def _titled_heading(line: str) -> tuple[int, str] | None:
-    """(level, text) of an unindented ATX heading with text (services.markdown_lines, linear time)."""
+    """(level, text) of an unindented ATX heading with text (services.core.markdown_lines, linear time)."""
     heading = atx_heading(line, max_indent=0)
     return heading if heading and heading[1] else None
 

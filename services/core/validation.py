@@ -6,7 +6,7 @@ import re
 from typing import Any
 from uuid import UUID
 
-from services.errors import InvalidArgument
+from services.core.errors import InvalidArgument
 
 MAX_PER_PAGE = 20
 

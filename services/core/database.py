@@ -16,9 +16,9 @@ from typing import Any
 import asyncpg
 from pgvector.asyncpg import register_vector
 
-from services import embedded
-from services.errors import ServiceError, Unavailable
-from services.settings import Settings
+from services.core import embedded
+from services.core.errors import ServiceError, Unavailable
+from services.core.settings import Settings
 
 logger = logging.getLogger(__name__)
 
@@ -188,7 +188,7 @@ class Database:
         self.replica_reads = 0
         self.primary_fallbacks = 0
         self.config: IndexConfig | None = None
-        self._holds_embedded = False  # this object counts as a user of the embedded server (services/embedded.py)
+        self._holds_embedded = False  # this object counts as a user of the embedded server (services/core/embedded.py)
 
     @property
     def pool(self) -> asyncpg.Pool:
@@ -216,8 +216,8 @@ class Database:
         if self.settings.read_database_url:
             self._read_pool = await self._create_pool(self.settings.read_database_url, track_writes=False)
         if not self.settings.database_url:  # the embedded server is ours to keep alive
-            from services.errors import watch_data_dir
-            from services.supervisor import Supervisor
+            from services.core.errors import watch_data_dir
+            from services.core.supervisor import Supervisor
 
             watch_data_dir(self.settings.data_dir / "pgdata")  # a full / read-only disk is named in errors
 
@@ -315,7 +315,7 @@ class Database:
 
     async def close(self) -> None:
         if getattr(self, "supervisor", None) is not None:
-            from services.errors import watch_data_dir
+            from services.core.errors import watch_data_dir
 
             await self.supervisor.stop()
             watch_data_dir(None)

@@ -3,7 +3,7 @@ DATABASE_URL alike.
 
 An archive is pg_dump's custom format (compressed, restorable table by table). Restoring refuses a
 knowledge base that already holds sources unless forced, and an archive whose vectors come from another
-embedding model unless the caller re-embeds afterwards (`services/reembed.py`)."""
+embedding model unless the caller re-embeds afterwards (`services/documents/reembed.py`)."""
 
 from __future__ import annotations
 
@@ -18,10 +18,10 @@ from pathlib import Path
 
 import asyncpg
 
-from services.database import resolve_dsn
+from services.core.database import resolve_dsn
+from services.core.errors import Conflict, InvalidArgument, Unavailable
+from services.core.settings import Settings
 from services.embeddings import configured_model_name
-from services.errors import Conflict, InvalidArgument, Unavailable
-from services.settings import Settings
 
 logger = logging.getLogger(__name__)
 
@@ -176,7 +176,7 @@ async def restore(
     args = [pg_tool("pg_restore"), "--no-owner", "--exit-on-error", "--verbose", f"--dbname={dsn}", str(path)]
     await run_tool(args, total, progress)
     if reembed and model != configured_model_name(settings):
-        from services.reembed import reembed_all
+        from services.documents.reembed import reembed_all
 
         await reembed_all(settings)
     return BackupReport(path, path.stat().st_size, await table_counts(dsn), model)

@@ -8,7 +8,7 @@ import logging
 import asyncpg
 from pgvector.asyncpg import register_vector
 
-from services.database import (
+from services.core.database import (
     MIGRATION_LOCK_KEY,
     IndexConfig,
     ensure_vector_extension,
@@ -16,9 +16,9 @@ from services.database import (
     resolve_dsn,
     write_index_config,
 )
+from services.core.settings import Settings
 from services.documents import embedding_text
 from services.embeddings import create_embedder, embed_documents_async
-from services.settings import Settings
 
 logger = logging.getLogger(__name__)
 BATCH = 256

@@ -17,7 +17,7 @@ import sys
 import time
 from dataclasses import dataclass
 
-from services.errors import OverBudget
+from services.core.errors import OverBudget
 
 MB = 1024 * 1024
 

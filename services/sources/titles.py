@@ -21,7 +21,7 @@ from uuid import UUID
 import asyncpg
 
 from services.access.job_limits import scoped_ids
-from services.errors import Conflict
+from services.core.errors import Conflict
 
 SOURCE_COLUMNS = "id, title, description, url, source_type, status, metadata, created_at, updated_at, version"
 #: the conditions of `sources` rows the caller may see ($2: its source ids, NULL = every source)

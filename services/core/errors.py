@@ -25,7 +25,7 @@ class InvalidArgument(ServiceError):
 
 
 class OverBudget(InvalidArgument):
-    """Outside content over its format's budget (services/budgets.py): too large, too deep, too many
+    """Outside content over its format's budget (services/core/budgets.py): too large, too deep, too many
     expansions or too slow to parse. Not retryable: the same bytes fail the same way."""
 
     def __init__(self, message: str, suggestion: str = "", *, budget: str = "") -> None:
@@ -64,7 +64,7 @@ RETRY_SUGGESTION = "The database is unreachable or restarting; retry in a few se
 _DISK_ERRNOS = {28: "is full", 30: "is read-only", 122: "is over its disk quota"}  # ENOSPC, EROFS, EDQUOT
 #: Below this much free space PostgreSQL cannot start a new WAL segment: the directory counts as full.
 LOW_SPACE_BYTES = 16 * 1024 * 1024
-#: The embedded PostgreSQL's data directory (set by services.database); a database fault is explained
+#: The embedded PostgreSQL's data directory (set by services.core.database); a database fault is explained
 #: by its disk state (full, read-only) when it has one.
 _data_dir: Path | None = None
 

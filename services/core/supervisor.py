@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from services.errors import disk_problem
+from services.core.errors import disk_problem
 
 logger = logging.getLogger(__name__)
 

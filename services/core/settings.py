@@ -108,7 +108,7 @@ class Settings(BaseSettings):
     max_file_mb: float = 20.0
     #: PDF, office, e-book, RTF, JSON/YAML/TOML files and OpenAPI specs are parsed in worker processes
     #: limited to this much memory (address space) and CPU time per file (services.parsers.isolation;
-    #: each format's wall time and other limits: services/budgets.py).
+    #: each format's wall time and other limits: services/core/budgets.py).
     parse_workers: int = Field(default=2, ge=1)
     parse_memory_mb: int = Field(default=1024, ge=64)
     parse_cpu_seconds: int = Field(default=60, ge=1)

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from services.access.scope import current_scope
-from services.errors import InvalidArgument, NotFound, PermissionDenied
+from services.core.errors import InvalidArgument, NotFound, PermissionDenied
 
 SERVER_SETTING = "the server's ARCHIVIST_ALLOWED_PATHS setting"
 PROFILE_SETTING = "the allowed paths of your profiles"

@@ -16,7 +16,7 @@ from uuid import UUID
 
 import yaml
 
-from services.errors import InvalidArgument
+from services.core.errors import InvalidArgument
 
 PAGE_SIZE = 200
 MAX_NAME = 80
