@@ -45,7 +45,7 @@ test: install-dev chromium
 
 # Screenshots for the docs (docs/screenshots/*.png: the console and the MCP App), on request only:
 # `make test` runs the same browser tests without writing them, so it leaves the tree clean.
-SCREENSHOT_TESTS := tests/test_mcp_app.py tests/test_web_console.py tests/test_web_access.py tests/test_console_profiles.py
+SCREENSHOT_TESTS := tests/tools/test_mcp_app.py tests/web/test_web_console.py tests/web/test_web_access.py tests/web/test_console_profiles.py
 screenshots: install-dev chromium
 	ARCHIVIST_SCREENSHOTS=1 PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 $(BIN)/python -m pytest -q -p no:cacheprovider $(SCREENSHOT_TESTS)
 

@@ -14,7 +14,7 @@ import asyncpg
 from mcp import Client
 
 from bench.chaos_lib import Server, base_env, integrity, row, tool
-from tests.fixture_site import FixtureSite
+from tests.support.fixture_site import FixtureSite
 
 WORDS = "otter river stone kelp harbour tide moss lantern copper meadow glacier quarry orchard".split()
 

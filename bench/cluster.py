@@ -42,7 +42,7 @@ from mcp import Client  # noqa: E402
 
 from bench.common import CACHE_DIR, free_port, machine_info  # noqa: E402
 from bench.metrics import percentile  # noqa: E402
-from tests.fixture_site import FixtureSite  # noqa: E402
+from tests.support.fixture_site import FixtureSite  # noqa: E402
 
 logger = logging.getLogger("bench.cluster")
 

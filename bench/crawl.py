@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/crawl.py --pages 500 [--concurrency 4] [--out bench/.cache/crawl.json]
 
-A generated site of `--pages` HTML pages (tests/fixture_site.py `generate`: a 5-ary tree with parent
+A generated site of `--pages` HTML pages (tests/support/fixture_site.py `generate`: a 5-ary tree with parent
 and sibling links, three paragraphs of ~60 words per page) is served on 127.0.0.1, and one recursive
 crawl job covering every page is run by an in-process worker (`services.worker.run_worker`), as the
 server runs it: discovery (robots.txt, sitemap.xml, llms.txt), frontier in Postgres, HTTP fetch and
@@ -38,11 +38,11 @@ from services.access.scope import Scope, use_scope  # noqa: E402
 from services.app import Archivist, run_worker  # noqa: E402
 from services.core.settings import Settings  # noqa: E402
 from services.fetchers import create_fetcher  # noqa: E402
-from tests.fixture_site import FixtureSite  # noqa: E402
+from tests.support.fixture_site import FixtureSite  # noqa: E402
 
 logger = logging.getLogger("bench.crawl")
 
-FANOUT = 5  # tests/fixture_site.py generates a 5-ary tree
+FANOUT = 5  # tests/support/fixture_site.py generates a 5-ary tree
 
 
 def tree_depth(pages: int, fanout: int = FANOUT) -> int:

@@ -31,7 +31,7 @@ from bench.common import CACHE_DIR  # noqa: E402
 from models.jobs import CrawlJob  # noqa: E402
 from services.app import Archivist, run_worker  # noqa: E402
 from services.core.settings import Settings  # noqa: E402
-from tests.git_server import GitServer  # noqa: E402
+from tests.support.git_server import GitServer  # noqa: E402
 
 WORDS = "river stone lantern orchard copper meadow harbor signal timber glacier violet ember".split()
 

@@ -5,7 +5,7 @@
 Runs, one after another on one fresh embedded PostgreSQL, each path to the end of its embedding (a
 crawl or sync job completes once its chunks are embedded; a directory ingest embeds before it returns):
 
-- crawl: a generated site of `--pages` pages on 127.0.0.1 (tests/fixture_site.py), one recursive job
+- crawl: a generated site of `--pages` pages on 127.0.0.1 (tests/support/fixture_site.py), one recursive job
   run by an in-process worker (which also runs the embedding backlog);
 - folder sync: `--files` markdown notes bound as a folder source and synced by the worker;
 - directory ingest: the same notes through `DocumentService.create_from_directory` (`archivist ingest`);
@@ -48,7 +48,7 @@ from models.jobs import CrawlRequest  # noqa: E402
 from services.access.scope import Scope, use_scope  # noqa: E402
 from services.app import Archivist, run_worker  # noqa: E402
 from services.core.settings import Settings  # noqa: E402
-from tests.fixture_site import FixtureSite  # noqa: E402
+from tests.support.fixture_site import FixtureSite  # noqa: E402
 
 logger = logging.getLogger("bench.ingest_cpu")
 #: SciFact's corpus beside the checkout (../shared/data, as bench/beir.py's usage), or beside a worktree.

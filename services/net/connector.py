@@ -17,7 +17,7 @@ It has two faces over the same check, one per HTTP library the project fetches w
   dulwich's git smart-HTTP client, every redirect hop and retry included.
 A kept-alive connection is reused only for its own host and port, and it is connected to an address
 that was checked. Proxies from the environment are ignored (a proxy would resolve the name itself).
-No other module opens an outbound connection to a caller-chosen host (tests/test_outbound.py);
+No other module opens an outbound connection to a caller-chosen host (tests/security/test_outbound.py);
 endpoints the operator configures (SearXNG, the identity provider) keep their own clients.
 """
 

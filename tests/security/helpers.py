@@ -17,7 +17,7 @@ from typing import Any
 
 import httpx
 
-from tests.web_helpers import ARCHIVIST, free_port
+from tests.support.web_helpers import ARCHIVIST, free_port
 
 ATTACKER = "rebind.attacker.example"
 

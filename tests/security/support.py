@@ -18,7 +18,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
 from services.access.scope import Scope, use_scope
-from tests.test_e2e import ARCHIVIST, free_port, server_env, wait_for_port
+from tests.e2e.test_e2e import ARCHIVIST, free_port, server_env, wait_for_port
 
 PUB_URL = "file:///srv/pub/handbook.md"
 SEC_URL = "file:///srv/sec/salaries.md"

@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from tests.security.helpers import ATTACKER, csrf_pair, http_server, server_env
-from tests.web_helpers import CHROMIUM, CHROMIUM_ARGS, chromium
+from tests.support.web_helpers import CHROMIUM, CHROMIUM_ARGS, chromium
 
 DB_PASSWORD = "Sup3r-s3cret-pw"
 INIT = {

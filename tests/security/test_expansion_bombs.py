@@ -28,15 +28,15 @@ from services.app import Archivist, Runtime
 from services.core.errors import ServiceError
 from services.core.settings import Settings
 from tests.conftest import make_settings
-from tests.fixture_site import FixtureSite, html_page
-from tests.git_server import AUTHOR, BRANCH, GitServer, Repository
-from tests.git_support import run_sync, stored
-from tests.mcp_helpers import client_in_own_task, err, ok
+from tests.crawl.test_crawl_jobs import crawl
 from tests.security import bombs
 from tests.security.bombs import MB, measured
-from tests.test_crawl_jobs import crawl
+from tests.support.fixture_site import FixtureSite, html_page
+from tests.support.git_server import AUTHOR, BRANCH, GitServer, Repository
+from tests.support.git_support import run_sync, stored
+from tests.support.mcp_helpers import client_in_own_task, err, ok
 
-pytest_plugins = ("tests.git_fixtures",)  # git_server
+pytest_plugins = ("tests.support.git_fixtures",)  # git_server
 
 #: Peak RSS growth allowed while a bomb is handled (the server's own work on the good items included).
 MAX_GROWTH_MB = 60

@@ -2,7 +2,7 @@
 
 A blob of 100 MB of zeros deflates to ~100 KB, well under ARCHIVIST_GIT_MAX_PACK_MB, yet dulwich
 inflated every object of a received pack whole (three times: copying, indexing, checking) before any
-file limit applied. The repository is served by tests/git_server.py in a process of its own, so the
+file limit applied. The repository is served by tests/support/git_server.py in a process of its own, so the
 peak RSS measured here is the client's alone: the sync must finish, store the normal files, report the
 big one with its size, and never hold the big blob in memory.
 """
@@ -19,10 +19,10 @@ import pytest_asyncio
 from services.app import Archivist
 from services.core.settings import Settings
 from tests.conftest import make_settings
-from tests.git_server import Repository, ServerProcess
-from tests.git_support import run_sync, stored
 from tests.security import bombs
 from tests.security.bombs import MB, measured
+from tests.support.git_server import Repository, ServerProcess
+from tests.support.git_support import run_sync, stored
 
 BIG = 100 * MB
 #: Peak RSS growth allowed for the whole sync (fetch, index, plan, two small files parsed and stored).

@@ -23,13 +23,13 @@ import pytest
 import pytest_asyncio
 
 from services.access.scope import Scope, use_scope
-from tests.fixture_site import FixtureSite
-from tests.mcp_helpers import call
 from tests.security.oidc_idp import Client as IdpClient
 from tests.security.oidc_idp import IdP, running
 from tests.security.support import World, audit_rows, bearer_client, build_world, http_server
 from tests.security.test_oauth import post_initialize
-from tests.web_helpers import chromium
+from tests.support.fixture_site import FixtureSite
+from tests.support.mcp_helpers import call
+from tests.support.web_helpers import chromium
 from web.auth import safe_next
 
 RATE = 40  # ARCHIVIST_RATE_PER_MINUTE of this module's server

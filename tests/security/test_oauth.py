@@ -28,11 +28,11 @@ from services.access.oauth import Identity
 from services.access.scope import Scope, use_scope
 from services.access.token_cache import TokenCache
 from services.core.errors import NotFound
-from tests.mcp_helpers import call
+from tests.e2e.test_e2e import run_cli, server_env
 from tests.security.oidc_idp import Client as IdpClient
 from tests.security.oidc_idp import IdP, new_key, running
 from tests.security.support import World, all_resources, audit_rows, bearer_client, build_world, http_server, rpc_error
-from tests.test_e2e import run_cli, server_env
+from tests.support.mcp_helpers import call
 
 USERS = {
     "alice": {"email": "alice@example.com", "email_verified": True, "groups": ["eng"]},  # eng -> profile pub

@@ -17,7 +17,7 @@ from services.access.scope import Scope, use_scope
 from tests.security.oidc_idp import Client as IdpClient
 from tests.security.oidc_idp import IdP, running
 from tests.security.support import World, build_world, http_server
-from tests.web_helpers import chromium
+from tests.support.web_helpers import chromium
 
 USERS = {
     "alice": {"email": "alice@example.com", "email_verified": True, "groups": ["eng"]},  # eng -> profile pub

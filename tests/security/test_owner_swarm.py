@@ -10,8 +10,8 @@ from typing import Any
 
 from mcp import Client
 
-from tests.mcp_helpers import call
 from tests.security.support import bearer_client, http_server
+from tests.support.mcp_helpers import call
 
 CLIENTS = 20
 CALLS = 5

@@ -19,9 +19,9 @@ import pytest_asyncio
 
 from services.access.scope import Scope, use_scope
 from services.core.errors import PermissionDenied
-from tests.mcp_helpers import call, client_in_own_task
+from tests.e2e.test_e2e import run_cli, server_env
 from tests.security.support import bearer_transport, http_server
-from tests.test_e2e import run_cli, server_env
+from tests.support.mcp_helpers import call, client_in_own_task
 
 A_TEXT = "Team A notes: the A roadmap ships in spring."
 B_TEXT = "Team B secrets: the B merger closes in June."

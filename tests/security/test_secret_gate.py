@@ -28,12 +28,12 @@ from mcp.client.streamable_http import streamable_http_client
 from models.jobs import CrawlJob, CrawlParams
 from services.app import Archivist, run_worker
 from services.core.errors import InvalidArgument
-from tests.fixture_site import FixtureSite, html_page
-from tests.git_server import GitServer
 from tests.security.helpers import http_server, server_env
-from tests.web_helpers import ARCHIVIST
+from tests.support.fixture_site import FixtureSite, html_page
+from tests.support.git_server import GitServer
+from tests.support.web_helpers import ARCHIVIST
 
-pytest_plugins = ("tests.git_fixtures",)  # the git_server and git_app fixtures
+pytest_plugins = ("tests.support.git_fixtures",)  # the git_server and git_app fixtures
 
 #: the server's own variables, each with a value that would leak something that matters
 SERVER_VARIABLES = ("ARCHIVIST_REQUEST_STATE_KEY", "DATABASE_URL", "PGPASSWORD")

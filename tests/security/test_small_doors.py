@@ -19,7 +19,8 @@ import pytest_asyncio
 from mcp.shared.exceptions import MCPError
 
 from services.access.scope import Scope, use_scope
-from tests.mcp_helpers import call, client_in_own_task
+from tests.access.test_access_http import HEADERS, INIT
+from tests.e2e.test_e2e import ARCHIVIST, free_port, server_env
 from tests.security.support import (
     World,
     audit_rows,
@@ -27,8 +28,7 @@ from tests.security.support import (
     build_world,
     http_server,
 )
-from tests.test_access_http import HEADERS, INIT
-from tests.test_e2e import ARCHIVIST, free_port, server_env
+from tests.support.mcp_helpers import call, client_in_own_task
 
 
 @pytest_asyncio.fixture(scope="module")

@@ -21,8 +21,8 @@ from services.crawl.politeness import HostThrottle
 from services.crawl.robots_cache import RobotsCache
 from services.fetchers.crawl4ai_http import Crawl4aiHttpFetcher
 from services.net.safety import check_url_allowed
-from tests.fixture_site import FixtureSite
 from tests.security.ssrf_support import PRIVATE, PUBLIC, RebindingDNS, Trap, pretend_public
+from tests.support.fixture_site import FixtureSite
 
 UA = "ArchivistBot/0.1 (+https://github.com/archivist)"
 

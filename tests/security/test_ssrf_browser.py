@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 
 from services.core.settings import Settings
-from tests.fixture_site import FixtureSite, html_page
 from tests.security.ssrf_support import PRIVATE, PUBLIC, RebindingDNS, Trap, pretend_public
+from tests.support.fixture_site import FixtureSite, html_page
 
 CHROMIUM = "/usr/bin/chromium"
 pytestmark = pytest.mark.skipif(

@@ -1,6 +1,6 @@
 """Git fetches go through the one connector (issue 27, points 4 and the pack bound).
 
-Real smart-HTTP git servers on loopback (tests/git_server.py): 127.0.0.1 plays the public host and a
+Real smart-HTTP git servers on loopback (tests/support/git_server.py): 127.0.0.1 plays the public host and a
 trap on 127.0.0.2, same port, the private one. A name that answers public to the check and private to
 the connection (DNS rebinding) must not bring a fetch to the trap with ARCHIVIST_GIT_ALLOW_PRIVATE off;
 a pack larger than ARCHIVIST_GIT_MAX_PACK_MB stops the sync while it is received, storing nothing.
@@ -27,10 +27,10 @@ from services.net import safety
 from services.sync.git import remote
 from services.sync.git.remote import BoundedGitClient
 from tests.conftest import make_settings
-from tests.git_server import GitServer, Repository
 from tests.security.ssrf_support import PRIVATE, PUBLIC, RebindingDNS, Trap, pretend_public
+from tests.support.git_server import GitServer, Repository
 
-pytest_plugins = ("tests.git_fixtures",)  # the git_server and git_app fixtures
+pytest_plugins = ("tests.support.git_fixtures",)  # the git_server and git_app fixtures
 
 
 async def open_app(database_url: str, files_dir: Path, embedder: Any, **overrides: Any) -> Archivist:

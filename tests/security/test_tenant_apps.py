@@ -16,9 +16,9 @@ from mcp.client.extension import advertise
 from mcp.shared.exceptions import MCPError
 
 from services.access.scope import Scope, use_scope
-from tests.mcp_helpers import call, client_in_own_task
 from tests.security.support import World, audit_rows, bearer_transport, build_world, http_server
-from tests.test_mcp_skills import SKILL_URI, SKILLS, skills_get, skills_list
+from tests.support.mcp_helpers import call, client_in_own_task
+from tests.tools.test_mcp_skills import SKILL_URI, SKILLS, skills_get, skills_list
 
 APP_URI = "ui://archivist/app"
 

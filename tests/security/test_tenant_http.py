@@ -13,7 +13,6 @@ import pytest_asyncio
 from mcp.shared.exceptions import MCPError
 
 from services.access.scope import Scope, use_scope
-from tests.mcp_helpers import call, client_in_own_task
 from tests.security.support import (
     MISSING_ID,
     SEC_URL,
@@ -27,6 +26,7 @@ from tests.security.support import (
     rpc_error,
     same_refusal,
 )
+from tests.support.mcp_helpers import call, client_in_own_task
 
 
 @pytest_asyncio.fixture(scope="module")

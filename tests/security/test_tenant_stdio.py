@@ -13,7 +13,7 @@ import pytest_asyncio
 from mcp import Client, StdioServerParameters
 
 from services.access.scope import Scope, use_scope
-from tests.mcp_helpers import call
+from tests.e2e.test_e2e import ARCHIVIST, server_env
 from tests.security.support import (
     MISSING_ID,
     SEC_URL,
@@ -23,7 +23,7 @@ from tests.security.support import (
     rpc_error,
     same_refusal,
 )
-from tests.test_e2e import ARCHIVIST, server_env
+from tests.support.mcp_helpers import call
 
 
 @pytest_asyncio.fixture(scope="module")

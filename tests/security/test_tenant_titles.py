@@ -24,9 +24,9 @@ from services.core.errors import Conflict
 from services.core.settings import Settings
 from services.sources.versions import resolve as resolve_version
 from tests.conftest import make_settings
-from tests.mcp_helpers import call, client_in_own_task
+from tests.e2e.test_e2e import ARCHIVIST, server_env
 from tests.security.support import bearer_transport, http_server
-from tests.test_e2e import ARCHIVIST, server_env
+from tests.support.mcp_helpers import call, client_in_own_task
 
 LIB_URL = "https://lib.example.org/docs"
 CRAWL_URL = "http://127.0.0.1:9/hidden/"

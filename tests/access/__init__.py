@@ -1,0 +1,1 @@
+"""Access (access/, services/access/): tokens, profiles, rate limits, audit, HTTP edges."""

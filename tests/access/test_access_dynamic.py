@@ -1,0 +1,104 @@
+"""Bearer auth switches on and off without a restart (tokens made and revoked by another process), a
+token's new sources join its first profile, and the per-token running-jobs limit."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import httpx
+import pytest
+from mcp import Client, StdioServerParameters
+
+from tests.access.test_access_http import HEADERS, INIT, authed
+from tests.e2e.test_e2e import ARCHIVIST, free_port, server_env, wait_for_port
+from tests.support.mcp_helpers import err, ok
+
+
+def cli(env: dict[str, str], *args: str) -> str:
+    done = subprocess.run([ARCHIVIST, *args], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def secret_of(output: str) -> str:
+    return next(line.strip() for line in output.splitlines() if line.strip().startswith("arch_"))
+
+
+async def post_init(url: str, secret: str | None = None) -> httpx.Response:
+    headers = dict(HEADERS)
+    if secret:
+        headers["Authorization"] = f"Bearer {secret}"
+    async with httpx.AsyncClient() as http:
+        return await http.post(url, json=INIT, headers=headers)
+
+
+@pytest.mark.usefixtures("owner")
+async def test_auth_turns_on_and_off_without_restart(app, database_url: str, files_dir: Path) -> None:
+    s1 = await app.sources.create(title="Dyn one", source_type="api")
+    s2 = await app.sources.create(title="Dyn two", source_type="api")
+    await app.profiles.create("pj1", "one", [s1.id])
+    await app.profiles.create("pj2", "two", [s2.id])
+    env = {**server_env(database_url, files_dir), "ARCHIVIST_MAX_RUNNING_JOBS_PER_TOKEN": "2"}
+    port = free_port()
+    proc = subprocess.Popen(
+        [ARCHIVIST, "serve", "--http", "--port", str(port), "--no-worker"], env=env, stdout=subprocess.DEVNULL
+    )
+    url = f"http://127.0.0.1:{port}/mcp"
+    try:
+        await wait_for_port(port, proc)
+        async with Client(url) as anonymous:  # loopback, no token yet: open
+            await ok(anonymous, "manage_source", action="list")
+        assert (await post_init(url)).status_code == 200
+        # a token made by another process: the very next request needs it
+        secret = secret_of(cli(env, "token", "create", "--name", "dyn", "--profile", "pj2", "--profile", "pj1"))
+        refused = await post_init(url)
+        assert refused.status_code == 401 and refused.headers["www-authenticate"].startswith("Bearer ")
+        assert (await post_init(url, "arch_wrong")).status_code == 401
+        assert (await post_init(url, secret)).status_code == 200
+        async with authed(url, secret) as c:
+            search = next(t for t in (await c.list_tools()).tools if t.name == "search_knowledge_base")
+            assert "pj2 (two); pj1 (one)" in (search.description or "")  # the token's profiles, in its order
+            made = (await ok(c, "manage_source", action="create", title="Dyn made"))["source"]["id"]
+            await ok(c, "manage_source", action="get", source_id=made)
+            # two running/queued jobs at most (the setting); the third is refused, retryable
+            first = await ok(c, "crawl_website", action="start", url="http://127.0.0.1:9/j1/", source_id=made)
+            await ok(c, "crawl_website", action="start", url="http://127.0.0.1:9/j2/", source_id=str(s1.id))
+            over = await err(c, "crawl_website", "RATE_LIMITED", action="start", url="http://127.0.0.1:9/j3/")
+            assert over["retryable"] is True and over["retry_after_seconds"] > 0 and "cancel" in over["suggestion"]
+            # tool calls still work, and a finished job frees a place
+            await ok(c, "crawl_website", action="cancel", job_id=first["crawl_job"]["id"])
+            await ok(c, "crawl_website", action="start", url="http://127.0.0.1:9/j3/", source_id=made)
+        assert str(made) in {str(s) for s in (await app.profiles.get("pj2")).source_ids}
+        assert str(made) not in {str(s) for s in (await app.profiles.get("pj1")).source_ids}
+        # a per-token override
+        one = secret_of(cli(env, "token", "create", "--name", "dyn-one", "--profile", "pj1", "--max-jobs", "1"))
+        async with authed(url, one) as c1:
+            await ok(c1, "crawl_website", action="start", url="http://127.0.0.1:9/k1/", source_id=str(s1.id))
+            k2 = "http://127.0.0.1:9/k2/"
+            await err(c1, "crawl_website", "RATE_LIMITED", action="start", url=k2, source_id=str(s1.id))
+        cli(env, "token", "revoke", "dyn")
+        assert (await post_init(url, secret)).status_code == 401
+        assert (await post_init(url)).status_code == 401  # dyn-one is still active
+        cli(env, "token", "revoke", "dyn-one")
+        assert (await post_init(url)).status_code == 200  # no active token left: open again on loopback
+    finally:
+        proc.terminate()
+        proc.wait(timeout=15)
+    for job in (await app.jobs.list("queued", None, 1, 20)).items:
+        await app.jobs.cancel(job.id, wait_seconds=0)
+
+
+@pytest.mark.usefixtures("owner")
+async def test_stdio_serve_profile_names_it_and_applies_its_defaults(app, database_url: str, files_dir: Path) -> None:
+    src = await app.sources.create(title="Stdio prof", source_type="api")
+    await app.documents.create_from_text(src.id, "Lighthouse keepers log the weather every hour.", title="Log")
+    await app.profiles.create("stdio-p", "Lighthouse logs", [src.id], search_type="vector", match_count=1)
+    env = server_env(database_url, files_dir)
+    params = StdioServerParameters(command=ARCHIVIST, args=["serve", "--profile", "stdio-p"], env=env)
+    async with Client(params) as c:
+        search = next(t for t in (await c.list_tools()).tools if t.name == "search_knowledge_base")
+        assert "stdio-p (Lighthouse logs)" in (search.description or "")
+        r = await ok(c, "search_knowledge_base", query="lighthouse weather")
+        assert r["profile"] == "stdio-p" and r["search_type"] == "vector" and r["count"] == 1
+        assert {h["metadata"]["source_id"] for h in r["results"]} == {str(src.id)}

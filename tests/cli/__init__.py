@@ -1,0 +1,1 @@
+"""The `archivist` command line (cli.py, commands/) through the real process."""

@@ -1,0 +1,58 @@
+"""`archivist config` without secrets; `archivist token|profile|audit` through the real CLI."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tests.e2e.test_e2e import run_cli, server_env
+
+CLIENTS = ["claude-code", "claude-desktop", "cursor", "vscode"]
+
+
+def test_configs_parse_and_hold_no_secret(database_url: str, files_dir: Path) -> None:
+    env = server_env(database_url, files_dir)
+    env["DATABASE_URL"] = "postgresql://archuser:s3cretpw@127.0.0.1:5432/kb"
+    for client in CLIENTS:
+        for extra in ([], ["--http", "http://127.0.0.1:8000/mcp", "--token-header"], ["--profile", "docs"]):
+            done = run_cli(["config", client, *extra], env)
+            assert done.returncode == 0, done.stderr
+            parsed = json.loads(done.stdout)
+            text = json.dumps(parsed)
+            assert "s3cretpw" not in text and "arch_" not in text
+            assert "archivist" in text
+            if extra[:1] == ["--http"]:
+                assert "http://127.0.0.1:8000/mcp" in text and "Bearer $" in text
+            elif extra:
+                assert "ARCHIVIST_PROFILES" in text
+
+
+def test_token_profile_audit_cli(database_url: str, files_dir: Path) -> None:
+    env = server_env(database_url, files_dir)
+    made = run_cli(["profile", "create", "cli-docs", "--description", "CLI docs", "--read-only"], env)
+    assert made.returncode == 0, made.stderr
+    assert "cli-docs" in run_cli(["profile", "list"], env).stdout
+    created = run_cli(["token", "create", "--name", "cli-t", "--profile", "cli-docs", "--expires", "1d"], env)
+    assert created.returncode == 0, created.stderr
+    secret = next(w for w in created.stdout.split() if w.startswith("arch_"))
+    listed = run_cli(["token", "list"], env).stdout
+    assert "cli-t" in listed and "active" in listed and secret not in listed
+    assert "revoked" in run_cli(["token", "revoke", "cli-t"], env).stdout
+    audit = run_cli(["audit", "--since", "1h"], env)
+    assert audit.returncode == 0 and "entries" in audit.stdout
+    bad = run_cli(["token", "create", "--name", "x", "--profile", "nope"], env)
+    assert bad.returncode == 1 and "nope" in bad.stderr  # a failure (unknown profile), not a usage error
+
+
+def test_profile_output_settings_cli(database_url: str, files_dir: Path) -> None:
+    """Issue 32.1: `profile create|update --snippet-chars N --hit-fields LIST` (checked by the service)."""
+    env = server_env(database_url, files_dir)
+    made = run_cli(["profile", "create", "cli-out", "--snippet-chars", "250", "--hit-fields", "metadata,score"], env)
+    assert made.returncode == 0, made.stderr
+    assert "250 chars; metadata, score" in made.stdout and "no sources" in made.stdout
+    bad = run_cli(["profile", "update", "cli-out", "--hit-fields", "metadata,password"], env)
+    assert bad.returncode != 0 and "password" in bad.stderr
+    cleared = run_cli(["profile", "update", "cli-out", "--snippet-chars", "0", "--hit-fields", "default"], env)
+    assert cleared.returncode == 0, cleared.stderr
+    shown = json.loads(run_cli(["profile", "show", "cli-out", "--json"], env).stdout)
+    assert (shown["snippet_chars"], shown["hit_fields"]) == (None, None)

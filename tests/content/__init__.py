@@ -1,0 +1,1 @@
+"""What comes in: parsers, the page pipeline, chunking, OpenAPI specs, injection flags."""

@@ -1,0 +1,1 @@
+"""services/core/: settings, the database (and a read replica), bounded memory."""

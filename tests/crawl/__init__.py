@@ -1,0 +1,1 @@
+"""Crawling (services/crawl/, fetchers, net): jobs, the frontier, politeness, the crawl tool."""

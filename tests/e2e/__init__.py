@@ -1,0 +1,1 @@
+"""End to end: the server in a subprocess, the installed wheel, the registry entry."""

@@ -1,0 +1,1 @@
+"""Embedders and rerankers (services/embeddings/, services/reranking/) and the model gate."""

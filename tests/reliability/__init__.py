@@ -1,0 +1,1 @@
+"""Faults: lost databases, full disks, fuzzed arguments, signals."""

@@ -1,0 +1,1 @@
+"""Helpers the tests share (MCP clients, fixture sites, git servers); no tests here."""

@@ -1,0 +1,1 @@
+"""Folder and git sources (services/sync/)."""

@@ -1,0 +1,1 @@
+"""The MCP tools (tools/) through real MCP clients: the contract agents see."""

@@ -1,0 +1,1 @@
+"""The web console (web/) in a real browser."""
