@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import contextvars
 from graphlib import CycleError, TopologicalSorter
+from pathlib import Path
 
 import pytest
 
 from tests.architecture_rules import (
+    ROOT,
     graph_of,
     identity_problems,
     imported_names,
@@ -21,6 +23,9 @@ from tests.architecture_rules import (
     sources,
     transport_problems,
 )
+
+#: the only modules loose in services/: the package and its composition root
+LOOSE_SERVICES = {"__init__", "app"}
 
 
 def test_layers_point_down() -> None:
@@ -61,6 +66,27 @@ def test_services_subpackages_are_acyclic() -> None:
         TopologicalSorter(collapsed).prepare()
     except CycleError as exc:
         pytest.fail(f"circle between services packages: {' -> '.join(exc.args[1])}")
+
+
+def test_services_core_is_a_leaf() -> None:
+    """services/core/ (settings, database, errors, ...) is what every package may use, so it uses none."""
+    wrong = [
+        f"{module} -> {target}"
+        for module, targets in internal_graph().items()
+        if module.startswith("services.core")
+        for target in targets
+        if target.startswith("services.") and not target.startswith("services.core")
+    ]
+    assert not wrong, "\n".join(sorted(wrong))
+
+
+def test_every_module_has_a_home() -> None:
+    """No loose modules in services/ but the composition root, and tests mirror the code: no test file
+    at the top of tests/ but this one (`python3 scripts/rooms.py` moves what a merge brings back)."""
+    loose = {path.stem for path in (ROOT / "services").glob("*.py")} - LOOSE_SERVICES
+    flat = {path.name for path in (ROOT / "tests").glob("test_*.py")} - {Path(__file__).name}
+    assert not loose, f"loose in services/: {sorted(loose)}"
+    assert not flat, f"flat in tests/: {sorted(flat)}"
 
 
 def test_identity_is_protected() -> None:

@@ -1,0 +1,1 @@
+"""Tests of scripts/: the replayable moves of issue 31 (scripts/rooms.py)."""
