@@ -36,7 +36,7 @@ async def may_see_details(request: Request, gate: Any, verifier: Any) -> bool:
 
 def healthz_endpoint(runtime: Runtime, gate: Any = None, verifier: Any = None) -> Any:
     """The Starlette handler; `gate`/`verifier` are the HTTP auth gate and token verifier (None: no details)."""
-    from services.core.health import runtime_report
+    from services.health import runtime_report
 
     async def healthz(request: Request) -> JSONResponse:
         body, status = await runtime_report(runtime)

@@ -66,7 +66,7 @@ async def cli_doctor(settings: Settings, args: argparse.Namespace) -> None:
     """Print the report; exit 1 when the database is down."""
     from commands.owner import open_archivist
     from services.core.errors import service_error_from
-    from services.core.health import report
+    from services.health import report
 
     try:
         app = await open_archivist(settings)

@@ -53,7 +53,6 @@ MODULE_MOVES: dict[str, str] = {
     "services.supervisor": "services.core.supervisor",
     "services.errors": "services.core.errors",
     "services.validation": "services.core.validation",
-    "services.health": "services.core.health",
     "services.memory": "services.core.memory",
     "services.budgets": "services.core.budgets",
     "services.markdown_lines": "services.core.markdown_lines",

@@ -170,7 +170,7 @@ async def test_migration_006_merges_duplicates_without_losing_documents(app: Arc
 
 
 async def test_health_report_names_database_models_worker_and_queue(app: Archivist) -> None:
-    from services.core.health import report
+    from services.health import report
 
     body = await report(app)
     assert body["ok"] is True and body["database"]["ok"] is True and body["database"]["embedded"] is False
