@@ -141,7 +141,7 @@ class CrawlRunner(JobRun):
         await self.frontier.add([(start, 0, "start", None)])
         if self.job.kind == "recrawl":
             await self.frontier.add_known(
-                await self.frontier.known_pages(self.job.source_id, self.params.url, self.params.depth_limit)
+                await self.frontier.known_pages(self.source_id, self.params.url, self.params.depth_limit)
             )
         if self.params.depth_limit >= 1:
             discovered = await discover(self.params.url, self.robots, self.settings, self.login)
@@ -169,11 +169,10 @@ class CrawlRunner(JobRun):
                 if not in_flight:
                     break
                 done, _ = await asyncio.wait([*in_flight, interrupted], return_when=asyncio.FIRST_COMPLETED)
-                for task in done:
-                    if task is not interrupted:
-                        in_flight.pop(task)
-                        self._log_task_failure(task)
-                        await self.trimmer.tick()
+                for task in [t for t in in_flight if t in done]:
+                    in_flight.pop(task)
+                    self._log_task_failure(task)
+                    await self.trimmer.tick()
         finally:
             interrupted.cancel()
             for task in in_flight:

@@ -20,6 +20,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Coroutine, Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
+from uuid import UUID
 
 import asyncpg
 
@@ -79,6 +80,14 @@ class JobRun(ABC):
         self.interrupt = asyncio.Event()
         self.interrupt_reason: Interrupt | None = None
         self.warnings: list[str] = []
+
+    @property
+    def source_id(self) -> UUID:
+        """The source the job writes into: every crawl and sync job has one while it runs (a failed crawl's
+        own empty source is removed only once the job has ended)."""
+        if self.job.source_id is None:
+            raise ServiceError(f"Job {self.job.id} has no source.", "Start the crawl or sync again.")
+        return self.job.source_id
 
     # ---------- what a kind writes ----------
 

@@ -205,7 +205,7 @@ class SyncRunner(SourceSync):
         if not to_ingest:
             return
         items = [item for *_, item in to_ingest]
-        results = await self.documents.ingest_many(self.job.source_id, items, embed=False)  # the backlog embeds
+        results = await self.documents.ingest_many(self.source_id, items, embed=False)  # the backlog embeds
         for (relative, size, mtime_ns, digest, _), result in zip(to_ingest, results, strict=True):
             await self._remember(relative, size, mtime_ns, digest, result.document.id)
             await self.frontier.finish_row(

@@ -29,6 +29,7 @@ from services.documents import NewDocument, chunk_context
 from services.jobs.queue import JobQueue
 from services.jobs.run import Claim, short_error
 from services.sync.git.config import GitConfig, read_credentials
+from services.sync.git.objects import commit_at
 from services.sync.git.remote import FetchFailed, fetch_ref, open_clone
 from services.sync.git.service import GitService
 from services.sync.git.tree import Plan, bounded, lookup_blob, plan_sync
@@ -75,7 +76,9 @@ class GitSyncRunner(SourceSync):
         await self._seed_git()
         self.repo = await asyncio.to_thread(open_clone, self.git.directory(self.settings.data_dir))
         try:
-            commit = self.repo.object_store[self.commit.encode()] if self.commit.encode() in self.repo else None
+            commit = (
+                commit_at(self.repo.object_store, self.commit.encode()) if self.commit.encode() in self.repo else None
+            )
             if commit is None:  # the clone was removed while the job waited in the queue
                 raise SyncFailed(f"Commit {self.commit[:12]} is not in the clone any more; sync again.")
             self.tree = commit.tree
@@ -263,7 +266,7 @@ class GitSyncRunner(SourceSync):
                 except asyncpg.UniqueViolationError:
                     pass  # a document already has that URL: the ingest updates that one
         items = [p.item for p in batch]
-        results = await self.documents.ingest_many(self.job.source_id, items, embed=False)  # the backlog embeds
+        results = await self.documents.ingest_many(self.source_id, items, embed=False)  # the backlog embeds
         for pending, result in zip(batch, results, strict=True):
             old = self.files.get(pending.previous) if pending.previous else None
             async with self.pool.acquire() as conn, conn.transaction():
@@ -303,7 +306,7 @@ class GitSyncRunner(SourceSync):
 
     async def _failed(self, path: str, renamed_from: str | None, message: str) -> None:
         """A file that cannot be read at this commit: what was stored for it is out of date, so it goes."""
-        for stale in {path, renamed_from} & set(self.files):
+        for stale in {p for p in (path, renamed_from) if p} & set(self.files):
             await self._forget(stale)
         await self.frontier.finish_row(path, RowResult("failed", error=short_error(message)))
 
