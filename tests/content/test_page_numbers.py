@@ -21,7 +21,7 @@ from services.core.settings import Settings
 from tests.conftest import make_settings
 from tests.support.mcp_helpers import client_in_own_task, ok
 from tools.hits import HitShape, hit_views
-from tools.manage_document import get_document
+from tools.manage_document import DocumentArguments, get_document
 
 TOPICS = {1: "astronomy telescopes", 2: "volcano magma chambers", 4: "medieval bookbinding"}  # page 3 blank
 
@@ -130,8 +130,9 @@ async def test_search_hits_and_chunk_reads_show_page_number(app: Archivist, docu
         assert hit_view(hit)["page_number"] == expected
     assert 2 in range(top.page_start, top.page_end + 1)
     spanning = next(row for row in rows if row["page_start"] < row["page_end"])
-    args = dict.fromkeys(["chunk_id", "url", "source_id", "offset", "max_chars"], None)
-    args.update(document_id=str(documents["ids"]["notes.pdf"]), chunk_index=spanning["chunk_index"], page=1)
+    args = DocumentArguments(
+        action="get", document_id=str(documents["ids"]["notes.pdf"]), chunk_index=spanning["chunk_index"], page=1
+    )
     payload = await get_document(app, args)
     assert payload["chunk"]["page_number"] == f"{spanning['page_start']}-{spanning['page_end']}"
     assert "page_start" not in payload["chunk"]

@@ -27,7 +27,7 @@ from services.embeddings.base import Embedder
 from services.embeddings.gate import embed_in_slices
 from tests.conftest import make_settings
 from tests.support.fixture_site import FixtureSite
-from tools.manage_source import get_source
+from tools.manage_source import SourceArguments, get_source
 from tools.search_knowledge_base import search_payload
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -175,7 +175,7 @@ async def test_crawl_job_reports_searchable_pages_and_embedding_backlog(app: Arc
         assert held.status == "running" and held.pages_searchable == 13
         assert held.chunks_embedded == 0 and held.chunks_pending == held.total_chunks > 0
         assert held.embedding_eta_seconds is None  # nothing embedded yet: no rate
-        source = (await get_source(app, {"source_id": held.source_id}))["source"]
+        source = (await get_source(app, SourceArguments(action="get", source_id=str(held.source_id))))["source"]
         assert source["chunks_pending"] == held.chunks_pending
         assert (await doc_hits(app, "generated page", held.source_id)).hits
 
@@ -198,7 +198,8 @@ async def test_crawl_job_reports_searchable_pages_and_embedding_backlog(app: Arc
     assert job.status == "completed", job
     assert (job.chunks_pending, job.chunks_embedded, job.embedding_eta_seconds) == (0, job.total_chunks, 0)
     assert job.pages_searchable == job.pages_crawled == 13
-    assert (await get_source(app, {"source_id": job.source_id}))["source"]["chunks_pending"] == 0
+    stored = await get_source(app, SourceArguments(action="get", source_id=str(job.source_id)))
+    assert stored["source"]["chunks_pending"] == 0
 
 
 # ------------------------------------------------------------------ the backlog survives kill -9

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
+from services.access.scope import Scope, use_scope
 from services.app import Archivist
 from services.core.settings import Settings
 from tests.conftest import make_settings
@@ -45,7 +46,8 @@ def pack_settings(database_url: str, files_dir: Path) -> Settings:
 @pytest_asyncio.fixture(scope="module")
 async def pack_app(pack_settings: Settings, embedder: Any) -> AsyncIterator[Archivist]:
     app = await Archivist.open(pack_settings, embedder)
-    await app.documents.create_from_text((await app.sources.create("Warm-up")).id, "warm")
+    with use_scope(Scope.owner()):  # the fixture warms up as the local owner
+        await app.documents.create_from_text((await app.sources.create("Warm-up")).id, "warm")
     yield app
     await app.close()
 
@@ -76,6 +78,7 @@ def pack_bytes(app: Archivist, source_id: Any) -> int:
     return sum(path.stat().st_size for path in packs.glob("*.pack"))
 
 
+@pytest.mark.usefixtures("owner")
 async def test_a_blob_inflating_past_the_cap_is_reported_and_never_inflated(
     pack_app: Archivist, zeros_server: ServerProcess
 ) -> None:

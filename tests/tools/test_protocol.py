@@ -204,6 +204,7 @@ async def test_listen_stays_in_scope(world: dict[str, Any], app: Any, proto_sett
             assert event.uri == mine
 
 
+@pytest.mark.usefixtures("owner")  # the test changes the documents itself, as the owner
 async def test_listen_over_http_with_a_profile_token(
     world: dict[str, Any], app: Any, database_url: str, files_dir: Path
 ) -> None:
