@@ -31,7 +31,7 @@ SEPARATORS = re.compile(r"_+|\.|::")
 PATH_SEPARATORS = re.compile(r"(\.|::)")
 #: How far a window's edge may move to land on a word boundary.
 SNAP = 30
-#: Words whose stems are remembered per language: Snowball in pure Python costs ~0.1 ms a word, and
+#: Words whose stems (and tokens whose match keys) are remembered: Snowball in pure Python costs ~0.1 ms a word, and
 #: every search stems every word of its passages (the same words, search after search).
 STEM_CACHE = 50_000
 
@@ -51,7 +51,8 @@ def stemmer_for(language: str) -> Stem:
     return stem
 
 
-def keys(token: str, stem: Stem) -> set[str]:
+@lru_cache(maxsize=STEM_CACHE)
+def keys(token: str, stem: Stem) -> frozenset[str]:
     """The forms a token matches by, as sql/030 indexes them: each of its words stemmed, and for a name
     the whole name lower-cased and each run of 2 to 4 of its dotted or namespaced segments."""
     lowered = token.lower()
@@ -64,7 +65,7 @@ def keys(token: str, stem: Stem) -> set[str]:
     for i in range(segments):
         for j in range(i + 1, min(segments, i + 4)):
             out.add("".join(pieces[2 * i : 2 * j + 1]))
-    return out
+    return frozenset(out)
 
 
 def query_keys(query: str, stem: Stem) -> set[str]:
