@@ -164,7 +164,7 @@ def over_cap(what: str, size: int, limit: int, hint: str = HINT) -> Exception:
 
 class Screen:
     """One pass over a received pack: every entry's header read, its declared size counted, and each
-    object over `max_object_bytes` hashed as it streams (`big`: offset -> id)."""
+    object over `max_object_bytes` hashed as it streams (`big`); then each delta checked against the cap."""
 
     def __init__(self, store: DiskObjectStore, max_object_bytes: int, meter: Meter) -> None:
         self.store = store
@@ -181,11 +181,12 @@ class Screen:
         offset = 12
         for _ in range(count):
             entry, offset = self._entry(contents, offset)
-            self._check_delta(entry)
             self.entries.append(entry)
             if entry.sha is not None:
                 self.big[entry.offset] = entry
                 self.big_ids[entry.sha] = entry.result
+        for entry in self.entries:  # after the pass: a REF_DELTA's base may come later in the pack
+            self._check_delta(entry)
 
     def _entry(self, contents: Any, offset: int) -> tuple[Entry, int]:
         header = read_header(contents, offset, self.oid_length)
