@@ -52,6 +52,11 @@ DELTA_HEAD = 20
 #: Bytes read from a stored pack at an object's offset: its header, a delta's base, the start of its data.
 HEADER_READ = 512
 HINT = "Large files are not synced; exclude them with exclude_patterns, or raise ARCHIVIST_MAX_FILE_MB."
+DELTA_HINT = (
+    "The repository stores a file over the file limit as a delta, which cannot be read without holding it "
+    "whole (every object is fetched, whatever the patterns); raise ARCHIVIST_MAX_FILE_MB above its size, "
+    "or follow a repository without it."
+)
 
 
 @dataclass(frozen=True)
@@ -153,13 +158,13 @@ class Entry:
     sha: bytes | None  # an object over the cap: its id, hashed as it streamed past
 
 
-def over_cap(what: str, size: int, limit: int) -> Exception:
-    return budget("git-blob").over(f"{what} is {size:,} bytes, over {limit:,}", HINT)
+def over_cap(what: str, size: int, limit: int, hint: str = HINT) -> Exception:
+    return budget("git-blob").over(f"{what} is {size:,} bytes, over {limit:,}", hint)
 
 
 class Screen:
     """One pass over a received pack: every entry's header read, its declared size counted, and each
-    object over `max_object_bytes` hashed as it streams (`big`: offset -> id)."""
+    object over `max_object_bytes` hashed as it streams (`big`); then each delta checked against the cap."""
 
     def __init__(self, store: DiskObjectStore, max_object_bytes: int, meter: Meter) -> None:
         self.store = store
@@ -176,17 +181,18 @@ class Screen:
         offset = 12
         for _ in range(count):
             entry, offset = self._entry(contents, offset)
-            self._check_delta(entry)
             self.entries.append(entry)
             if entry.sha is not None:
                 self.big[entry.offset] = entry
                 self.big_ids[entry.sha] = entry.result
+        for entry in self.entries:  # after the pass: a REF_DELTA's base may come later in the pack
+            self._check_delta(entry)
 
     def _entry(self, contents: Any, offset: int) -> tuple[Entry, int]:
         header = read_header(contents, offset, self.oid_length)
         delta = header.kind in DELTA_TYPES
         if delta and header.size > self.max:
-            raise over_cap(f"a delta at offset {offset} of the pack", header.size, self.max)
+            raise over_cap(f"a delta at offset {offset} of the pack", header.size, self.max, DELTA_HINT)
         self.meter.tick(header.size)  # counted before it is inflated
         hasher = None
         if not delta and header.size > self.max:
@@ -207,14 +213,19 @@ class Screen:
             return
         self.meter.tick(entry.result)
         if entry.result > self.max:
-            raise over_cap(f"an object stored as a delta at offset {entry.offset}", entry.result, self.max)
+            raise over_cap(f"an object stored as a delta at offset {entry.offset}", entry.result, self.max, DELTA_HINT)
         if isinstance(base, int) and base in self.big:
-            raise over_cap(f"the base of the delta at offset {entry.offset}", self.big[base].result, self.max)
+            raise over_cap(
+                f"the base of the delta at offset {entry.offset}", self.big[base].result, self.max, DELTA_HINT
+            )
         if isinstance(base, bytes):  # in this pack, or already stored (a thin pack's base)
             size = self.big_ids.get(base, object_size(self.store, base))
             if size is not None and size > self.max:
                 raise over_cap(
-                    f"object {sha_to_hex(RawObjectID(base)).decode()[:12]}, the base of a delta,", size, self.max
+                    f"object {sha_to_hex(RawObjectID(base)).decode()[:12]}, the base of a delta,",
+                    size,
+                    self.max,
+                    DELTA_HINT,
                 )
 
 
@@ -280,13 +291,16 @@ def incoming_pack(store: DiskObjectStore) -> Iterator[IO[bytes]]:
             os.remove(file.name)
 
 
-def store_pack(store: DiskObjectStore, file: IO[bytes], max_object_bytes: int) -> None:
+def store_pack(
+    store: DiskObjectStore, file: IO[bytes], max_object_bytes: int, max_inflated_bytes: int | None = None
+) -> None:
     """Screen the pack received into `file` (from `incoming_pack`) and move it into the store. OverBudget
-    when it inflates past the "git-pack" budget or holds a delta that cannot be resolved under the cap."""
+    when it inflates past the "git-pack" budget (or `max_inflated_bytes`) or holds a delta that cannot be
+    resolved under the cap; the store is then left as it was."""
     file.flush()
     if file.tell() == 0:
         return  # nothing was new
-    screen = Screen(store, max_object_bytes, budget("git-pack").meter())
+    screen = Screen(store, max_object_bytes, budget("git-pack").meter(limit=max_inflated_bytes))
     with mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ) as contents:
         screen.run(contents)
     entries, ext_refs = _index(store, file.name, screen)
