@@ -1,7 +1,8 @@
 """Console access: sign-in with an access token (session cookie), CSRF checks, read-only refusal.
 
-Sign-in is required when the console is served off loopback, when `console_require_sign_in` is set, or
-as soon as any access token exists (the same rule as MCP over HTTP). The session cookie holds only a
+Sign-in is required unless the request is open: the one predicate of services/access/open_state.py that
+/mcp asks too (loopback, not relayed by a proxy, no ALLOWED_HOSTS, sign-in or issuer setting, and either
+ARCHIVIST_SINGLE_USER or no token ever existed here). The session cookie holds only a
 random session id; the token secret stays in server memory and is verified again on every request, so
 a revoked token signs its sessions out at once."""
 
@@ -78,12 +79,6 @@ class Sessions:
 def access_services(app: Archivist) -> TokenService | None:
     """The token service when the access-control feature is installed, else None."""
     return getattr(app, "tokens", None)
-
-
-async def tokens_exist(app: Archivist) -> bool:
-    """Whether any active token exists (services/access/tokens.py answers it for every door)."""
-    tokens = access_services(app)
-    return tokens is not None and await tokens.any_active()
 
 
 async def verify(app: Archivist, secret: str | None) -> Any:
