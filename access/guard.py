@@ -30,7 +30,7 @@ from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.shared.exceptions import MCPError
 from mcp.types import INTERNAL_ERROR, INVALID_PARAMS
 
-from services.access.identity import Caller, admit, record
+from services.access.identity import UNVERIFIED, Caller, admit, record
 from services.access.oauth import Identity
 from services.access.scope import Scope, use_scope
 from services.core.errors import CallTimeout, ServiceError, service_error_from
@@ -44,12 +44,16 @@ HIDDEN_ARGUMENTS = frozenset({"self", "ctx", "runtime"})
 #: methods that read no stored data: the handshake, discovery and the tool list (which names only
 #: the caller's own profiles). Everything else that has a handler goes through the gate.
 OPEN_METHODS = frozenset({"initialize", "ping", "server/discover", "tools/list", "logging/setLevel"})
+#: set on an HTTP request by the /mcp gate (access/http_auth.py) when services/access/open_state.py
+#: admitted it without a bearer: only such a request is the local owner
+OPEN_MARK = "archivist.open_owner"
 RPC_NAMES = {INVALID_PARAMS: "NOT_FOUND", -32029: "RATE_LIMITED", -32001: "TIMEOUT"}
 
 
 def caller_of(profiles: list[str], request: Any) -> Caller:
     """This request's caller: the verified bearer token's claims, else the server's own profiles
-    (`serve --profile`, ARCHIVIST_PROFILES) as the local owner over stdio or loopback HTTP."""
+    (`serve --profile`, ARCHIVIST_PROFILES) as the local owner over stdio or an open loopback HTTP
+    request; an HTTP request with neither is refused at admission (fails closed)."""
     token = get_access_token()
     if token is not None:
         claims = token.claims or {}
@@ -65,6 +69,8 @@ def caller_of(profiles: list[str], request: Any) -> Caller:
     headers = getattr(request, "headers", None)
     if headers is None:
         return Caller(profiles=tuple(profiles), transport="stdio")
+    if not getattr(request, "scope", {}).get(OPEN_MARK):  # no bearer, and the open-state predicate said no
+        return Caller(transport=UNVERIFIED)
     return Caller(profiles=tuple(profiles), transport="local", session=session_of(request))
 
 

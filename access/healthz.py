@@ -1,5 +1,6 @@
 """GET /healthz: `{"ok": true|false}` for anyone; the full report (database, queue, audit) only with a
-valid Archivist bearer token, or on an open loopback server (no token exists, so every local caller is the owner).
+valid Archivist bearer token, or for a request the open-state predicate serves as the local owner
+(services/access/open_state.py: the same answer /mcp and the console give).
 The report is redacted all the same."""
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ async def may_see_details(request: Request, gate: Any, verifier: Any) -> bool:
         # a token of the team's identity provider (docs/identity.md) is a person, not the operator:
         # whatever its grants, it gets only ok / not ok
         return token is not None and "identity" not in (token.claims or {})
-    return gate is not None and bool(await gate.open_without_token())
+    return gate is not None and bool(await gate.open_for(request.headers.get("host", ""), request.headers.keys()))
 
 
 def healthz_endpoint(runtime: Runtime, gate: Any = None, verifier: Any = None) -> Any:

@@ -3,9 +3,11 @@ AuthSettings: 401 with WWW-Authenticate, protected-resource metadata), decided p
 
 Every HTTP server installs the SDK's verifier and auth settings. `AuthGate` replaces the SDK's
 `RequireAuthMiddleware` on /mcp with a subclass that lets a request without a bearer through only
-while the server binds loopback and no active token exists; the check runs on each such request, so
-the first `archivist token create` (from any process) takes effect on the next request, without a
-restart. Token checks use a small pool of their own: they never wait for the models to load.
+when services/access/open_state.py says it is open: loopback, not relayed by a proxy, and either
+ARCHIVIST_SINGLE_USER or no token or identity provider ever existed here (revoking or expiring the
+last token never reopens it). The first `archivist token create` (from any process) takes effect on
+the next request, without a restart. Token checks use a small pool of their own: they never wait for
+the models to load.
 
 With ARCHIVIST_OAUTH_ISSUER set (issue 20, docs/identity.md), the verifier also accepts the issuer's
 access tokens (checked by services/access/oauth.py), the protected-resource metadata (RFC 9728) names
@@ -20,8 +22,8 @@ taken off the app, and the 401 names no metadata and says a bearer token is need
 
 from __future__ import annotations
 
-import asyncio
 import logging
+from collections.abc import Iterable
 from typing import Any
 
 import asyncpg
@@ -34,9 +36,9 @@ from starlette.routing import Route
 from starlette.types import Receive, Send
 from starlette.types import Scope as AsgiScope
 
-from access.guard import bearer_verified
-from services.access.hosts import is_loopback
+from access.guard import OPEN_MARK, bearer_verified
 from services.access.oauth import WRITE_SCOPE, InvalidToken, OAuthConfig, OAuthVerifier
+from services.access.open_state import OpenDoor
 from services.access.tokens import PREFIX, TokenService
 from services.core.settings import Settings
 
@@ -119,50 +121,27 @@ class ArchivistTokenVerifier:
 
 
 class AuthGate:
-    """Whether /mcp may be used without a bearer right now: loopback bind and no active token.
+    """Whether a request to /mcp without a bearer is served as the local owner: the one predicate of
+    services/access/open_state.py (the console and /healthz ask it too). A request it admits is marked
+    (`OPEN_MARK`) so the access gate (access/guard.caller_of) serves it as the owner; an unmarked request
+    without a bearer is nobody's."""
 
-    Checks are coalesced: a request waits for the next check query, one that starts after it arrived
-    (so a token created from another process is enforced from the next request on), and all requests
-    that arrived meanwhile share that query's answer: one query at a time, whatever the concurrency."""
-
-    def __init__(self, auth_db: AuthDb, host: str, metadata: list[Route] | None = None) -> None:
+    def __init__(self, auth_db: AuthDb, settings: Settings, host: str, metadata: list[Route] | None = None) -> None:
         self.auth_db = auth_db
-        #: with an issuer configured the gate never opens: signing in is how members reach the server
-        self.loopback = is_loopback(host) and metadata is None
+        self.door = OpenDoor(settings, host, self.pool)
         self.metadata = metadata or []  # the issuer's protected-resource metadata routes
-        self.last_open = False  # the answer of the last successful check: closed until one succeeds
-        self._next: asyncio.Future[bool] | None = None  # the check that starts next, with its waiters
-        self._checking = False
 
-    async def open_without_token(self) -> bool:
-        if not self.loopback:
-            return False
-        if self._next is None:
-            self._next = asyncio.get_running_loop().create_future()
-            if not self._checking:
-                asyncio.get_running_loop().create_task(self._run_checks())
-        return await asyncio.shield(self._next)
+    async def pool(self) -> asyncpg.Pool:
+        return (await self.auth_db.open()).pool
 
-    async def _run_checks(self) -> None:
-        self._checking = True
-        try:
-            while self._next is not None:
-                waiters, self._next = self._next, None  # everyone waiting arrived before this query starts
-                waiters.set_result(await self._check())
-        finally:
-            self._checking = False
+    async def open_for(self, host: str, header_names: Iterable[str]) -> bool:
+        return await self.door.admits(host, header_names)
 
-    async def _check(self) -> bool:
-        try:
-            self.last_open = not await TokenService(await self.auth_db.open()).any_active()
-        except asyncpg.UndefinedTableError:
-            self.last_open = True  # not migrated yet: no token can exist
-        except Exception:
-            # Database unreachable: keep the last successful answer (an open server stays open, so its
-            # calls answer UNAVAILABLE in the JSON contract; a token-protected one stays closed). Before
-            # any check has succeeded the answer is closed: a failing first check never opens the gate.
-            logger.warning("token check failed; keeping the last answer (open=%s)", self.last_open, exc_info=True)
-        return self.last_open
+    async def open_for_scope(self, scope: AsgiScope) -> bool:
+        """The predicate for one ASGI request, from its Host and header names."""
+        headers = [(k.decode("latin-1"), v) for k, v in scope.get("headers") or []]
+        host = next((v.decode("latin-1") for k, v in headers if k.lower() == "host"), "")
+        return await self.open_for(host, (k for k, _ in headers))
 
     def install(self, app: Starlette, path: str = "/mcp") -> None:
         """Swap the SDK's RequireAuthMiddleware on `path` for one that consults this gate (and, with
@@ -200,7 +179,8 @@ class BearerUnlessOpen(RequireAuthMiddleware):
     async def __call__(self, scope: AsgiScope, receive: Receive, send: Send) -> None:
         authed = bearer_verified(scope)
         has_header = any(k.lower() == b"authorization" for k, _ in scope.get("headers") or [])
-        if not authed and not has_header and await self.gate.open_without_token():
+        if not authed and not has_header and await self.gate.open_for_scope(scope):
+            scope[OPEN_MARK] = True
             await self.app(scope, receive, send)
             return
         await super().__call__(scope, receive, send)
@@ -217,7 +197,7 @@ def http_auth(settings: Settings, host: str, port: int, scheme: str = "http") ->
         sdk = AuthSettings.model_validate(
             {"issuer_url": base, "resource_server_url": url, "validate_token_resource": False}
         )
-        return {"token_verifier": ArchivistTokenVerifier(auth_db), "auth": sdk}, AuthGate(auth_db, host)
+        return {"token_verifier": ArchivistTokenVerifier(auth_db), "auth": sdk}, AuthGate(auth_db, settings, host)
     # The verifier checks `aud` itself (validate_token_resource=False): the SDK compares only `resource`
     required = list(config.required_scopes)
     sdk = AuthSettings.model_validate(
@@ -229,7 +209,7 @@ def http_auth(settings: Settings, host: str, port: int, scheme: str = "http") ->
         }
     )
     verifier = ArchivistTokenVerifier(auth_db, OAuthVerifier(config))
-    return {"token_verifier": verifier, "auth": sdk}, AuthGate(auth_db, host, resource_metadata(config, url))
+    return {"token_verifier": verifier, "auth": sdk}, AuthGate(auth_db, settings, host, resource_metadata(config, url))
 
 
 def resource_metadata(config: OAuthConfig, url: str) -> list[Route]:

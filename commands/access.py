@@ -278,6 +278,13 @@ async def cli_profile(app: Archivist, args: argparse.Namespace) -> None:
         show_profiles(profiles)
 
 
+async def http_access(app: Archivist) -> Any:
+    """Whether `serve --http` on ARCHIVIST_HTTP_HOST serves callers without a token (services/access/open_state.py)."""
+    from services.access.open_state import access_mode
+
+    return await access_mode(app.settings, app.db.pool, await app.tokens.any_active())
+
+
 def token_state(token: Any) -> str:
     return "revoked" if token.revoked_at else ("active" if token.active else "expired")
 
@@ -297,12 +304,13 @@ async def cli_token(app: Archivist, args: argparse.Namespace) -> None:
     elif args.op == "revoke":
         token = await app.tokens.revoke(args.token)
         say(f"revoked {token.name} at {token.revoked_at}")
+        say(f"HTTP access: {(await http_access(app)).text}")  # the last one never reopens the server
     else:
         tokens = await app.tokens.list()
         if args.json:
             print_json([{**t.model_dump(mode="json"), "state": token_state(t)} for t in tokens])
         elif not tokens:
-            say("No tokens yet: HTTP on loopback is open. Create one with: archivist token create --name NAME")
+            say(f"No tokens. HTTP access: {(await http_access(app)).text}")
         else:
             rows = [
                 [t.name, f"{t.prefix}…", token_state(t), ",".join(t.profiles) or "*", "yes" if t.read_only else "no",

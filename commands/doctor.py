@@ -57,6 +57,9 @@ def show_report(body: dict[str, Any], settings: Settings) -> None:
         table.add_row("job queue", mark(body["queue"].get("ok", False)), queue_line(body["queue"]))
         table.add_row("audit log", mark(audit.get("dropped", 0) == 0), f"{audit['written']} written, "
                       f"{audit['dropped']} dropped")  # fmt: skip
+    if "http_access" in body:
+        access = body["http_access"]
+        table.add_row("HTTP access", "[yellow]open[/yellow]" if access["open"] else "closed", access["state"])
     console = out()
     console.print(table)
     console.print("All good." if body["ok"] else "[red]The database is not answering.[/red]")
@@ -64,6 +67,7 @@ def show_report(body: dict[str, Any], settings: Settings) -> None:
 
 async def cli_doctor(settings: Settings, args: argparse.Namespace) -> None:
     """Print the report; exit 1 when the database is down."""
+    from commands.access import http_access
     from commands.owner import open_archivist
     from services.core.errors import service_error_from
     from services.health import report
@@ -77,6 +81,8 @@ async def cli_doctor(settings: Settings, args: argparse.Namespace) -> None:
     else:
         try:
             body = await report(app)
+            mode = await http_access(app)
+            body["http_access"] = {"open": mode.open, "state": mode.text}
         finally:
             await app.close()
     if args.json:

@@ -11,6 +11,7 @@ from functools import partial
 
 from services.access.audit import AuditService
 from services.access.grants import GrantService
+from services.access.open_state import remember_secured
 from services.access.profiles import ProfileService
 from services.access.ratelimit import RateLimiter
 from services.access.tokens import TokenService
@@ -68,6 +69,8 @@ class Archivist:
             embedder = await asyncio.to_thread(create_embedder, settings)
         db = Database(settings)
         await db.start(embedder.name, embedder.dim)
+        if settings.oauth_issuer:  # an identity provider secures this knowledge base for good (sql/033)
+            await remember_secured(db.pool, "identity provider")
         return cls(settings, db, embedder)
 
     def reranker(self) -> Reranker:

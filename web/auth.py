@@ -1,7 +1,8 @@
 """Console access: sign-in with an access token (session cookie), CSRF checks, read-only refusal.
 
-Sign-in is required when the console is served off loopback, when `console_require_sign_in` is set, or
-as soon as any access token exists (the same rule as MCP over HTTP). The session cookie holds only a
+Sign-in is required unless the request is open: the one predicate of services/access/open_state.py that
+/mcp asks too (loopback, not relayed by a proxy, no ALLOWED_HOSTS, sign-in or issuer setting, and either
+ARCHIVIST_SINGLE_USER or no token ever existed here). The session cookie holds only a
 random session id; the token secret stays in server memory and is verified again on every request, so
 a revoked token signs its sessions out at once."""
 
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import hmac
 import secrets
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
@@ -25,7 +27,10 @@ if TYPE_CHECKING:
 SESSION_COOKIE = "archivist_session"
 CSRF_COOKIE = "archivist_csrf"
 CSRF_FIELD = "csrf"
-MAX_SESSIONS = 1000
+#: console sessions one token (or one person of the identity provider) may hold at once
+MAX_SESSIONS_PER_CALLER = 20
+#: sign-ins one token may make per minute (its own bucket, beside its call rate)
+SIGNINS_PER_MINUTE = 10
 MAX_NEXT_CHARS = 2000
 
 
@@ -56,34 +61,45 @@ class Viewer:
 @dataclass
 class Sessions:
     """Session id -> token secret (or an identity-provider sign-in, web/sso.py), in memory (a restart
-    asks people to sign in again)."""
+    asks people to sign in again).
+
+    A table no one can flood: each caller (a token, a person of the identity provider) keeps at most
+    MAX_SESSIONS_PER_CALLER sessions, its own oldest leaving first, so no caller's sign-ins push out
+    another's. It used to hold 1,000 sessions in all, oldest evicted: 1,000 sign-ins with any one token
+    signed every person out. /signin is rate-limited per token besides (web/pages_access.py)."""
 
     secrets_by_id: dict[str, Any] = field(default_factory=dict)
+    ids_by_caller: dict[str, OrderedDict[str, None]] = field(default_factory=dict)
+    caller_by_id: dict[str, str] = field(default_factory=dict)
 
-    def open(self, secret: Any) -> str:
-        if len(self.secrets_by_id) >= MAX_SESSIONS:
-            self.secrets_by_id.pop(next(iter(self.secrets_by_id)))
+    def open(self, secret: Any, caller: str) -> str:
+        """A new session of `caller` (the key of the token or person that signed in)."""
+        mine = self.ids_by_caller.setdefault(caller, OrderedDict())
+        while len(mine) >= MAX_SESSIONS_PER_CALLER:
+            self.close(next(iter(mine)))
         sid = secrets.token_urlsafe(32)
-        self.secrets_by_id[sid] = secret
+        self.secrets_by_id[sid], self.caller_by_id[sid] = secret, caller
+        mine[sid] = None
         return sid
 
     def secret(self, sid: str | None) -> Any:
         return self.secrets_by_id.get(sid) if sid else None
 
     def close(self, sid: str | None) -> None:
-        if sid:
-            self.secrets_by_id.pop(sid, None)
+        if not sid or sid not in self.secrets_by_id:
+            return
+        del self.secrets_by_id[sid]
+        caller = self.caller_by_id.pop(sid)
+        mine = self.ids_by_caller.get(caller)
+        if mine is not None:
+            mine.pop(sid, None)
+            if not mine:
+                del self.ids_by_caller[caller]
 
 
 def access_services(app: Archivist) -> TokenService | None:
     """The token service when the access-control feature is installed, else None."""
     return getattr(app, "tokens", None)
-
-
-async def tokens_exist(app: Archivist) -> bool:
-    """Whether any active token exists (services/access/tokens.py answers it for every door)."""
-    tokens = access_services(app)
-    return tokens is not None and await tokens.any_active()
 
 
 async def verify(app: Archivist, secret: str | None) -> Any:

@@ -20,6 +20,7 @@ from services.access.clients import client_entries
 from services.access.disclosure import public_text
 from services.access.hosts import HostPolicy, is_loopback
 from services.access.identity import Caller
+from services.access.open_state import OpenDoor
 from services.access.scope import Scope, use_scope
 from services.app import Runtime
 from services.core.errors import ServiceError
@@ -85,6 +86,10 @@ class Console:
         self.secure_cookies = tls or self.off_loopback  # Secure off loopback and over TLS
         self.sessions = auth.Sessions()
         self.env = build_environment()
+        self.door = OpenDoor(settings, host, self.pool)
+
+    async def pool(self) -> Any:
+        return (await self.app()).db.pool
 
     async def app(self) -> Any:
         return await self.runtime.get()
@@ -102,12 +107,8 @@ class Console:
     async def viewer(self, request: Request) -> auth.Viewer:
         app = await self.app()
         available = auth.access_services(app) is not None
-        required = (
-            self.off_loopback
-            or bool(getattr(self.settings, "console_require_sign_in", False))
-            or bool(getattr(self.settings, "oauth_issuer", None))  # as /mcp: a shared server (docs/identity.md)
-            or await auth.tokens_exist(app)
-        )
+        # the one open-state predicate, as for /mcp: loopback, not relayed, and chosen or never secured
+        required = not await self.door.admits(request.headers.get("host", ""), request.headers.keys())
         viewer = auth.Viewer(sign_in_required=required, access_available=available)
         secret = self.sessions.secret(request.cookies.get(auth.SESSION_COOKIE))
         if sso.is_sign_in(secret):  # signed in with the team's identity provider (web/sso.py)
@@ -148,7 +149,9 @@ class Console:
         """What the signed-in token may see and change (everything without a token): the computed
         scope, profiles included, with the token's job limit, as for its MCP calls."""
         token = viewer.token
-        if token is None:  # no sign-in needed: the local owner at the console, as on open loopback /mcp
+        if token is None and viewer.sign_in_required:  # a public page (sign-in) before signing in: nothing
+            return identity.nobody()
+        if token is None:  # an open request (services/access/open_state.py): the local owner, as on /mcp
             return await identity.scope_of(await self.app(), Caller(transport="console"))
         if sso.is_sign_in(token):  # the identity's grants, as for its MCP tokens
             return await identity.scope_of(await self.app(), Caller(identity=token.identity))

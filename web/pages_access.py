@@ -150,9 +150,12 @@ def routes(console: Console) -> list[Route]:
             return console.render(
                 request, "signin.html", status=401, next_path=next_path, failed=True, sso=console.sso_issuer
             )
+        # one bucket per token: its sign-ins cannot crowd the table nor anyone else's (web/auth.Sessions)
+        await app.ratelimit.take(f"signin:{token.name}", auth.SIGNINS_PER_MINUTE)
         console.sessions.close(request.cookies.get(auth.SESSION_COOKIE))
         response = RedirectResponse(next_path, 303)
-        console.set_cookie(response, request, auth.SESSION_COOKIE, console.sessions.open(secret))
+        session = console.sessions.open(secret, f"token:{token.name}")
+        console.set_cookie(response, request, auth.SESSION_COOKIE, session)
         return response
 
     async def signout(request: Request) -> Response:

@@ -24,10 +24,12 @@ PER_PAGE = 20
 
 
 async def narrowed_to_profile(app: Archivist, profile: str | None) -> Scope:
-    """The caller's scope, narrowed to one profile's sources when the playground names one."""
+    """The caller's scope, narrowed to one profile's sources when the playground names one (one of the
+    caller's own when it is confined to profiles)."""
     current = current_scope()
     if not profile:
         return current
+    app.profiles.check_visible(current, profile)  # another tenant's profile reads as an unknown one
     chosen = await app.profiles.scope_for([profile], current.read_only, current.who)
     return current.narrowed(chosen.source_ids, [profile])
 
@@ -135,7 +137,7 @@ def routes(console: Console) -> list[Route]:
         profile = request.query_params.get("profile") or None
         count = query_int(request, "k", 10, 1, 20)
         all_sources = await console.source_choices()
-        profiles = [p.name for p in await app.profiles.list() if p.enabled]
+        profiles = await app.profiles.visible_names(current_scope())  # a tenant sees only its own
         outcome, latency_ms = None, None
         if query:
             if source_id:

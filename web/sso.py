@@ -103,7 +103,8 @@ def routes(console: Any) -> list[Route]:
             f"<!doctype html><meta http-equiv='refresh' content='0;url={target}'><title>Signed in</title>"
             f"<p>Signed in. <a href='{target}'>Continue</a></p>"
         )
-        console.set_cookie(response, request, auth.SESSION_COOKIE, console.sessions.open(signed_in))
+        session = console.sessions.open(signed_in, signed_in.identity.bucket)  # its own sessions only
+        console.set_cookie(response, request, auth.SESSION_COOKIE, session)
         response.delete_cookie(STATE_COOKIE, path="/")
         return response
 

@@ -29,6 +29,9 @@ if TYPE_CHECKING:
     from services.core.settings import Settings
 
 logger = logging.getLogger(__name__)
+#: the transport of an HTTP request with no verified credentials that the open-state predicate
+#: (services/access/open_state.py) did not admit: refused on every call
+UNVERIFIED = "unverified"
 
 
 class AccessApp(Protocol):
@@ -67,7 +70,7 @@ class Caller:
     @property
     def local_owner(self) -> bool:
         """No token and no profiles: stdio, or loopback HTTP open because no token exists."""
-        return self.token is None and self.identity is None and not self.profiles
+        return self.token is None and self.identity is None and not self.profiles and self.transport != UNVERIFIED
 
     @property
     def who(self) -> str:
@@ -82,12 +85,22 @@ async def scope_of(app: AccessApp, caller: Caller) -> Scope:
     An identity-provider token reaches the profiles its grants name, and nothing without one."""
     if caller.identity is not None:
         return await identity_scope(app, caller, caller.identity)
+    if caller.token is None and caller.transport == UNVERIFIED:
+        raise PermissionDenied(
+            "This request carries no verified access token, and this server is not open to callers without one.",
+            "Send Authorization: Bearer <token>; create one on the server with: archivist token create --name NAME",
+        )
     if caller.local_owner:
         return Scope.owner(caller.who)
     scope = await app.profiles.scope_for(list(caller.profiles), read_only=caller.read_only, who=caller.who)
     if caller.max_running_jobs is not None:
         scope = dataclasses.replace(scope, max_running_jobs=caller.max_running_jobs)
     return scope
+
+
+def nobody() -> Scope:
+    """The scope of a caller not yet known (a console sign-in page): no source, read-only."""
+    return Scope(who="nobody")
 
 
 async def identity_scope(app: AccessApp, caller: Caller, identity: Identity) -> Scope:

@@ -190,6 +190,16 @@ class ProfileService:
         )
         return output_settings_of([Profile.model_construct(**dict(r)) for r in rows])
 
+    async def visible_names(self, scope: Scope) -> builtins.list[str]:
+        """The enabled profiles a caller may name: its own when it is confined to profiles, else all."""
+        names = [p.name for p in await self.list() if p.enabled]
+        return names if scope.source_ids is None else [n for n in names if n in scope.profiles]
+
+    def check_visible(self, scope: Scope, name: str) -> None:
+        """A confined caller naming a profile not its own gets exactly the answer of an unknown name."""
+        if scope.source_ids is not None and name not in scope.profiles:
+            raise unknown_profile(name)
+
     async def scope_for(self, names: builtins.list[str], read_only: bool = False, who: str = "local") -> Scope:
         """The union of the named (enabled) profiles' sources; no names = every source (but not the
         local owner: services/access/identity.py says who that is). Unknown or disabled profile -> NotFound."""
@@ -203,11 +213,16 @@ class ProfileService:
             p = profiles.get(n)
             if p is None or not p.enabled:
                 # no list of the valid names: a token holder learns nothing of other tenants' profiles
-                raise NotFound(f"Profile '{n}' is unknown or disabled.", "List profiles with `archivist profile list`.")
+                raise unknown_profile(n)
             ids.update(p.source_ids)
             paths.update(dict.fromkeys(p.allowed_paths or ()))
             ro = ro or p.read_only
         return Scope.of_profiles(frozenset(ids), ro, list(names), who, tuple(paths))
+
+
+def unknown_profile(name: str) -> NotFound:
+    """The one answer for a profile that is unknown, disabled, or another tenant's."""
+    return NotFound(f"Profile '{name}' is unknown or disabled.", "List profiles with `archivist profile list`.")
 
 
 async def read_profile_notes(settings: Settings, names: list[str]) -> dict[str, str]:

@@ -1,6 +1,7 @@
 """Access tokens for streamable HTTP: random secrets, only their SHA-256 stored. Every statement on the
-tokens table is here, "does any active token exist" included (the /mcp gate, the console's sign-in rule
-and the start-up refusal of an open public bind all ask it through this module)."""
+tokens table is here, "does any active token exist" included (`doctor`, `token revoke` and the start-up
+refusal of an open public bind ask it) and "was one ever made" (the open-state predicate before sql/033,
+services/access/open_state.py; a trigger of sql/033 remembers every token made since)."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from services.core.settings import Settings
 
 PREFIX = "arch_"
 #: caller names of the local owner (audit `who`, job `started_by`, rate buckets): no token may take one
-RESERVED_NAMES = OWNER_NAMES | {"worker", "nobody", "system"}
+RESERVED_NAMES = OWNER_NAMES | {"worker", "nobody", "system", "unverified"}
 #: the `who` of identity-provider tokens (services/access/oauth.py): no token name may start with it
 IDENTITY_PREFIX = "oidc:"
 COLUMNS = (
@@ -32,6 +33,10 @@ ACTIVE_TOKENS_SQL = (
     "SELECT EXISTS (SELECT 1 FROM access_tokens WHERE revoked_at IS NULL "
     "AND (expires_at IS NULL OR expires_at > now()))"
 )
+
+#: whether a token was ever made here, revoked and expired ones included (services/access/open_state.py
+#: asks it only before sql/033's access_state exists)
+TOKENS_EVER_MADE_SQL = "SELECT EXISTS (SELECT 1 FROM access_tokens)"
 
 
 class Pooled(Protocol):

@@ -121,6 +121,10 @@ class Settings(BaseSettings):
     #: Public names (Host headers) the HTTP server answers to besides loopback names and its bind address,
     #: comma-separated: ARCHIVIST_ALLOWED_HOSTS=kb.example.com,kb.internal
     allowed_hosts: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    #: The operator's choice that HTTP callers without a token on loopback are the local owner, even
+    #: after tokens existed (services/access/open_state.py). Unset, loopback HTTP is open only while no
+    #: token or identity provider has ever existed here; never with ALLOWED_HOSTS, sign-in or an issuer.
+    single_user: bool = False
 
     # --- crawling ---
     crawl_max_pages: int = 100

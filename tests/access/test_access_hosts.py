@@ -32,9 +32,10 @@ HOSTS = [
 @pytest.mark.parametrize(("host", "loopback"), HOSTS)
 def test_every_door_reads_a_host_alike(host: str, loopback: bool) -> None:
     settings = Settings(_env_file=None)
-    gate = AuthGate(AuthDb(settings), host)
+    gate = AuthGate(AuthDb(settings), settings, host)
     console = Console(None, settings, host)  # type: ignore[arg-type]  # the rule reads no services
-    assert {"hosts": is_loopback(host), "/mcp gate": gate.loopback, "console": not console.off_loopback} == {
+    doors = {"/mcp gate": gate.door.policy.loopback, "console": console.door.policy.loopback}
+    assert {"hosts": is_loopback(host), **doors} == {
         "hosts": loopback,
         "/mcp gate": loopback,
         "console": loopback,
