@@ -37,7 +37,7 @@ def add_job_commands(sub: Any) -> None:
     )
     crawl.add_argument("--title", default=None, help="title of a new source")
     crawl.add_argument("--max-pages", type=int, default=20, metavar="N", help="stop after N pages (default: 20)")
-    crawl.add_argument("--max-depth", type=int, default=2, metavar="N", help="follow links N levels deep (default: 2)")
+    crawl.add_argument("--max-depth", type=int, default=None, metavar="N", help="follow links N levels deep (default: 2)")
     crawl.add_argument("--single", action="store_true", help="only the given page (not recursive)")
     crawl.add_argument("--include", action="append", default=None, metavar="PATTERN", help="URL pattern to keep")
     crawl.add_argument("--exclude", action="append", default=None, metavar="PATTERN", help="URL pattern to skip")
@@ -115,7 +115,7 @@ async def cli_crawl(app: Archivist, args: argparse.Namespace, stop: asyncio.Even
             url=args.url,
             source_id=await resolve_source_id(app, args.source),
             title=args.title,
-            recursive=not args.single,
+            recursive=False if args.single else None,
             max_depth=args.max_depth,
             max_pages=args.max_pages,
             include_patterns=args.include,

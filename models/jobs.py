@@ -22,7 +22,8 @@ class CrawlParams(BaseModel):
     """What to crawl; stored with the job so a recrawl repeats it exactly."""
 
     url: str
-    recursive: bool = False
+    # Links are followed unless a caller says not to: the same default through MCP, the CLI and the console.
+    recursive: bool = True
     max_depth: int = 2
     max_pages: int = 20
     include_patterns: list[str] = Field(default_factory=list)
