@@ -36,8 +36,10 @@ def add_job_commands(sub: Any) -> None:
         "--source", default=None, help="source title or id to crawl into (default: a source named after the site)"
     )
     crawl.add_argument("--title", default=None, help="title of a new source")
-    crawl.add_argument("--max-pages", type=int, default=20, metavar="N", help="stop after N pages (default: 20)")
-    crawl.add_argument("--max-depth", type=int, default=None, metavar="N", help="follow links N levels deep (default: 2)")
+    crawl.add_argument("--max-pages", type=int, default=None, metavar="N", help="stop after N pages (default: 20)")
+    crawl.add_argument(
+        "--max-depth", type=int, default=None, metavar="N", help="follow links N levels deep (default: 2)"
+    )
     crawl.add_argument("--single", action="store_true", help="only the given page (not recursive)")
     crawl.add_argument("--include", action="append", default=None, metavar="PATTERN", help="URL pattern to keep")
     crawl.add_argument("--exclude", action="append", default=None, metavar="PATTERN", help="URL pattern to skip")
