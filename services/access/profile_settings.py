@@ -83,7 +83,8 @@ def output_settings_of(profiles: Iterable[Any]) -> OutputSettings:
 def check_name(name: Any) -> str:
     if not isinstance(name, str) or not NAME_RE.match(name):
         raise InvalidArgument(
-            f"Invalid profile name {str(name)[:100]!r}.", "Use a slug that starts with a letter: lowercase letters, digits, '-' or '_' (max 63), e.g. team-docs."
+            f"Invalid profile name {str(name)[:100]!r}.",
+            "Use a slug that starts with a letter: lowercase letters, digits, '-' or '_' (max 63), e.g. team-docs.",
         )
     return name
 
