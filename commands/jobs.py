@@ -134,7 +134,8 @@ async def cli_crawl(app: Archivist, args: argparse.Namespace, stop: asyncio.Even
         task = bar.add_task("crawling", total=started.job.params.max_pages, extra="")
 
         async def show(job: Any) -> None:
-            extra = f"{job.pages_failed} failed, {job.pages_pending} pending"
+            embedding = job.embedding_progress()
+            extra = f"{job.pages_failed} failed, {job.pages_pending} pending" + (f"; {embedding}" if embedding else "")
             total = job.pages_crawled if job.finished else job.params.max_pages  # a site may have fewer pages
             bar.update(task, completed=job.pages_crawled, total=total, extra=extra)
 
@@ -156,6 +157,9 @@ def report_job(job: Any, remark: Callable[[str], None] = note) -> None:
         f"{job.documents_updated} updated, {job.documents_unchanged} unchanged), {job.pages_failed} failed, "
         f"{job.pages_skipped} skipped"
     )
+    embedding = job.embedding_progress()
+    if embedding:
+        say(f"searchable by keyword now; {embedding}")
     for message in [job.error, *job.warnings]:
         if message:
             remark(message)

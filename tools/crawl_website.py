@@ -113,6 +113,13 @@ def job_view(job: CrawlJob, with_errors: bool = True) -> dict[str, Any]:
 
 
 def job_message(job: CrawlJob) -> str:
+    """Where the job stands and what to call next; while its chunks wait for embeddings, how far that is."""
+    embedding = job.embedding_progress()
+    said = stage_message(job)
+    return f"{said} Semantic search is still filling in: {embedding}." if embedding else said
+
+
+def stage_message(job: CrawlJob) -> str:
     """One sentence on where the job stands and what to call next."""
     if job.shown_kind == "sync":
         return sync_message(job)
