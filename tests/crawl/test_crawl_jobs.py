@@ -152,7 +152,7 @@ async def test_crawled_pages_are_linked_and_searchable(crawl_app: Archivist, sit
 
 @pytest.mark.usefixtures("owner")
 async def test_single_page_when_not_recursive(crawl_app: Archivist, site: FixtureSite) -> None:
-    job = await crawl(crawl_app, site.url_for("/docs/a#section"), max_pages=50)
+    job = await crawl(crawl_app, site.url_for("/docs/a#section"), max_pages=50, recursive=False)
     assert job.params.url == site.url_for("/docs/a")  # fragment dropped
     assert (job.status, job.pages_crawled, job.pages_skipped, job.pages_failed) == ("completed", 1, 0, 0)
     assert await document_counts(crawl_app, job.source_id) == {"/docs/a": 1}
