@@ -231,6 +231,7 @@ def build_server(
             # Stop taking work; running jobs go back to the queue. Then close: the audit log is flushed and
             # the embedded PostgreSQL stops unless another live process uses it. All within ~10 s.
             stop.set()
+            await runtime.drain_audit()
             await stop_background([t for t in (watcher, worker, changes) if t is not None])
             await runtime.close()
 

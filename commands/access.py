@@ -216,12 +216,18 @@ def output_text(profile: Any) -> str:
     return "; ".join(parts) or "-"
 
 
-def show_profiles(profiles: list[Any]) -> None:
+def named_sources(profile: Any, titles: dict[Any, str]) -> str:
+    """A profile's sources in search order as "Title (1a2b3c4d)"; an id alone when its source is gone."""
+    named = [f"{titles[i]} ({str(i)[:8]})" if i in titles else str(i) for i in profile.source_ids]
+    return ", ".join(named) or "no sources"
+
+
+def show_profiles(profiles: list[Any], titles: dict[Any, str]) -> None:
     if not profiles:
         say("No profiles yet. Create one with: archivist profile create NAME --source SOURCE")
         return
     rows = [
-        [p.name, ", ".join(map(str, p.source_ids)) or "no sources", p.search_type, p.match_count,
+        [p.name, named_sources(p, titles), p.search_type, p.match_count,
          "yes" if p.read_only else "no", "yes" if p.enabled else "no", "left out" if p.exclude_flagged else "shown",
          ", ".join(p.allowed_paths or []) or "-", output_text(p), p.description]
         for p in profiles
@@ -272,10 +278,17 @@ async def cli_profile(app: Archivist, args: argparse.Namespace) -> None:
         profiles = [await app.profiles.get(args.name)]
     else:
         profiles = await app.profiles.list()
+    titles = await app.sources.titles([i for p in profiles for i in p.source_ids])
     if getattr(args, "json", False):
-        print_json(profiles[0] if args.op == "show" else profiles)
+        shown = [{**p.model_dump(mode="json"), "sources": named_list(p, titles)} for p in profiles]
+        print_json(shown[0] if args.op == "show" else shown)
     else:
-        show_profiles(profiles)
+        show_profiles(profiles, titles)
+
+
+def named_list(profile: Any, titles: dict[Any, str]) -> list[dict[str, Any]]:
+    """`--json`: each source of a profile with its title (None when the source is gone)."""
+    return [{"id": str(i), "title": titles.get(i)} for i in profile.source_ids]
 
 
 async def http_access(app: Archivist) -> Any:

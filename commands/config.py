@@ -149,16 +149,28 @@ def http_entry(client: str, url: str, with_token: bool = True) -> dict[str, Any]
     return {"mcpServers": {"archivist": plain}}
 
 
+LOCAL_SUFFIXES = (".whl", ".tar.gz", ".zip")
+
+
 def launcher(args: argparse.Namespace) -> list[str]:
     """The command that starts `archivist serve`: this installation's absolute path, or uvx/pipx
     building an isolated environment from a package spec (a git URL, a wheel, a PyPI name)."""
     from services.access.clients import server_command
 
     if args.uvx:
-        return ["uvx", "--from", args.uvx, "archivist", "serve"]
+        return ["uvx", "--from", package_spec(args.uvx), "archivist", "serve"]
     if args.pipx:
-        return ["pipx", "run", "--spec", args.pipx, "archivist", "serve"]
+        return ["pipx", "run", "--spec", package_spec(args.pipx), "archivist", "serve"]
     return server_command()
+
+
+def package_spec(spec: str) -> str:
+    """A local wheel, archive or folder as an absolute path (a client starts the server from its own
+    folder, where a relative one means nothing); a URL or a package name unchanged."""
+    local = Path(spec).expanduser()
+    if "://" in spec or not (local.exists() or spec.startswith((".", "/", "~")) or spec.endswith(LOCAL_SUFFIXES)):
+        return spec
+    return str(local.resolve())
 
 
 def stdio_client_entry(args: argparse.Namespace, settings: Settings) -> dict[str, Any]:

@@ -36,8 +36,10 @@ def add_job_commands(sub: Any) -> None:
         "--source", default=None, help="source title or id to crawl into (default: a source named after the site)"
     )
     crawl.add_argument("--title", default=None, help="title of a new source")
-    crawl.add_argument("--max-pages", type=int, default=20, metavar="N", help="stop after N pages (default: 20)")
-    crawl.add_argument("--max-depth", type=int, default=2, metavar="N", help="follow links N levels deep (default: 2)")
+    crawl.add_argument("--max-pages", type=int, default=None, metavar="N", help="stop after N pages (default: 20)")
+    crawl.add_argument(
+        "--max-depth", type=int, default=None, metavar="N", help="follow links N levels deep (default: 2)"
+    )
     crawl.add_argument("--single", action="store_true", help="only the given page (not recursive)")
     crawl.add_argument("--include", action="append", default=None, metavar="PATTERN", help="URL pattern to keep")
     crawl.add_argument("--exclude", action="append", default=None, metavar="PATTERN", help="URL pattern to skip")
@@ -115,7 +117,7 @@ async def cli_crawl(app: Archivist, args: argparse.Namespace, stop: asyncio.Even
             url=args.url,
             source_id=await resolve_source_id(app, args.source),
             title=args.title,
-            recursive=not args.single,
+            recursive=False if args.single else None,
             max_depth=args.max_depth,
             max_pages=args.max_pages,
             include_patterns=args.include,
@@ -132,7 +134,8 @@ async def cli_crawl(app: Archivist, args: argparse.Namespace, stop: asyncio.Even
         task = bar.add_task("crawling", total=started.job.params.max_pages, extra="")
 
         async def show(job: Any) -> None:
-            extra = f"{job.pages_failed} failed, {job.pages_pending} pending"
+            embedding = job.embedding_progress()
+            extra = f"{job.pages_failed} failed, {job.pages_pending} pending" + (f"; {embedding}" if embedding else "")
             total = job.pages_crawled if job.finished else job.params.max_pages  # a site may have fewer pages
             bar.update(task, completed=job.pages_crawled, total=total, extra=extra)
 
@@ -154,6 +157,9 @@ def report_job(job: Any, remark: Callable[[str], None] = note) -> None:
         f"{job.documents_updated} updated, {job.documents_unchanged} unchanged), {job.pages_failed} failed, "
         f"{job.pages_skipped} skipped"
     )
+    embedding = job.embedding_progress()
+    if embedding:
+        say(f"searchable by keyword now; {embedding}")
     for message in [job.error, *job.warnings]:
         if message:
             remark(message)

@@ -130,6 +130,13 @@ class Runtime:
             return None
         return task.result()
 
+    async def drain_audit(self) -> None:
+        """First step of a stop: a stdio client terminates the server 2 s after closing its input, while
+        stopping the worker can take longer, so every call already answered is written before anything else."""
+        app = self.ready()
+        if app is not None:
+            await app.audit.close()
+
     async def close(self) -> None:
         if self._task is None:
             return

@@ -21,8 +21,8 @@ logger = logging.getLogger(__name__)
 NAME = "crawl_website"
 DESCRIPTION = """Background jobs filling a source from sites, folders or git.
 
-start: url; into source_id or a source by title (default: host). recursive: follow links to
-  max_depth (max 5), sitemaps, llms.txt; max_pages (max 100); include/exclude_patterns: path
+start: url; into source_id or a source by title (default: host). recursive (default true): follow
+  links to max_depth (max 5), sitemaps, llms.txt; max_pages (max 100); include/exclude_patterns: path
   globs. Obeys robots.txt. Login: headers/cookies {name: 'env:VAR'} (start host, auth_hosts).
 status: job_id; wait_seconds (max 30). list: status, source_id, page, per_page. cancel: job_id.
 recrawl: source_id, job_id or url; only changed pages re-embedded.
@@ -113,6 +113,13 @@ def job_view(job: CrawlJob, with_errors: bool = True) -> dict[str, Any]:
 
 
 def job_message(job: CrawlJob) -> str:
+    """Where the job stands and what to call next; while its chunks wait for embeddings, how far that is."""
+    embedding = job.embedding_progress()
+    said = stage_message(job)
+    return f"{said} Semantic search is still filling in: {embedding}." if embedding else said
+
+
+def stage_message(job: CrawlJob) -> str:
     """One sentence on where the job stands and what to call next."""
     if job.shown_kind == "sync":
         return sync_message(job)
@@ -208,10 +215,10 @@ def crawl_request(args: CrawlArguments) -> CrawlRequest:
 async def start_crawl(app: Archivist, args: CrawlArguments, ctx: Context | None) -> dict[str, Any]:
     check_wait(args.wait_seconds, [])  # reject a bad wait before queueing anything
     started = await app.crawl.start(crawl_request(args))
-    if not args.recursive and (args.max_pages or 1) > 1:  # recursive=false stays the default (spec)
+    if args.recursive is False and (args.max_pages or 1) > 1:
         started.notes.append(
             f"Only the start page is crawled: recursive is false, and max_pages={args.max_pages} counts only "
-            "for recursive crawls. Pass recursive=true to follow links."
+            "for recursive crawls. Leave recursive out (or true) to follow links."
         )
     return await started_payload(app, started, args, ctx)
 

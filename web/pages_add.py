@@ -30,6 +30,7 @@ def job_json(job: CrawlJob) -> dict[str, Any]:
         **{k: v for k, v in job.counters().items() if k != "skipped_by_reason"},
         "error": job.error,
         "recent_errors": [e.model_dump() for e in job.recent_errors[:5]],
+        "embedding_progress": job.embedding_progress() or "",
     }
 
 

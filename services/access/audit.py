@@ -81,13 +81,14 @@ class AuditService:
         self._queue: asyncio.Queue[tuple[Any, ...]] = asyncio.Queue(max_queue)
         self._task: asyncio.Task[None] | None = None
         self._retry: list[tuple[Any, ...]] = []  # the batch that failed, written before anything newer
+        self._held: list[tuple[Any, ...]] = []  # the batch the writer has taken and not yet written
         self._attempts = 0
         self.dropped = 0
         self.written = 0
         self.late = 0  # entries written only after a failed attempt
 
     def stats(self) -> dict[str, int]:
-        queued = self._queue.qsize() + len(self._retry)
+        queued = self._queue.qsize() + len(self._retry) + len(self._held)
         return {"queued": queued, "written": self.written, "late": self.late, "dropped": self.dropped}
 
     def record(
@@ -118,15 +119,18 @@ class AuditService:
     async def _run(self) -> None:
         while True:
             if self._retry:
-                rows, self._retry = self._retry, []
+                self._held, self._retry = self._retry, []
             else:
-                rows = [await self._queue.get()]
+                self._held = [await self._queue.get()]
                 with contextlib.suppress(TimeoutError):
                     async with asyncio.timeout(self.flush_seconds):
-                        while len(rows) < self.batch:
-                            rows.append(await self._queue.get())
+                        while len(self._held) < self.batch:
+                            self._held.append(await self._queue.get())
+            rows = self._held
             if await self._write(rows):
+                self._held = []
                 continue
+            self._held = []
             self._attempts += 1
             if self._attempts >= self.max_attempts:
                 self.dropped += len(rows)
@@ -164,11 +168,19 @@ class AuditService:
             self.dropped += len(rows)
 
     async def close(self) -> None:
+        """Drain before the database closes: the writer stops, and the batch it held (cancelled mid-wait or
+        mid-write, so not committed) is written with everything still queued. A loss is counted and logged."""
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._task
+            self._task = None
+        held, self._held = self._held, []
+        self._retry = held + self._retry
+        dropped = self.dropped
         await self.flush()
+        if self.dropped > dropped:
+            logger.warning("audit log: %d entries could not be written at shutdown", self.dropped - dropped)
 
     async def prune(self, keep: timedelta) -> int:
         done = await self.db.pool.execute("DELETE FROM audit_log WHERE at < now() - $1::interval", keep)

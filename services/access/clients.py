@@ -27,7 +27,9 @@ def client_env(settings: Settings) -> dict[str, str]:
     as an environment reference, never its value). ARCHIVIST_ALLOWED_PATHS only when it was chosen: its
     default, the working directory of whoever prints the entry, is not the client's to inherit."""
     env: dict[str, str] = {}
-    if "allowed_paths" in settings.model_fields_set:
+    # An empty value would make a stdio server refuse every file, where leaving it out lets it read under
+    # the directory the client starts it in (an HTTP server's settings hold [] when none was chosen).
+    if "allowed_paths" in settings.model_fields_set and settings.allowed_paths:
         env["ARCHIVIST_ALLOWED_PATHS"] = os.pathsep.join(str(p) for p in settings.allowed_paths)
     if settings.database_url:
         env["DATABASE_URL"] = dsn_for_entry(settings.database_url)

@@ -20,7 +20,8 @@ from models import SEARCH_TYPES
 from services.core.errors import InvalidArgument
 
 #: a profile name: a slug (sql/005_access.sql checks the same); `\-`, so browsers' `pattern` reads it too
-NAME_PATTERN = r"[a-z0-9][a-z0-9_\-]{0,62}"
+# A letter first (as the profiles design says): a name is also an ARCHIVIST_PROFILES entry and a tool argument.
+NAME_PATTERN = r"[a-z][a-z0-9_\-]{0,62}"
 NAME_RE = re.compile(rf"^{NAME_PATTERN}$")
 MAX_DESCRIPTION = 1000
 MATCH_COUNT = (1, 20)
@@ -82,7 +83,8 @@ def output_settings_of(profiles: Iterable[Any]) -> OutputSettings:
 def check_name(name: Any) -> str:
     if not isinstance(name, str) or not NAME_RE.match(name):
         raise InvalidArgument(
-            f"Invalid profile name {str(name)[:100]!r}.", "Use a slug: lowercase letters, digits, '-' or '_' (max 63)."
+            f"Invalid profile name {str(name)[:100]!r}.",
+            "Use a slug that starts with a letter: lowercase letters, digits, '-' or '_' (max 63), e.g. team-docs.",
         )
     return name
 

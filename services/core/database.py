@@ -17,7 +17,7 @@ import asyncpg
 from pgvector.asyncpg import register_vector
 
 from services.core import embedded
-from services.core.errors import ServiceError, Unavailable
+from services.core.errors import ServiceError, Unavailable, connect_failure
 from services.core.settings import Settings
 
 logger = logging.getLogger(__name__)
@@ -60,6 +60,18 @@ async def _init_connection(conn: asyncpg.Connection) -> None:
 
 async def _no_session_state(conn: asyncpg.Connection) -> None:
     """Pool reset: nothing to undo (see `Database._create_pool`)."""
+
+
+@asynccontextmanager
+async def _named_on_failure(setting: str, dsn: str | None) -> AsyncIterator[None]:
+    """A first connection that fails names the setting and the host:port it tried (not "retry")."""
+    try:
+        yield
+    except Exception as exc:
+        named = connect_failure(exc, setting, dsn) if dsn else None
+        if named is None:
+            raise
+        raise named from exc
 
 
 def session_settings(ef_search: int) -> dict[str, str]:
@@ -205,7 +217,8 @@ class Database:
 
     async def start(self, embedding_model: str, embedding_dim: int) -> None:
         self.dsn = await resolve_dsn(self.settings)
-        await ensure_vector_extension(self.dsn)
+        async with _named_on_failure("DATABASE_URL", self.dsn if self.settings.database_url else None):
+            await ensure_vector_extension(self.dsn)
         wanted = IndexConfig(embedding_model, embedding_dim, self.settings.fts_config)
         conn = await asyncpg.connect(self.dsn)
         try:
@@ -214,7 +227,8 @@ class Database:
             await conn.close()
         self._pool = await self._create_pool(self.dsn, track_writes=bool(self.settings.read_database_url))
         if self.settings.read_database_url:
-            self._read_pool = await self._create_pool(self.settings.read_database_url, track_writes=False)
+            async with _named_on_failure("ARCHIVIST_READ_DATABASE_URL", self.settings.read_database_url):
+                self._read_pool = await self._create_pool(self.settings.read_database_url, track_writes=False)
         if not self.settings.database_url:  # the embedded server is ours to keep alive
             from services.core.errors import watch_data_dir
             from services.core.supervisor import Supervisor

@@ -140,6 +140,61 @@ def unavailable_from(exc: BaseException) -> Unavailable | None:
     return None
 
 
+def _address(dsn: str) -> str:
+    """host:port of a connection URL, without user or password ('the address' when it is not a URL)."""
+    from urllib.parse import parse_qs, urlsplit
+
+    try:
+        parts = urlsplit(dsn)
+        host, port = parts.hostname, parts.port or 5432
+    except ValueError:
+        return "the address"
+    if host:
+        return f"{host}:{port}"
+    socket_dir = parse_qs(parts.query).get("host")
+    return f"the socket in {socket_dir[0]}" if socket_dir else "the address"
+
+
+def connect_failure(exc: BaseException, setting: str, dsn: str) -> Unavailable | None:
+    """A failed first connection, naming the setting and the host:port tried. A refused address or an
+    unknown host is a setting to check (retrying cannot help); an unreachable one may come back."""
+    import socket
+
+    import asyncpg
+
+    where = _address(dsn)
+    if isinstance(exc, socket.gaierror):
+        return Unavailable(
+            f"The database host in {setting} cannot be resolved ({where}: {exc.strerror or exc}).",
+            f"Check {setting}: the host name is wrong or not known on this machine.",
+            retryable=False,
+        )
+    if isinstance(exc, ConnectionRefusedError):
+        return Unavailable(
+            f"Nothing accepts connections at {where}, the address in {setting}.",
+            f"Check {setting} (host and port), and that PostgreSQL is running there.",
+            retryable=False,
+        )
+    if isinstance(exc, asyncpg.InvalidAuthorizationSpecificationError | asyncpg.InvalidPasswordError):
+        return Unavailable(
+            f"The database at {where} refused the user or password in {setting} ({exc}).",
+            f"Check the user and password in {setting}.",
+            retryable=False,
+        )
+    if isinstance(exc, asyncpg.InvalidCatalogNameError):
+        return Unavailable(
+            f"The database named in {setting} does not exist at {where} ({exc}).",
+            f"Check the database name in {setting}, or create it (createdb).",
+            retryable=False,
+        )
+    if isinstance(exc, TimeoutError | OSError):
+        return Unavailable(
+            f"The database at {where} ({setting}) cannot be reached ({type(exc).__name__}: {exc}).",
+            f"Check that {where} is reachable from this machine; if it is restarting, retry in a few seconds.",
+        )
+    return None
+
+
 def _disk_error(exc: BaseException) -> Unavailable | None:
     import asyncpg
 

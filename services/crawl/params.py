@@ -81,7 +81,7 @@ def build_params(settings: Settings, request: CrawlRequest) -> tuple[CrawlParams
     credentials.resolve(start_url, header_refs, cookie_refs, hosts)  # a missing variable: say so now
     params = CrawlParams(
         url=start_url,
-        recursive=bool(request.recursive),
+        recursive=defaults.recursive if request.recursive is None else request.recursive,
         max_depth=max_depth,
         max_pages=max_pages,
         include_patterns=_check_patterns(request.include_patterns, "include_patterns"),

@@ -16,7 +16,7 @@ from services.core.errors import Conflict, InvalidArgument, NotFound
 from services.core.validation import check_page, clean_text, parse_uuid, require_text
 from services.jobs import sql as job_sql
 from services.sources.origin import describe
-from services.sources.titles import SOURCE_COLUMNS, conflict, lock_title, named, visible_identity
+from services.sources.titles import IN_SCOPE, SOURCE_COLUMNS, conflict, lock_title, named, visible_identity
 
 SOURCE_TYPES = ("upload", "crawl", "api", "folder", "git")
 LIST_HINT = "Use manage_source(action='list') to see available sources."
@@ -290,3 +290,11 @@ class SourceService:
         return {
             r["source_id"]: {"documents_count": r["documents_count"], "chunks_count": r["chunks_count"]} for r in rows
         }
+
+    async def titles(self, source_ids: builtins.list[UUID]) -> dict[UUID, str]:
+        """The titles of the sources among `source_ids` the caller may see (one query)."""
+        scope = scoped_ids()
+        rows = await self.db.pool.fetch(
+            f"SELECT id, title FROM sources WHERE id = ANY($1::uuid[]) AND {IN_SCOPE}", source_ids, scope
+        )
+        return {r["id"]: r["title"] for r in rows}

@@ -232,3 +232,23 @@ async def test_timeout_in_the_middle_of_the_write_rolls_back(app, database_url: 
     after = await app.documents.get(kept.id)
     assert after.content_length == kept.content_length and after.chunk_count == kept.chunk_count
     await consistent(app, "Kept")
+
+
+async def test_a_stdio_client_that_closes_at_once_loses_no_call(database_url: str, files_dir: Path) -> None:
+    """The SDK closes stdin, waits 2 s, then terminates the server: every call made just before is in the log."""
+    from mcp import Client, StdioServerParameters
+
+    env = server_env(database_url, files_dir)
+    marker = f"stdio-close-{uuid4().hex[:8]}"
+    async with Client(StdioServerParameters(command=ARCHIVIST, args=["serve"], env=env)) as client:
+        for _ in range(3):
+            reply = await call(client, "search_knowledge_base", query=marker, search_type="keyword")
+            assert reply["success"], reply
+    conn = await asyncpg.connect(database_url)
+    try:
+        rows = await conn.fetchval(
+            "SELECT count(*) FROM audit_log WHERE tool = 'search_knowledge_base' AND arguments->>'query' = $1", marker
+        )
+    finally:
+        await conn.close()
+    assert rows == 3, rows

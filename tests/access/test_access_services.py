@@ -20,8 +20,10 @@ async def test_profiles_crud_and_scope(app) -> None:
     assert p.source_ids == [b.id, a.id] and p.search_type == "hybrid" and p.enabled
     with pytest.raises(Conflict):
         await app.profiles.create("team-a", "", [])
-    with pytest.raises(InvalidArgument):
-        await app.profiles.create("Bad Name", "", [])
+    for bad in ("Bad Name", "9lives", "-dash", "_under"):  # a slug that starts with a letter
+        with pytest.raises(InvalidArgument) as refused:
+            await app.profiles.create(bad, "", [])
+        assert "starts with a letter" in refused.value.suggestion
     with pytest.raises(NotFound):
         await app.profiles.create("ghost", "", [uuid4()])
     p2 = await app.profiles.update("team-a", read_only=True, source_ids=[a.id])

@@ -56,3 +56,29 @@ def test_profile_output_settings_cli(database_url: str, files_dir: Path) -> None
     assert cleared.returncode == 0, cleared.stderr
     shown = json.loads(run_cli(["profile", "show", "cli-out", "--json"], env).stdout)
     assert (shown["snippet_chars"], shown["hit_fields"]) == (None, None)
+
+
+def test_a_local_wheel_in_uvx_and_pipx_becomes_an_absolute_path(database_url: str, files_dir: Path) -> None:
+    """A client starts the server from its own folder: `../dist/x.whl` would name nothing there."""
+    env = server_env(database_url, files_dir)
+    root = Path(__file__).resolve().parents[2]
+    for flag in ("--uvx", "--pipx"):
+        done = run_cli(["config", "claude-desktop", flag, "../dist/x.whl"], env)
+        assert done.returncode == 0, done.stderr
+        args = json.loads(done.stdout)["mcpServers"]["archivist"]["args"]
+        assert str((root / "../dist/x.whl").resolve()) in args and "../dist/x.whl" not in args, args
+    named = run_cli(["config", "claude-desktop", "--uvx", "git+https://example.org/o/archivist"], env)
+    assert "git+https://example.org/o/archivist" in json.loads(named.stdout)["mcpServers"]["archivist"]["args"]
+
+
+def test_the_consoles_desktop_entry_never_sets_an_empty_allowed_paths(database_url: str, files_dir: Path) -> None:
+    """An HTTP server's settings hold no allowed path when none was chosen; its stdio entry must leave the
+    variable out (an empty one makes the stdio server refuse every file), as `archivist config` does."""
+    from services.access.clients import client_entries
+    from services.core.settings import Settings
+
+    http_settings = Settings(database_url=database_url).for_http()
+    entries = client_entries(http_settings, "http://127.0.0.1:8000/mcp", None, needs_token=False)
+    desktop = next(e for e in entries if "claude_desktop" in json.dumps(e) or "claude-desktop" in json.dumps(e))
+    text = json.dumps(desktop)
+    assert "ARCHIVIST_ALLOWED_PATHS" not in text, text

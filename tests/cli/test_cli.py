@@ -130,7 +130,10 @@ def test_read_commands_print_json(kb: dict[str, str], notes: Path) -> None:
     assert as_json("jobs", env=kb) == []
     assert as_json("doctor", env=kb)["ok"] is True
     archivist("profile", "create", "kitchen", "--source", "Kitchen notes", env=kb)
-    assert as_json("profile", "show", "kitchen", env=kb)["source_ids"] == [kitchen["id"]]
+    shown = as_json("profile", "show", "kitchen", env=kb)
+    assert shown["source_ids"] == [kitchen["id"]]
+    assert shown["sources"] == [{"id": kitchen["id"], "title": "Kitchen notes"}]  # titles beside the ids
+    assert "Kitchen notes" in archivist("profile", "list", env=kb).stdout
     assert [p["name"] for p in as_json("profile", "list", env=kb)] == ["kitchen"]
     assert as_json("token", "list", env=kb) == []
     assert "items" in as_json("audit", env=kb)

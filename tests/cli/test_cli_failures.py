@@ -18,6 +18,7 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
@@ -177,3 +178,27 @@ def test_search_of_an_empty_knowledge_base_says_how_to_add(tmp_path: Path) -> No
     done = run("--data-dir", str(tmp_path / "kb"), "search", "anything", env=cli_env())
     assert done.returncode == 0
     assert "knowledge base is empty" in done.stdout and "archivist ingest" in done.stdout
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@pytest.mark.parametrize("case", ["refused", "unknown host", "no such database"])
+def test_a_wrong_database_url_names_the_setting_and_the_address(database_url: str, case: str) -> None:
+    """Not "retry in a few seconds": the setting, the address tried, and what to check."""
+    parts = urlsplit(database_url)
+    port = _free_port()
+    urls = {
+        "refused": (f"postgresql://u:p@127.0.0.1:{port}/kb", f"127.0.0.1:{port}"),
+        "unknown host": ("postgresql://u:p@db.invalid:5433/kb", "db.invalid:5433"),
+        "no such database": (urlunsplit(parts._replace(path=f"/no_such_db_{uuid.uuid4().hex[:6]}")), "does not exist"),
+    }
+    url, named = urls[case]
+    done = run("search", "hello", env=cli_env(DATABASE_URL=url))
+    said = done.stdout + done.stderr
+    assert done.returncode == 1, said
+    assert "DATABASE_URL" in said and named in said and "retry" not in said.lower(), said
+    assert "u:p@" not in said, said  # never the password

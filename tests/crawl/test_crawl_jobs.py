@@ -152,7 +152,7 @@ async def test_crawled_pages_are_linked_and_searchable(crawl_app: Archivist, sit
 
 @pytest.mark.usefixtures("owner")
 async def test_single_page_when_not_recursive(crawl_app: Archivist, site: FixtureSite) -> None:
-    job = await crawl(crawl_app, site.url_for("/docs/a#section"), max_pages=50)
+    job = await crawl(crawl_app, site.url_for("/docs/a#section"), max_pages=50, recursive=False)
     assert job.params.url == site.url_for("/docs/a")  # fragment dropped
     assert (job.status, job.pages_crawled, job.pages_skipped, job.pages_failed) == ("completed", 1, 0, 0)
     assert await document_counts(crawl_app, job.source_id) == {"/docs/a": 1}
@@ -245,7 +245,7 @@ async def test_markdown_text_and_pdf_pages_are_ingested(crawl_app: Archivist, si
 
 @pytest.mark.usefixtures("owner")
 async def test_job_that_stores_nothing_because_of_errors_fails(crawl_app: Archivist, site: FixtureSite) -> None:
-    job = await crawl(crawl_app, site.url_for("/missing"))
+    job = await crawl(crawl_app, site.url_for("/missing"), recursive=False)
     assert job.status == "failed"
     assert job.error is not None and "HTTP 404" in job.error and "/missing" in job.error
     assert job.pages_failed == 1 and job.pages_crawled == 0
@@ -253,7 +253,7 @@ async def test_job_that_stores_nothing_because_of_errors_fails(crawl_app: Archiv
 
 @pytest.mark.usefixtures("owner")
 async def test_job_that_skips_everything_completes_with_a_warning(crawl_app: Archivist, site: FixtureSite) -> None:
-    job = await crawl(crawl_app, site.url_for("/private/secret"))
+    job = await crawl(crawl_app, site.url_for("/private/secret"), recursive=False)
     assert (job.status, job.pages_crawled, job.skipped_by_reason) == ("completed", 0, {"robots": 1})
     assert any("Nothing was ingested" in w and "robots: 1" in w for w in job.warnings)
     assert site.requests_for("/private/secret") == []

@@ -141,12 +141,28 @@ async def test_errors_follow_the_contract(client: Client, arguments: dict[str, A
 
 async def test_limits_are_capped_with_notes(client: Client, site: FixtureSite) -> None:
     started = await crawl(
-        client, action="start", url=site.url_for("/docs/a"), max_pages=5000, max_depth=9, wait_seconds=99
+        client,
+        action="start",
+        url=site.url_for("/docs/a"),
+        max_pages=5000,
+        max_depth=9,
+        wait_seconds=99,
+        recursive=False,
     )
     assert (started["crawl_job"]["params"]["max_pages"], started["crawl_job"]["params"]["max_depth"]) == (100, 5)
-    assert len(started["notes"]) == 4  # three caps, and: without recursive, only the start page (issue 28)
+    assert len(started["notes"]) == 4  # three caps, and: recursive=false, so only the start page
     assert any("Only the start page" in note for note in started["notes"])
     assert started["crawl_job"]["status"] == "completed" and started["crawl_job"]["pages_crawled"] == 1
+
+
+async def test_start_follows_links_by_default_as_the_cli_and_console_do(client: Client, site: FixtureSite) -> None:
+    """max_pages=5 without recursive: links are followed (one default whichever door), and the job says so."""
+    started = await crawl(client, action="start", url=site.url_for("/"), max_pages=5, wait_seconds=30)
+    assert not any("Only the start page" in note for note in started.get("notes", [])), started
+    status = await crawl(client, action="status", job_id=started["crawl_job"]["id"], wait_seconds=30)
+    job = status["crawl_job"]
+    assert job["recursive"] is True and job["status"] == "completed", job
+    assert job["pages_crawled"] > 1, job
 
 
 async def test_private_targets_are_refused_without_the_setting(

@@ -36,7 +36,7 @@ def site() -> Any:
 
 
 async def test_recrawl_with_new_settings(client: Client, site: FixtureSite) -> None:
-    first = await ok(client, "crawl_website", action="start", url=site.url_for("/"), wait_seconds=30)
+    first = await ok(client, "crawl_website", action="start", url=site.url_for("/"), wait_seconds=30, recursive=False)
     assert first["crawl_job"]["params"]["recursive"] is False and first["crawl_job"]["documents_created"] == 1
     source_id = first["source_id"]
     wider = await ok(

@@ -27,8 +27,10 @@ from services.embeddings.base import Embedder
 from services.embeddings.gate import embed_in_slices
 from tests.conftest import make_settings
 from tests.support.fixture_site import FixtureSite
+from tools.crawl_website import job_message
 from tools.manage_source import SourceArguments, get_source
 from tools.search_knowledge_base import search_payload
+from web.pages_add import job_json
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -175,6 +177,9 @@ async def test_crawl_job_reports_searchable_pages_and_embedding_backlog(app: Arc
         assert held.status == "running" and held.pages_searchable == 13
         assert held.chunks_embedded == 0 and held.chunks_pending == held.total_chunks > 0
         assert held.embedding_eta_seconds is None  # nothing embedded yet: no rate
+        said = f"embedded 0 / {held.total_chunks:,} chunks, time left not known yet"
+        assert held.embedding_progress() == said  # one sentence, shown by every door:
+        assert said in job_message(held) and job_json(held)["embedding_progress"] == said  # MCP, the console
         source = (await get_source(app, SourceArguments(action="get", source_id=str(held.source_id))))["source"]
         assert source["chunks_pending"] == held.chunks_pending
         assert (await doc_hits(app, "generated page", held.source_id)).hits
@@ -189,6 +194,8 @@ async def test_crawl_job_reports_searchable_pages_and_embedding_backlog(app: Arc
         mid = await until(half_embedded, 60, "a half-embedded job")
         assert mid.chunks_embedded + mid.chunks_pending == held.total_chunks
         assert mid.embedding_eta_seconds is not None and mid.embedding_eta_seconds > 0
+        assert f"embedded {mid.chunks_embedded:,} / {held.total_chunks:,} chunks" in (mid.embedding_progress() or "")
+        assert " left" in (mid.embedding_progress() or "") and "not known" not in (mid.embedding_progress() or "")
         job = await app.jobs.wait(job_id, 120, interval=0.1)
     finally:
         stop.set()
@@ -197,6 +204,7 @@ async def test_crawl_job_reports_searchable_pages_and_embedding_backlog(app: Arc
         app.documents.backlog.batch = 32
     assert job.status == "completed", job
     assert (job.chunks_pending, job.chunks_embedded, job.embedding_eta_seconds) == (0, job.total_chunks, 0)
+    assert job.embedding_progress() is None and "Semantic search is still" not in job_message(job)
     assert job.pages_searchable == job.pages_crawled == 13
     stored = await get_source(app, SourceArguments(action="get", source_id=str(job.source_id)))
     assert stored["source"]["chunks_pending"] == 0

@@ -59,6 +59,8 @@
       var done = data.pages_crawled + data.pages_failed + data.pages_skipped;
       var bar = $("#job-progress");
       bar.max = Math.max(done + data.pages_pending, 1); bar.value = done;
+      var embedding = $("#job-embedding");
+      if (embedding) embedding.hidden = !data.embedding_progress;
       var err = $("#job-error");
       err.textContent = data.error || ""; err.hidden = !data.error;
       var list = $("#job-errors");
@@ -69,7 +71,7 @@
           return li;
         }));
       }
-      if (data.finished) {
+      if (data.finished && !data.embedding_progress) {  // searchable in full: nothing more to show
         clearInterval(timer);
         job.setAttribute("data-finished", "true");
         var cancel = $("#cancel-form"), again = $("#recrawl-form"), note = $("#cancel-note");
