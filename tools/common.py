@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import math
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from contextlib import asynccontextmanager
+from collections.abc import Awaitable, Callable, Mapping
+from contextlib import AbstractAsyncContextManager
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 from uuid import UUID
@@ -17,8 +16,9 @@ from mcp.types import INTERNAL_ERROR, INVALID_PARAMS, CallToolResult, InputRequi
 
 from models import Document, Page, Source
 from services.access.disclosure import outgoing_text
+from services.access.gate import call_time_limit as gate_time_limit
 from services.access.scope import current_scope
-from services.core.errors import CallTimeout, InvalidArgument, ServiceError, service_error_from
+from services.core.errors import InvalidArgument, RateLimited, ServiceError, service_error_from
 from services.core.validation import MAX_PER_PAGE
 from services.documents.freshness import freshness_fields
 from services.documents.text import mime_type
@@ -118,7 +118,8 @@ def resource_links(body: dict[str, Any]) -> list[ResourceLink]:
 
 
 def failure_from(exc: ServiceError) -> CallToolResult:
-    extra = {"retry_after_seconds": exc.retry_after_seconds} if hasattr(exc, "retry_after_seconds") else None
+    after = exc.retry_after_seconds if isinstance(exc, RateLimited) else None
+    extra = {"retry_after_seconds": after} if after is not None else None
     return failure(exc.code, exc.message, exc.suggestion, exc.retryable, extra)
 
 
@@ -126,7 +127,7 @@ def rpc_error(exc: ServiceError) -> MCPError:
     """A refusal of a non-tool request (resources, subscriptions) as a JSON-RPC error carrying the
     contract's error_code, retryable (and retry_after_seconds) in its data."""
     data: dict[str, Any] = {"error_code": exc.code, "retryable": exc.retryable}
-    if hasattr(exc, "retry_after_seconds"):
+    if isinstance(exc, RateLimited) and exc.retry_after_seconds is not None:
         data["retry_after_seconds"] = exc.retry_after_seconds
     message = f"{exc.message} {exc.suggestion}".strip()
     return MCPError(code=RPC_CODES.get(exc.code, INTERNAL_ERROR), message=message, data=data)
@@ -173,18 +174,10 @@ def require_action(action: str | None, handlers: Mapping[str, H]) -> H:
     return handlers[action]
 
 
-@asynccontextmanager
-async def call_time_limit(app: Archivist, label: str, extra: float = 0.0) -> AsyncIterator[None]:
-    """The per-call execution limit (ARCHIVIST_CALL_TIMEOUT_SECONDS, plus `extra`): past it the work
-    is cancelled (transactions roll back) and the call answers TIMEOUT, retryable."""
-    limit = float(getattr(app.settings, "call_timeout_seconds", 60.0)) + extra
-    try:
-        async with asyncio.timeout(limit):
-            yield
-    except TimeoutError:
-        raise CallTimeout(
-            f"{label} took longer than {limit:g}s and was cancelled.", "Retry, or narrow the request.", retryable=True
-        ) from None
+def call_time_limit(app: Archivist, label: str, extra: float = 0.0) -> AbstractAsyncContextManager[None]:
+    """The per-call execution limit of a tool (services/access/gate.call_time_limit, the one the gate
+    applies to other requests too): past it the work is cancelled and the call answers TIMEOUT."""
+    return gate_time_limit(app.settings, label, extra)
 
 
 class ActionArguments(Protocol):

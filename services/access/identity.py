@@ -1,7 +1,8 @@
 """Identity once, at the edge: who is calling (`Caller`, built by the transport from a verified token
-or the server's own `--profile` selection), what it may reach (`admit`: its scope and one call from
-its rate bucket) and one audit record per call (`record`). MCP tool calls, every other gated MCP
-request (access/guard.py) and console pages use these; nothing else decides identity.
+or the server's own `--profile` selection), what it may reach (`scope_of`, and `rate_bucket` for one call
+from its bucket) and one audit record per call (`record`). services/access/gate.py builds callers
+from tokens and admits them (`admitted`) for MCP requests (access/guard.py) and console pages; nothing
+else decides identity.
 
 Rate buckets: a token has its own (its override, else ARCHIVIST_RATE_PER_MINUTE), and so has a person
 or agent of the identity provider (keyed by issuer and subject, never by a name it chose). The local owner
@@ -115,15 +116,6 @@ def rate_bucket(caller: Caller, settings: Settings) -> tuple[str, int] | None:
     if per_minute <= 0:
         return None
     return f"local:{caller.session or caller.transport}", per_minute
-
-
-async def admit(app: AccessApp, caller: Caller) -> Scope:
-    """The caller's scope, after taking one call from its rate bucket (RateLimited when empty)."""
-    scope = await scope_of(app, caller)
-    bucket = rate_bucket(caller, app.settings)
-    if bucket is not None:
-        await app.ratelimit.take(*bucket)
-    return scope
 
 
 def record(
