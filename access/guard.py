@@ -21,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -30,14 +29,13 @@ from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.shared.exceptions import MCPError
 from mcp.types import INTERNAL_ERROR, INVALID_PARAMS
 
-from services.access.identity import UNVERIFIED, Caller, admit, record
-from services.access.oauth import Identity
-from services.access.scope import Scope, use_scope
-from services.core.errors import CallTimeout, ServiceError, service_error_from
+from services.access.gate import Outcome, admitted, call_time_limit, caller_from_bearer, caller_from_token
+from services.access.identity import UNVERIFIED, Caller
+from services.core.errors import ServiceError, service_error_from
 from tools.common import failure, failure_from, rpc_error
 
 if TYPE_CHECKING:
-    from services.app import Archivist, Runtime
+    from services.app import Runtime
 
 logger = logging.getLogger(__name__)
 HIDDEN_ARGUMENTS = frozenset({"self", "ctx", "runtime"})
@@ -56,22 +54,13 @@ def caller_of(profiles: list[str], request: Any) -> Caller:
     request; an HTTP request with neither is refused at admission (fails closed)."""
     token = get_access_token()
     if token is not None:
-        claims = token.claims or {}
-        if isinstance(claims.get("identity"), Identity):  # the team's identity provider: grants decide
-            return Caller(identity=claims["identity"], transport="oidc")
-        return Caller(
-            token=token.client_id,
-            profiles=tuple(claims.get("profiles") or ()),
-            read_only=bool(claims.get("read_only")),
-            rate_per_minute=claims.get("rate"),
-            max_running_jobs=claims.get("max_jobs"),
-        )
+        return caller_from_bearer(token.client_id, token.claims or {})
     headers = getattr(request, "headers", None)
     if headers is None:
-        return Caller(profiles=tuple(profiles), transport="stdio")
+        return caller_from_token(None, transport="stdio", profiles=profiles)
     if not getattr(request, "scope", {}).get(OPEN_MARK):  # no bearer, and the open-state predicate said no
-        return Caller(transport=UNVERIFIED)
-    return Caller(profiles=tuple(profiles), transport="local", session=session_of(request))
+        return caller_from_token(None, transport=UNVERIFIED)
+    return caller_from_token(None, transport="local", session=session_of(request), profiles=profiles)
 
 
 def bearer_verified(asgi_scope: Mapping[str, Any]) -> bool:
@@ -90,18 +79,6 @@ def session_of(request: Any) -> str | None:
     return f"connection:{client.host}:{client.port}" if client else None
 
 
-class Outcome:
-    """What the audit records of one call: its error code (None = success) and message, response size."""
-
-    def __init__(self) -> None:
-        self.code: str | None = "INTERNAL"
-        self.message: str | None = None
-        self.size = 0
-
-    def failed(self, exc: BaseException) -> None:
-        self.code, self.message = error_code(exc), error_message(exc)
-
-
 async def gated(
     runtime: Runtime,
     caller: Caller,
@@ -112,38 +89,34 @@ async def gated(
     measure: Callable[[Any, Outcome], None],
     timeout: bool = True,
 ) -> Any:
-    """Admit the caller (scope + rate limit), run inside its scope (and the call timeout), audit once.
-    `refuse` turns an admission failure into this kind of request's refusal (returned or raised);
-    `measure` reads the error code and size off a result."""
-    started = time.perf_counter()
-    scope: Scope | None = None
-    outcome = Outcome()
-    try:
-        try:
-            app = await runtime.get()
-            scope = await admit(app, caller)
-        except Exception as exc:  # an unknown profile, the rate limit, the database down
-            outcome.failed(exc)
-            result = refuse(exc)
-        else:
-            with use_scope(scope):
-                result = await within_limit(app, name, run) if timeout else await run()
-        measure(result, outcome)
-        return result
-    except BaseException as exc:
-        outcome.failed(exc)
-        raise
-    finally:
-        audit(runtime, caller, scope, name, arguments, outcome, started)
+    """An MCP request through the one gate (services/access/gate.admitted): admit, run in scope (within
+    the call time limit unless the request sets its own), audit once with the request's own arguments."""
+    args = {k: v for k, v in (arguments or {}).items() if v is not None and k not in HIDDEN_ARGUMENTS}
+    action = args.get("action") if isinstance(args.get("action"), str) else None
+    if name == "search_knowledge_base":
+        action = "search"
 
-
-async def within_limit(app: Archivist, name: str, run: Callable[[], Awaitable[Any]]) -> Any:
-    limit = float(getattr(app.settings, "call_timeout_seconds", 60.0))
-    try:
-        async with asyncio.timeout(limit):
+    async def limited() -> Any:
+        app = runtime.ready()
+        async with call_time_limit(app.settings if app else None, name, suggestion="Retry."):
             return await run()
-    except TimeoutError:
-        raise CallTimeout(f"{name} took longer than {limit:g}s and was cancelled.", "Retry.", retryable=True) from None
+
+    return await admitted(
+        runtime.get,
+        caller,
+        name,
+        args,
+        limited if timeout else run,
+        refuse=refuse,
+        measure=measure,
+        action=action,
+        classify=classify,
+    )
+
+
+def classify(exc: BaseException) -> tuple[str, str | None]:
+    """The audit's code and message of a failure: a protocol error's own, else the service's."""
+    return error_code(exc), error_message(exc)
 
 
 def error_code(exc: BaseException) -> str:
@@ -171,27 +144,6 @@ def error_message(exc: BaseException) -> str | None:
     return type(exc).__name__
 
 
-def audit(
-    runtime: Runtime,
-    caller: Caller,
-    scope: Scope | None,
-    name: str,
-    arguments: dict[str, Any],
-    o: Outcome,
-    started: float,
-) -> None:
-    """Queue one audit entry; never blocks, never raises (see services.access.audit)."""
-    app = runtime.ready()
-    if app is None:
-        return
-    args = {k: v for k, v in (arguments or {}).items() if v is not None and k not in HIDDEN_ARGUMENTS}
-    action = args.get("action") if isinstance(args.get("action"), str) else None
-    if name == "search_knowledge_base":
-        action = "search"
-    latency = (time.perf_counter() - started) * 1000
-    record(app, caller, scope, name, action, args, o.code, latency, o.size, o.message)
-
-
 # --- tools/call: refusals are tool results in the JSON error contract -------------------------------
 
 
@@ -207,16 +159,15 @@ def tool_refusal(name: str) -> Callable[[Exception], Any]:
 
 
 def measure_tool(result: Any, outcome: Outcome) -> None:
-    """(error_code or None, response size in characters) of a tool reply."""
+    """(error_code or None, response size in characters) of a tool reply: the code and message are read
+    off its structured reply (tools/common.tool_result builds it beside the text), never parsed back."""
     content = getattr(result, "content", None)
     text = content[0].text if content and hasattr(content[0], "text") else ""
     outcome.code, outcome.size = None, len(text)
     if getattr(result, "is_error", False):
-        try:
-            body = json.loads(text)
-            outcome.code, outcome.message = body.get("error_code") or "INTERNAL", body.get("error")
-        except (ValueError, AttributeError):
-            outcome.code = "INTERNAL"
+        body = getattr(result, "structured_content", None)
+        body = body if isinstance(body, dict) else {}
+        outcome.code, outcome.message = body.get("error_code") or "INTERNAL", body.get("error")
 
 
 async def guarded_call(

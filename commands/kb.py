@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from commands.output import fail, note, print_json, progress_bar, say
 from commands.owner import open_archivist
 from models import SEARCH_TYPES
+from models.search import SearchQuery
 from services.core.errors import ServiceError
 from services.core.settings import Settings
 
@@ -20,6 +21,8 @@ if TYPE_CHECKING:
 #: how a re-ingest counts its files (IngestResult.status)
 INGEST_LABELS = {"created": "new", "updated": "updated", "unchanged": "unchanged"}
 SHOWN_SKIPPED = 20
+#: results a search shows when neither -k nor a profile says (fewer than the tool's 10: a terminal)
+CLI_K = 5
 #: commands that stop themselves on a signal (handing jobs back); the others are cancelled
 GRACEFUL = {"crawl", "sync", "worker"}
 
@@ -44,9 +47,14 @@ def add_kb_commands(sub: Any) -> None:
         '  archivist search "asyncio timeout" --library Python --version 3.12 -k 3 --json',
     )
     search.add_argument("query", help="a question or keywords")
-    search.add_argument("--type", default="hybrid", choices=SEARCH_TYPES, help="search method (default: hybrid)")
+    search.add_argument(
+        "--type", default=None, choices=SEARCH_TYPES, help="search method (default: the profile's, else hybrid)"
+    )
     search.add_argument("--source", default=None, help="only this source (title or id)")
-    search.add_argument("-k", type=int, default=5, metavar="K", help="number of results (default: 5)")
+    search.add_argument(
+        "-k", type=int, default=None, metavar="K", help=f"number of results (default: the profile's, else {CLI_K})"
+    )
+    search.add_argument("--profile", default=None, help="search as this profile: its sources and defaults")
     search.add_argument("--library", default=None, help="only this library (a source title)")
     search.add_argument("--version", default=None, help="library version: exact (3.11) or range (3.x, >=2.1)")
     search.add_argument("--json", action="store_true", help="print JSON for scripts")
@@ -141,23 +149,31 @@ class IngestOutcome:
             note(f"skipped {len(self.skipped) - SHOWN_SKIPPED} more files ({more})")
 
 
-async def cli_search(app: Archivist, args: argparse.Namespace) -> None:
-    source = (await app.sources.resolve(args.source)).id if args.source else None
-    served = None
-    if args.library or args.version:
-        from services.sources.versions import resolve
+def cli_query(args: argparse.Namespace, source: str | None) -> SearchQuery:
+    """The command's arguments as the one search request (services/search/query.py)."""
+    count = args.k if args.k is not None or args.profile else CLI_K
+    return SearchQuery(
+        query=args.query,
+        source_id=source,
+        profile=args.profile,
+        search_type=args.type,
+        match_count=count,
+        library=args.library,
+        version=args.version,
+    )
 
-        library = args.library or (await app.sources.resolve(args.source)).title
-        served = await resolve(app.db, library, args.version)
-        source = served.source_id
-    outcome = await app.search.search(args.query, source, args.k, args.type)
+
+async def cli_search(app: Archivist, args: argparse.Namespace) -> None:
+    source = str((await app.sources.resolve(args.source)).id) if args.source else None
+    result = await app.queries.run(cli_query(args, source))
+    outcome, served = result.outcome, result.served
     if args.json:
         print_json(outcome.hits)
         return
     if served is not None:
         note(f"{served.library} {served.version or '(unversioned)'}")
     if not outcome.hits:
-        await say_why_nothing(app, source)
+        await say_why_nothing(app, served.source_id if served else source)
     for i, hit in enumerate(outcome.hits, 1):
         show_hit(i, hit, args.query)
 

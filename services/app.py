@@ -29,6 +29,7 @@ from services.jobs.worker import DEFAULT_CONCURRENT_JOBS, Chore, Worker
 from services.reranking import create_reranker
 from services.reranking.base import Reranker
 from services.search import SearchService
+from services.search.query import SearchQueries
 from services.sources.service import SourceService
 from services.sync import SyncService
 from services.sync.git import GitService
@@ -53,6 +54,8 @@ class Archivist:
         self.sync = SyncService(db, settings, self.sources, self.jobs)  # folder sources
         self.git = GitService(db, settings, self.sources, self.jobs)  # git sources
         self.profiles = ProfileService(db)
+        #: the one entry every edge searches through (a SearchQuery: profile, defaults, version)
+        self.queries = SearchQueries(db, self.search, self.profiles, self.sources, embedder, settings)
         self.tokens = TokenService(db)
         self.grants = GrantService(db)  # identity-provider claims -> profiles (issue 20)
         self.audit = AuditService(

@@ -318,3 +318,44 @@ def loopback_problems(module: str, source: str) -> list[str]:
 def loopback_words(node: ast.expr) -> set[str]:
     items = node.elts if isinstance(node, ast.Tuple | ast.List | ast.Set) else [node]
     return {text.lower() for item in items if (text := constant_text(item)) and text.lower() in LOOPBACK_WORDS}
+
+
+IDENTITY_MODULE = "services.access.identity"
+
+
+def seam_problems(module: str, source: str, is_package: bool = False) -> list[str]:
+    """The seams of issue 40: a scope is narrowed only below the edges (services/: a search's profile,
+    services/search/query.py), and only services/access/ builds a `Caller` (from a token:
+    services/access/gate.caller_from_token), so a caller is worked out one way for every edge."""
+    tree = ast.parse(source)
+    wrong = []
+    if not module.startswith("services."):
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and node.attr == "narrowed":
+                wrong.append(f"{module}:{node.lineno} narrows a scope (.narrowed: services/ decide a search's scope)")
+            elif isinstance(node, ast.Call) and called_name(node) == "getattr" and len(node.args) > 1:
+                if constant_text(node.args[1]) == "narrowed":
+                    wrong.append(f"{module}:{node.lineno} narrows a scope (getattr .narrowed)")
+    if module.startswith("services.access"):
+        return wrong
+    callers = {"Caller"}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            base = resolve(module, is_package, node.level, node.module)
+            for alias in node.names:
+                if base == IDENTITY_MODULE and alias.name == "Caller":
+                    callers.add(alias.asname or alias.name)
+        elif isinstance(node, ast.Assign) and isinstance(node.value, ast.Name) and node.value.id in callers:
+            callers.update(t.id for t in node.targets if isinstance(t, ast.Name))
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        builds = isinstance(func, ast.Name) and func.id in callers
+        builds = builds or isinstance(func, ast.Attribute) and func.attr == "Caller"
+        builds = builds or (
+            called_name(node) == "getattr" and len(node.args) > 1 and constant_text(node.args[1]) == "Caller"
+        )
+        if builds:
+            wrong.append(f"{module}:{node.lineno} builds a Caller (services/access/gate.caller_from_token does)")
+    return wrong

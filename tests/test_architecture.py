@@ -20,6 +20,7 @@ from tests.architecture_rules import (
     is_package_of,
     layer_problems,
     loopback_problems,
+    seam_problems,
     sources,
     transport_problems,
 )
@@ -99,6 +100,13 @@ def test_identity_is_protected() -> None:
 
 def test_loopback_and_token_rules_have_one_home() -> None:
     wrong = [p for module, source, _ in sources() for p in loopback_problems(module, source)]
+    assert not wrong, "\n".join(sorted(wrong))
+
+
+def test_scopes_are_narrowed_and_callers_built_below_the_edges() -> None:
+    """Issue 40: no `Scope.narrowed` outside services/ (a search's profile is the search use case's,
+    services/search/query.py); only services/access/ builds a Caller (gate.caller_from_token)."""
+    wrong = [p for module, source, package in sources() for p in seam_problems(module, source, package)]
     assert not wrong, "\n".join(sorted(wrong))
 
 
@@ -207,3 +215,33 @@ def test_planted_terminal_use_in_a_service_is_caught(source: str) -> None:
 )
 def test_planted_second_loopback_or_token_rule_is_caught(source: str) -> None:
     assert loopback_problems("web.x", source), source
+
+
+NARROWING = [
+    "from services.access.scope import current_scope\nscope = current_scope().narrowed(frozenset(), [])\n",
+    "def f(scope, ids):\n    return scope.narrowed(ids, scope.profiles)\n",
+    "def f(scope):\n    return getattr(scope, 'narrowed')(None, [])\n",
+]
+CALLER_BUILDING = [
+    "from services.access.identity import Caller\ncaller = Caller(token='t', profiles=('p',))\n",
+    "from services.access.identity import Caller as C\ncaller = C(transport='console')\n",
+    "from services.access import identity\ncaller = identity.Caller(token='t')\n",
+    "from services.access.identity import Caller\nMake = Caller\ncaller = Make(token='t')\n",
+    "import services.access.identity as i\ncaller = getattr(i, 'Caller')(token='t')\n",
+]
+
+
+@pytest.mark.parametrize("source", NARROWING + CALLER_BUILDING)
+def test_planted_seam_violation_is_caught(source: str) -> None:
+    assert seam_problems("web.x", source), source
+    assert seam_problems("tools.x", source), source
+
+
+def test_seam_rules_allow_their_homes() -> None:
+    """services/ narrow a search's scope; services/access/ builds callers (and may narrow)."""
+    assert not seam_problems("services.search.query", NARROWING[1])
+    assert seam_problems("services.search.query", CALLER_BUILDING[0])
+    assert not seam_problems("services.access.gate", CALLER_BUILDING[0] + NARROWING[1])
+    assert not seam_problems(
+        "web.x", "from services.access.identity import Caller\ndef f(c: Caller) -> Caller:\n    return c\n"
+    )

@@ -2,23 +2,22 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import math
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from contextlib import asynccontextmanager
+from collections.abc import Awaitable, Callable, Mapping
+from contextlib import AbstractAsyncContextManager
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
-from uuid import UUID
 
 from mcp.shared.exceptions import MCPError
 from mcp.types import INTERNAL_ERROR, INVALID_PARAMS, CallToolResult, InputRequiredResult, ResourceLink, TextContent
 
 from models import Document, Page, Source
 from services.access.disclosure import outgoing_text
+from services.access.gate import call_time_limit as gate_time_limit
 from services.access.scope import current_scope
-from services.core.errors import CallTimeout, InvalidArgument, ServiceError, service_error_from
+from services.core.errors import InvalidArgument, RateLimited, ServiceError, service_error_from
 from services.core.validation import MAX_PER_PAGE
 from services.documents.freshness import freshness_fields
 from services.documents.text import mime_type
@@ -38,37 +37,51 @@ READ_ACTIONS = frozenset({"get", "list", "status"})
 RPC_CODES = {"NOT_FOUND": INVALID_PARAMS, "INVALID_ARGUMENT": INVALID_PARAMS, "RATE_LIMITED": -32029}
 
 
-def _json_default(value: Any) -> Any:
+def jsonable(value: Any) -> Any:
+    """The value as JSON's own types, once: what `json.dumps` would write, as Python (datetimes as ISO
+    text, UUIDs and anything else JSON has no type for as text, NaN and infinities as text: JSON has
+    no such numbers). A reply's structured content is this; its text is this, dumped."""
+    if value is None or isinstance(value, bool):
+        return value
+    if isinstance(value, str):
+        return str.__str__(value)
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
+        return float(value) if math.isfinite(value) else str(value)
+    if isinstance(value, dict):
+        return {json_key(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [jsonable(v) for v in value]
     if isinstance(value, datetime):
         return value.isoformat()
-    if isinstance(value, UUID):
-        return str(value)
     return str(value)
 
 
-def _finite(value: Any) -> Any:
-    """NaN and infinities (e.g. echoed from bad input) as strings: JSON has no such numbers."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return str(value)
-    if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_finite(v) for v in value]
-    return value
+def json_key(key: Any) -> str:
+    """A mapping key as JSON writes it."""
+    if isinstance(key, str):
+        return str.__str__(key)
+    if key is None or isinstance(key, bool | int | float):
+        return json.dumps(key)
+    return str(key)
+
+
+def dumped(value: Any) -> str:
+    """Compact JSON (no spaces after separators: every reply is read by a model, token by token)."""
+    return json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
 
 
 def to_json(payload: dict[str, Any]) -> str:
-    """Compact JSON (no spaces after separators: every reply is read by a model, token by token)."""
-    return json.dumps(
-        _finite(payload), default=_json_default, ensure_ascii=False, allow_nan=False, separators=(",", ":")
-    )
+    return dumped(jsonable(payload))
 
 
 def tool_result(body: dict[str, Any], is_error: bool = False) -> CallToolResult:
-    """The one place a tool reply is built: JSON text, structuredContent equal to it, resource links."""
-    text = to_json(body)
-    content: list[Any] = [TextContent(type="text", text=text), *resource_links(body)]
-    return CallToolResult(content=content, structured_content=json.loads(text), is_error=is_error)
+    """The one place a tool reply is built, once: its structured content, the same as JSON text, and
+    resource links (never encoded and parsed back)."""
+    structured = jsonable(body)
+    content: list[Any] = [TextContent(type="text", text=dumped(structured)), *resource_links(body)]
+    return CallToolResult(content=content, structured_content=structured, is_error=is_error)
 
 
 def success(payload: dict[str, Any]) -> CallToolResult:
@@ -118,7 +131,8 @@ def resource_links(body: dict[str, Any]) -> list[ResourceLink]:
 
 
 def failure_from(exc: ServiceError) -> CallToolResult:
-    extra = {"retry_after_seconds": exc.retry_after_seconds} if hasattr(exc, "retry_after_seconds") else None
+    after = exc.retry_after_seconds if isinstance(exc, RateLimited) else None
+    extra = {"retry_after_seconds": after} if after is not None else None
     return failure(exc.code, exc.message, exc.suggestion, exc.retryable, extra)
 
 
@@ -126,7 +140,7 @@ def rpc_error(exc: ServiceError) -> MCPError:
     """A refusal of a non-tool request (resources, subscriptions) as a JSON-RPC error carrying the
     contract's error_code, retryable (and retry_after_seconds) in its data."""
     data: dict[str, Any] = {"error_code": exc.code, "retryable": exc.retryable}
-    if hasattr(exc, "retry_after_seconds"):
+    if isinstance(exc, RateLimited) and exc.retry_after_seconds is not None:
         data["retry_after_seconds"] = exc.retry_after_seconds
     message = f"{exc.message} {exc.suggestion}".strip()
     return MCPError(code=RPC_CODES.get(exc.code, INTERNAL_ERROR), message=message, data=data)
@@ -173,18 +187,10 @@ def require_action(action: str | None, handlers: Mapping[str, H]) -> H:
     return handlers[action]
 
 
-@asynccontextmanager
-async def call_time_limit(app: Archivist, label: str, extra: float = 0.0) -> AsyncIterator[None]:
-    """The per-call execution limit (ARCHIVIST_CALL_TIMEOUT_SECONDS, plus `extra`): past it the work
-    is cancelled (transactions roll back) and the call answers TIMEOUT, retryable."""
-    limit = float(getattr(app.settings, "call_timeout_seconds", 60.0)) + extra
-    try:
-        async with asyncio.timeout(limit):
-            yield
-    except TimeoutError:
-        raise CallTimeout(
-            f"{label} took longer than {limit:g}s and was cancelled.", "Retry, or narrow the request.", retryable=True
-        ) from None
+def call_time_limit(app: Archivist, label: str, extra: float = 0.0) -> AbstractAsyncContextManager[None]:
+    """The per-call execution limit of a tool (services/access/gate.call_time_limit, the one the gate
+    applies to other requests too): past it the work is cancelled and the call answers TIMEOUT."""
+    return gate_time_limit(app.settings, label, extra)
 
 
 class ActionArguments(Protocol):

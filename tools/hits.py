@@ -27,8 +27,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from models import SearchHit
-from services.access.profile_settings import HIT_DEFAULT_FIELDS, HIT_OPTIONAL_FIELDS, OutputSettings
-from services.core.errors import InvalidArgument
+from services.access.profile_settings import HIT_DEFAULT_FIELDS, HIT_OPTIONAL_FIELDS, OutputSettings, check_fields
 from services.search.window import Window, occurrences, stemmer_for, term_weights, window
 from tools.common import TEXT_LIMIT, TITLE_LIMIT, cut, document_uri, metadata_view, page_number_field
 
@@ -60,18 +59,6 @@ def shape_for(settings: OutputSettings) -> HitShape:
         min(settings.snippet_chars, TEXT_LIMIT),
         frozenset(set(HIT_DEFAULT_FIELDS) - carried),
     )
-
-
-def check_fields(names: Iterable[str] | None) -> frozenset[str]:
-    wanted = {str(n).strip() for n in names or []}
-    if "all" in wanted:
-        return frozenset(OPTIONAL_FIELDS)
-    unknown = sorted(wanted - set(OPTIONAL_FIELDS))
-    if unknown:
-        raise InvalidArgument(
-            f"Unknown fields: {', '.join(unknown)[:200]}.", f"Use fields= any of: {', '.join(OPTIONAL_FIELDS)}, all."
-        )
-    return frozenset(wanted)
 
 
 def hit_views(hits: list[SearchHit], shape: HitShape, query_terms: list[str], fts_config: str) -> list[dict[str, Any]]:

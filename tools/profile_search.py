@@ -1,64 +1,16 @@
-"""Searching as a profile: the `profile` argument of search_knowledge_base, its defaults, and the
-search tool's description naming the caller's profiles."""
+"""The search tool's description naming the caller's profiles (what `profile=` may be); searching as
+one is decided in services/search/query.py."""
 
 from __future__ import annotations
 
 import logging
 from typing import Any
 
-from models.access import Profile
 from services.access.profiles import read_profile_notes
-from services.access.scope import Scope, current_scope
-from services.core.errors import InvalidArgument
 
 logger = logging.getLogger(__name__)
 NOTE_LIMIT = 160  # characters of each profile's description in the tool description
 MAX_NAMED = 12  # profiles named in the description (tools/list stays small)
-BUILT_IN = {"search_type": "hybrid", "match_count": 10}
-
-
-async def choose_profile(app: Any, name: str | None) -> tuple[Profile | None, Scope]:
-    """The profile a search runs as, and the scope it runs in.
-
-    `name` must be one of the caller's profiles (any enabled profile for an unrestricted caller); the
-    scope is then the caller's narrowed to that profile's sources. Without `name`, a caller confined to
-    exactly one profile searches with that profile's defaults."""
-    scope = current_scope()
-    if not name:
-        if len(scope.profiles) != 1:
-            return None, scope
-        name = scope.profiles[0]
-    profiles = {p.name: p for p in await app.profiles.list()}
-    allowed = [n for n in (scope.profiles or sorted(profiles)) if n in profiles and profiles[n].enabled]
-    if name not in allowed:
-        raise InvalidArgument(
-            f"Unknown or disabled profile '{str(name)[:100]}'.",
-            f"Use profile= one of: {', '.join(allowed) or '(none: leave profile out)'}.",
-        )
-    profile = profiles[name]
-    return profile, scope.narrowed(frozenset(profile.source_ids), scope.profiles)
-
-
-async def leaves_out_flagged(app: Any, chosen: Profile | None, scope: Scope) -> bool:
-    """Whether this search leaves chunks with injection flags out: the profile it runs as says so, or,
-    with none chosen, any profile the caller is confined to does (leaving `profile` out never shows a
-    confined caller flagged chunks that one of its profiles hides)."""
-    if chosen is not None:
-        return chosen.exclude_flagged
-    if not scope.profiles:
-        return False
-    return any(p.exclude_flagged for p in await app.profiles.list() if p.name in scope.profiles)
-
-
-def with_defaults(profile: Profile | None, given: dict[str, Any]) -> dict[str, Any]:
-    """Arguments the caller left out (None) take the profile's defaults, then the built-in ones."""
-    out = dict(given)
-    for key in ("search_type", "match_count", "similarity_threshold", "keyword_weight"):
-        if out.get(key) is None and profile is not None:
-            out[key] = getattr(profile, key)
-        if out.get(key) is None and key in BUILT_IN:
-            out[key] = BUILT_IN[key]
-    return out
 
 
 async def caller_profiles(runtime: Any, names: list[str], notes: dict[str, str]) -> dict[str, str]:

@@ -9,20 +9,20 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import CallToolResult, InputRequiredResult, ToolAnnotations
 
 from models import SearchType
-from services.access.scope import use_scope
-from services.app import Archivist, Runtime
+from models.search import SearchQuery
+from services.app import Runtime
 from services.core.errors import InvalidArgument
 from services.core.validation import MAX_PER_PAGE
 from services.search import SearchOutcome
-from services.search.context import check_max_tokens, pack_context, token_counter
+from services.search.context import Packed
+from services.search.query import SearchResult
 from services.search.web import web_search
-from services.sources.versions import ResolvedVersion, resolve, served_note
+from services.sources.versions import served_note
 from tools import sampling
 from tools.app_ui import APP_META
 from tools.arguments import ToolArguments, tool_function
 from tools.common import call_time_limit, document_uri, run_tool
 from tools.hits import HitShape, hit_views, shape_for
-from tools.profile_search import choose_profile, leaves_out_flagged, with_defaults
 from tools.schemas import SearchReply
 
 READ_HINT = "text is a window of its passage: manage_document(action='get', chunk_id=..., offset=char_start) reads on."
@@ -97,13 +97,10 @@ def search_payload(
     return payload
 
 
-async def context_payload(
-    app: Archivist, outcome: SearchOutcome, query: str, search_type: str, requested: int, max_tokens: int
+def context_payload(
+    outcome: SearchOutcome, packed: Packed, query: str, search_type: str, requested: int, max_tokens: int
 ) -> dict[str, Any]:
     """Passages packed to at most max_tokens (the embedding model's tokens), numbered with citations."""
-    packed = await pack_context(
-        app.db, outcome.hits, max_tokens, token_counter(app.embedder), app.settings.context_min_score_ratio
-    )
     passages = packed.passages
     views = [
         {
@@ -180,63 +177,55 @@ async def web_payload(runtime: Runtime, args: SearchArguments) -> dict[str, Any]
     return payload
 
 
-async def resolve_version(
-    app: Archivist, source_id: str | None, library: str | None, version: str | None
-) -> ResolvedVersion:
-    """The source to search for library/version (the library of source_id when only a version is given)."""
-    if not library and source_id:
-        library = (await app.sources.get(source_id)).title
-    return await resolve(app.db, library, version)
-
-
-async def knowledge_payload(runtime: Runtime, args: SearchArguments) -> dict[str, Any]:
-    """Results (or, with max_tokens or answer, cited passages) from the knowledge base, searched as the
-    chosen profile within the call's one time limit (the gate times no tool call: each tool sets its own)."""
-    if args.source_ids and (args.library or args.version):
-        raise InvalidArgument("source_ids cannot be combined with library/version.", "Pass one or the other.")
+def search_query(args: SearchArguments) -> SearchQuery:
+    """The tool's arguments as the one search request (answer=true packs passages by default)."""
     budget = args.max_tokens or (DEFAULT_ANSWER_TOKENS if args.answer else None)
-    if budget is not None:
-        check_max_tokens(budget)
-    app = await runtime.get()
-    chosen, scope = await choose_profile(app, args.profile)
-    settings = await app.profiles.output_settings_for(scope, chosen)
-    shape = shape_for(settings).including(args.fields)
-    given = {"match_count": args.match_count, "search_type": args.search_type, "keyword_weight": args.keyword_weight}
-    opts = with_defaults(chosen, {**given, "similarity_threshold": args.similarity_threshold})
-    kind, count = opts["search_type"], opts["match_count"]
-    with use_scope(scope):  # the caller's scope (entered by the gate), narrowed to the chosen profile's sources
-        async with call_time_limit(app, NAME):
-            served = (
-                await resolve_version(app, args.source_id, args.library, args.version)
-                if args.version or args.library
-                else None
-            )
-            async with app.db.reading():
-                outcome = await app.search.search(
-                    args.query,
-                    served.source_id if served else args.source_id,
-                    count,
-                    kind,
-                    opts["similarity_threshold"],
-                    opts["keyword_weight"],
-                    source_ids=None if served else args.source_ids,
-                    source_order=chosen.source_ids if chosen else None,
-                    exclude_flagged=await leaves_out_flagged(app, chosen, scope),
-                    keyword_mode=args.keyword_mode,
-                    hybrid_mode=args.hybrid_mode,
-                )
-            if budget is None:
-                payload = search_payload(outcome, args.query, kind, count, shape, app.db.fts_config)
-            else:
-                payload = await context_payload(app, outcome, args.query, kind, count, budget)
+    return SearchQuery(
+        query=args.query,
+        source_id=args.source_id,
+        source_ids=args.source_ids,
+        profile=args.profile,
+        search_type=args.search_type,
+        match_count=args.match_count,
+        similarity_threshold=args.similarity_threshold,
+        keyword_weight=args.keyword_weight,
+        keyword_mode=args.keyword_mode,
+        hybrid_mode=args.hybrid_mode,
+        library=args.library,
+        version=args.version,
+        max_tokens=budget,
+        fields=args.fields,
+    )
+
+
+def result_payload(result: SearchResult, query: SearchQuery, fts_config: str) -> dict[str, Any]:
+    """The reply of a knowledge-base search: results shaped by the profile's output settings and the
+    call's fields, or cited passages; then the version served and the profile searched as."""
+    outcome, kind, count = result.outcome, result.search_type, result.match_count
+    if result.packed is None or result.max_tokens is None:
+        shape = shape_for(result.output).including(query.fields)
+        payload = search_payload(outcome, query.query, kind, count, shape, fts_config)
+    else:
+        payload = context_payload(outcome, result.packed, query.query, kind, count, result.max_tokens)
+    served = result.served
     if served is not None:
         payload.update(library=served.library, version=served.version, source_id=served.source_id)
         payload["requested_version"] = served.requested
         if note := served_note(served):
             payload["version_note"] = note
-    if chosen is not None:
-        payload["profile"] = chosen.name
+    if result.profile is not None:
+        payload["profile"] = result.profile.name
     return payload
+
+
+async def knowledge_payload(runtime: Runtime, args: SearchArguments) -> dict[str, Any]:
+    """Results (or, with max_tokens or answer, cited passages) from the knowledge base, through the one
+    search entry (services/search/query.py) within the call's one time limit."""
+    query = search_query(args)
+    app = await runtime.get()
+    async with call_time_limit(app, NAME):
+        result = await app.queries.run(query)
+        return result_payload(result, query, app.db.fts_config)
 
 
 async def search(runtime: Runtime, args: SearchArguments, ctx: Context) -> dict[str, Any] | InputRequiredResult:

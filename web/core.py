@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 from urllib.parse import quote
@@ -15,18 +14,18 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Route
 
-from services.access import identity
 from services.access.clients import client_entries
 from services.access.disclosure import public_text
+from services.access.gate import admitted, caller_from_token
 from services.access.hosts import HostPolicy, is_loopback
-from services.access.identity import Caller
+from services.access.identity import NOBODY, Caller
 from services.access.open_state import OpenDoor
-from services.access.scope import Scope, use_scope
+from services.access.scope import current_scope
 from services.app import Runtime
-from services.core.errors import ServiceError
+from services.core.errors import RateLimited, ServiceError
 from services.core.settings import Settings
 from web import auth, sso
-from web.actions import audit_action, body_rule, take_call
+from web.actions import AUDIT_TOOL, body_rule, measure_page
 from web.render import build_environment
 
 logger = logging.getLogger(__name__)
@@ -145,23 +144,17 @@ class Console:
     def set_cookie(self, response: Response, request: Request, name: str, value: str) -> None:
         auth.set_cookie(response, name, value, secure=auth.secure_cookie(request, self.secure_cookies))
 
-    async def scope_of(self, viewer: auth.Viewer) -> Scope:
-        """What the signed-in token may see and change (everything without a token): the computed
-        scope, profiles included, with the token's job limit, as for its MCP calls."""
+    @staticmethod
+    def caller_of(viewer: auth.Viewer) -> Caller:
+        """Who is looking, built as for MCP calls (services/access/gate.caller_from_token): the signed-in
+        token, the identity's grants, else the local owner at the console."""
         token = viewer.token
         if token is None and viewer.sign_in_required:  # a public page (sign-in) before signing in: nothing
-            return identity.nobody()
-        if token is None:  # an open request (services/access/open_state.py): the local owner, as on /mcp
-            return await identity.scope_of(await self.app(), Caller(transport="console"))
-        if sso.is_sign_in(token):  # the identity's grants, as for its MCP tokens
-            return await identity.scope_of(await self.app(), Caller(identity=token.identity))
-        caller = Caller(
-            token=token.name,
-            profiles=tuple(token.profiles),
-            read_only=bool(token.read_only),
-            max_running_jobs=token.max_running_jobs,
-        )
-        return await identity.scope_of(await self.app(), caller)  # the same scope as MCP calls with it
+            return caller_from_token(None, transport=NOBODY)
+        if sso.is_sign_in(token):
+            return caller_from_token(token.identity)
+        # an open request (services/access/open_state.py) is the local owner at the console, as on /mcp
+        return caller_from_token(token, transport="console", session="console")
 
     def route(
         self,
@@ -211,43 +204,61 @@ class Console:
                     return self.error(request, 401, "Sign in first.", "Paste an access token on the sign-in page.")
                 return RedirectResponse(f"/signin?next={quote(came_from(request), safe='/')}", status_code=303)
             action = request.method == "POST" and not public
-            started, scope, failure = time.perf_counter(), None, None
-            try:
-                scope = await self.scope_of(viewer)
-                viewer.scope_read_only = scope.read_only
-                limits = (max_files, max_bytes)
-                response = await self.run(request, handler, viewer, scope, write=write, action=action, limits=limits)
-            except Refused as exc:
-                hint = "Reload the page and try again." if exc.status == 403 else ""
-                response, failure = self.error(request, exc.status, exc.message, hint), exc.message
-            except ServiceError as exc:
-                advice = for_a_person(request.url.path, exc)
-                response = self.error(request, STATUS_BY_CODE.get(exc.code, 400), exc.message, advice)
-                failure = exc.message
-                if hasattr(exc, "retry_after_seconds"):
-                    response.headers["Retry-After"] = str(max(1, round(exc.retry_after_seconds)))
-            except Exception:
-                logger.exception("console page %s failed", request.url.path)
-                response = self.error(request, 500, "The console hit an internal error.", "See the server's log.")
-            if action:
-                audit_action(await self.app(), scope, handler.__name__, request, response, started, failure)
-            return response
+            request.state.failure = None
+            limits = (max_files, max_bytes)
+
+            async def run() -> Response:
+                try:
+                    return await self.run(request, handler, viewer, write=write, limits=limits)
+                except Exception as exc:
+                    return self.failed(request, exc)
+
+            # the one gate of MCP calls: the scope for every page; for an action (a POST) one call from
+            # the caller's rate bucket and one audit record, refusals included
+            return await admitted(
+                self.app,
+                self.caller_of(viewer),
+                AUDIT_TOOL,
+                {"path": request.url.path},
+                run,
+                refuse=lambda exc: self.failed(request, exc),
+                measure=lambda response, outcome: measure_page(request, response, outcome),
+                action=handler.__name__,
+                rate=action,
+                audit=action,
+            )
 
         return endpoint
+
+    def failed(self, request: Request, exc: Exception) -> Response:
+        """A refusal or failure as an error page (its message kept for the audit record)."""
+        if isinstance(exc, Refused):
+            hint = "Reload the page and try again." if exc.status == 403 else ""
+            request.state.failure = exc.message
+            return self.error(request, exc.status, exc.message, hint)
+        if isinstance(exc, ServiceError):
+            advice = for_a_person(request.url.path, exc)
+            response = self.error(request, STATUS_BY_CODE.get(exc.code, 400), exc.message, advice)
+            request.state.failure = exc.message
+            if isinstance(exc, RateLimited) and exc.retry_after_seconds is not None:
+                response.headers["Retry-After"] = str(max(1, round(exc.retry_after_seconds)))
+            return response
+        logger.error("console page %s failed", request.url.path, exc_info=exc)
+        return self.error(request, 500, "The console hit an internal error.", "See the server's log.")
 
     async def run(
         self,
         request: Request,
         handler: Handler,
         viewer: auth.Viewer,
-        scope: Scope,
         *,
         write: bool,
-        action: bool,
         limits: tuple[int, int],
     ) -> Response:
         """Checks before the handler (a POST's form is read only now, once the caller is known), then
-        the handler inside the caller's scope."""
+        the handler, inside the caller's scope (entered by the gate)."""
+        scope = current_scope()
+        viewer.scope_read_only = scope.read_only
         if request.method == "POST":
             form = await self.read_form(request, *limits)
             request.state.form = form
@@ -255,12 +266,9 @@ class Console:
                 raise Refused(403, "This form is stale or came from another site (CSRF check failed).")
             if write and scope.read_only:
                 raise Refused(403, "This token is read-only: it cannot change the knowledge base.")
-            if action:
-                await take_call(await self.app(), viewer.token)
         if scope.source_ids is not None and request.url.path.startswith(ADMIN_PATHS):
             raise Refused(403, "A token limited to profiles cannot manage access or read the activity log.")
-        with use_scope(scope):  # the same confinement as MCP calls with this token
-            return await handler(request)
+        return await handler(request)
 
 
 def _field(form: FormData, name: str) -> str | None:

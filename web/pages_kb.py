@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
 
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
-from services.access.scope import Scope, current_scope, use_scope
+from models.search import SearchQuery
+from services.access.scope import current_scope
 from services.core.errors import InvalidArgument
 from services.core.validation import parse_uuid
 from services.documents.browse import DOCUMENT_SORTS, BrowseService
@@ -17,21 +17,7 @@ from services.flags.store import FlagStore
 from services.search import SEARCH_TYPES
 from web.core import Console, query_int
 
-if TYPE_CHECKING:
-    from services.app import Archivist
-
 PER_PAGE = 20
-
-
-async def narrowed_to_profile(app: Archivist, profile: str | None) -> Scope:
-    """The caller's scope, narrowed to one profile's sources when the playground names one (one of the
-    caller's own when it is confined to profiles)."""
-    current = current_scope()
-    if not profile:
-        return current
-    app.profiles.check_visible(current, profile)  # another tenant's profile reads as an unknown one
-    chosen = await app.profiles.scope_for([profile], current.read_only, current.who)
-    return current.narrowed(chosen.source_ids, [profile])
 
 
 def routes(console: Console) -> list[Route]:
@@ -130,39 +116,42 @@ def routes(console: Console) -> list[Route]:
         return RedirectResponse("/", 303)
 
     async def search(request: Request) -> Response:
+        """The playground: one SearchQuery through the same entry as the tool and the CLI (a type or
+        a count left empty takes the profile's default)."""
         app = await console.app()
         query = request.query_params.get("q", "").strip()
-        search_type = request.query_params.get("type", "hybrid")
+        search_type = request.query_params.get("type") or None
         source_id = request.query_params.get("source") or None
         profile = request.query_params.get("profile") or None
-        count = query_int(request, "k", 10, 1, 20)
+        count = query_int(request, "k", 10, 1, 20) if request.query_params.get("k") else None
         all_sources = await console.source_choices()
         profiles = await app.profiles.visible_names(current_scope())  # a tenant sees only its own
-        outcome, latency_ms = None, None
+        result, latency_ms = None, None
         if query:
             if source_id:
                 parse_uuid(source_id, "source", "Pick a source from the list.")
-            if search_type not in SEARCH_TYPES:
+            if search_type is not None and search_type not in SEARCH_TYPES:
                 raise InvalidArgument(
                     f"Invalid search type '{search_type}'.", f"Use one of: {', '.join(SEARCH_TYPES)}."
                 )
             started = time.perf_counter()
-            scope = await narrowed_to_profile(app, profile)  # checks the profile first
-            exclude = bool(profile) and (await app.profiles.get(profile)).exclude_flagged
-            with use_scope(scope):
-                outcome = await app.search.search(query, source_id, count, search_type, exclude_flagged=exclude)
+            asked = SearchQuery(
+                query=query, source_id=source_id, profile=profile, search_type=search_type, match_count=count
+            )
+            result = await app.queries.run(asked)
             latency_ms = (time.perf_counter() - started) * 1000
         titles = {str(s["id"]): s["title"] for s in all_sources}
         return console.render(
             request,
             "search.html",
             query=query,
-            search_type=search_type,
+            search_type=search_type or "",
+            ran_type=result.search_type if result else "",
             source_id=source_id or "",
-            k=count,
+            k=count or "",
             sources=all_sources,
             titles=titles,
-            outcome=outcome,
+            outcome=result.outcome if result else None,
             latency_ms=latency_ms,
             search_types=SEARCH_TYPES,
             profiles=profiles,

@@ -1,7 +1,8 @@
 """Identity once, at the edge: who is calling (`Caller`, built by the transport from a verified token
-or the server's own `--profile` selection), what it may reach (`admit`: its scope and one call from
-its rate bucket) and one audit record per call (`record`). MCP tool calls, every other gated MCP
-request (access/guard.py) and console pages use these; nothing else decides identity.
+or the server's own `--profile` selection), what it may reach (`scope_of`, and `rate_bucket` for one call
+from its bucket) and one audit record per call (`record`). services/access/gate.py builds callers
+from tokens and admits them (`admitted`) for MCP requests (access/guard.py) and console pages; nothing
+else decides identity.
 
 Rate buckets: a token has its own (its override, else ARCHIVIST_RATE_PER_MINUTE), and so has a person
 or agent of the identity provider (keyed by issuer and subject, never by a name it chose). The local owner
@@ -32,6 +33,8 @@ logger = logging.getLogger(__name__)
 #: the transport of an HTTP request with no verified credentials that the open-state predicate
 #: (services/access/open_state.py) did not admit: refused on every call
 UNVERIFIED = "unverified"
+#: a console page open to anyone (sign-in) before its visitor signs in: sees no source, changes nothing
+NOBODY = "nobody"
 
 
 class AccessApp(Protocol):
@@ -70,7 +73,8 @@ class Caller:
     @property
     def local_owner(self) -> bool:
         """No token and no profiles: stdio, or loopback HTTP open because no token exists."""
-        return self.token is None and self.identity is None and not self.profiles and self.transport != UNVERIFIED
+        anonymous = self.token is None and self.identity is None and not self.profiles
+        return anonymous and self.transport not in (UNVERIFIED, NOBODY)
 
     @property
     def who(self) -> str:
@@ -85,6 +89,8 @@ async def scope_of(app: AccessApp, caller: Caller) -> Scope:
     An identity-provider token reaches the profiles its grants name, and nothing without one."""
     if caller.identity is not None:
         return await identity_scope(app, caller, caller.identity)
+    if caller.token is None and caller.transport == NOBODY:
+        return nobody()
     if caller.token is None and caller.transport == UNVERIFIED:
         raise PermissionDenied(
             "This request carries no verified access token, and this server is not open to callers without one.",
@@ -128,15 +134,6 @@ def rate_bucket(caller: Caller, settings: Settings) -> tuple[str, int] | None:
     if per_minute <= 0:
         return None
     return f"local:{caller.session or caller.transport}", per_minute
-
-
-async def admit(app: AccessApp, caller: Caller) -> Scope:
-    """The caller's scope, after taking one call from its rate bucket (RateLimited when empty)."""
-    scope = await scope_of(app, caller)
-    bucket = rate_bucket(caller, app.settings)
-    if bucket is not None:
-        await app.ratelimit.take(*bucket)
-    return scope
 
 
 def record(

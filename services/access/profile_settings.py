@@ -166,3 +166,17 @@ def check_values(fields: dict[str, Any]) -> dict[str, Any]:
         if key in out and not isinstance(out[key], bool):
             raise InvalidArgument(f"{key} must be true or false.", f"Pass {key}=true or {key}=false.")
     return out
+
+
+def check_fields(names: Iterable[str] | None) -> frozenset[str]:
+    """The optional hit fields named (a search's `fields=`; `all` is every one); unknown names refused."""
+    wanted = {str(n).strip() for n in names or []}
+    if "all" in wanted:
+        return frozenset(HIT_OPTIONAL_FIELDS)
+    unknown = sorted(wanted - set(HIT_OPTIONAL_FIELDS))
+    if unknown:
+        raise InvalidArgument(
+            f"Unknown fields: {', '.join(unknown)[:200]}.",
+            f"Use fields= any of: {', '.join(HIT_OPTIONAL_FIELDS)}, all.",
+        )
+    return frozenset(wanted)

@@ -70,9 +70,11 @@ class RateLimiter:
             tokens = await self.db.pool.fetchval(TAKE, key, capacity, rate)
         if tokens < 1.0:
             wait = math.ceil((1.0 - tokens) / rate * 10) / 10
-            exc = RateLimited(f"Rate limit of {per_minute} calls per minute reached.", f"Retry in {wait:g} seconds.")
-            exc.retry_after_seconds = wait  # type: ignore[attr-defined]
-            raise exc
+            raise RateLimited(
+                f"Rate limit of {per_minute} calls per minute reached.",
+                f"Retry in {wait:g} seconds.",
+                retry_after_seconds=wait,
+            )
 
     async def peek(self, key: str, per_minute: int) -> RateState:
         """`key`'s bucket now, without taking a call (a bucket never used is full)."""

@@ -4,7 +4,7 @@ Every entry point enters a scope for the duration of one action, and services re
 `current_scope()`:
 
     with use_scope(Scope.owner()):          # the command line: the local owner, said out loud
-        await app.search.search(...)
+        await app.queries.run(SearchQuery(...))
 
 MCP requests enter the caller's scope in access/guard.py (token or `--profile`), console pages in
 web/core.py (both through services/access/identity.py), job runners the scope of their job

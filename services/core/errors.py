@@ -56,8 +56,21 @@ class CallTimeout(ServiceError):
 
 
 class RateLimited(ServiceError):
+    """Too many calls (or jobs) at once: retry after `retry_after_seconds` (None: no estimate)."""
+
     code = "RATE_LIMITED"
     retryable = True
+
+    def __init__(
+        self,
+        message: str,
+        suggestion: str = "",
+        *,
+        retryable: bool | None = None,
+        retry_after_seconds: float | None = None,
+    ) -> None:
+        super().__init__(message, suggestion, retryable=retryable)
+        self.retry_after_seconds = retry_after_seconds
 
 
 RETRY_SUGGESTION = "The database is unreachable or restarting; retry in a few seconds."

@@ -93,14 +93,13 @@ class JobQueue:
                 await conn.execute(sql.LOCK_CALLER, scope.who)
                 active = await conn.fetchval(sql.COUNT_ACTIVE_OF_CALLER, scope.who, list(ACTIVE_STATUSES))
                 if active >= limit:
-                    exc = RateLimited(
+                    raise RateLimited(
                         f"{active} crawl/sync jobs of '{scope.who}' are already queued or running "
                         f"(the limit is {limit}).",
                         "Wait for one to finish (crawl_website(action='list', status='running')), or cancel one; "
                         f"retry in {RETRY_AFTER_SECONDS:g} seconds.",
+                        retry_after_seconds=RETRY_AFTER_SECONDS,
                     )
-                    exc.retry_after_seconds = RETRY_AFTER_SECONDS  # type: ignore[attr-defined]
-                    raise exc
             job_id: UUID = await conn.fetchval(
                 sql.INSERT, source_id, kind, params, scope.who, scope.local_owner, created_source
             )
