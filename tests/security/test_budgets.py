@@ -3,7 +3,8 @@
 The budget table (services/core/budgets.py) and the parser registry are walked: each registry row names a
 budget, each budget has bombs of its own kind below, and each bomb goes through the format's real
 path (the parser pool or a thread for files, the spec, sitemap, robots, llms.txt and git readers)
-while this process's peak RSS and the wall time are measured; the process's address space is capped
+while this process's peak RSS, the peak RSS of the parser worker that did the work (what is held at
+once, not only what is counted) and the wall time are measured; the process's address space is capped
 meanwhile, so code without budgets fails here instead of exhausting the machine. A new parser row or
 budget row without a bomb fails `test_every_budget_has_bombs`. Text parsers also get property-based
 inputs (hypothesis), bounded to a few seconds.
