@@ -224,6 +224,17 @@ BUDGETS: dict[str, Budget] = {
             counts="bytes inflated from the pack (declared sizes, counted before inflating)",
             depth=0,
             seconds=600,
+            isolated=True,  # landed in the parser pool: a miscount costs a worker, not the server
+        ),
+        Budget(
+            "git-deltas",  # resolving a pack's deltas with a 96 MB base cache (services/sync/git/deltas.py)
+            input_bytes=None,
+            output_chars=0,
+            structure=1024 * MB,
+            counts="bytes re-inflated to rebuild delta bases evicted from the base cache",
+            depth=0,
+            seconds=600,
+            isolated=True,
         ),
         Budget(
             "git-blob",  # read only once its header says it fits

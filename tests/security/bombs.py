@@ -8,13 +8,17 @@ reported attacks through the server's real paths.
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
+import os
 import time
 import zipfile
+import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 MB = 1024 * 1024
 XML_LAUGHS = (
@@ -40,22 +44,63 @@ def rss_kb(field: str) -> int:
 
 
 class Cost:
-    """What a block cost this process: peak RSS growth (MB) and wall time (s)."""
+    """What a block cost: this process's peak RSS growth (MB), the largest peak RSS growth of a process
+    it started (the parser pool's workers: what isolated work held at once), and wall time (s)."""
 
     grew_mb: float = 0.0
+    worker_mb: float = 0.0
     seconds: float = 0.0
+
+
+def descendants(pid: int) -> set[int]:
+    """The processes below `pid` (the pool's forkserver and its workers), read from /proc."""
+    found: set[int] = set()
+    todo = [pid]
+    while todo:
+        for children in Path(f"/proc/{todo.pop()}/task").glob("*/children"):
+            try:
+                pids = {int(child) for child in children.read_text().split()}
+            except OSError:
+                continue  # it ended meanwhile
+            todo.extend(pids - found)
+            found |= pids
+    return found
+
+
+def _status_kb(pid: int, field: str) -> int | None:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return None
+
+
+def _reset_peak(pid: int) -> None:
+    try:
+        Path(f"/proc/{pid}/clear_refs").write_text("5")
+    except OSError:
+        pass  # it ended meanwhile
 
 
 @contextmanager
 def measured() -> Iterator[Cost]:
     cost = Cost()
+    me = os.getpid()
     peak_rss_reset()
+    workers = {pid: _status_kb(pid, "VmRSS") or 0 for pid in descendants(me)}
+    for pid in workers:
+        _reset_peak(pid)
     before, started = rss_kb("VmRSS"), time.perf_counter()
     try:
         yield cost
     finally:
         cost.seconds = time.perf_counter() - started
         cost.grew_mb = (rss_kb("VmHWM") - before) / 1024
+        for pid in descendants(me):  # a worker started meanwhile counts whole
+            peak = _status_kb(pid, "VmHWM") or 0
+            cost.worker_mb = max(cost.worker_mb, (peak - workers.get(pid, 0)) / 1024)
 
 
 # ---------------------------------------------------------------- OpenAPI
@@ -307,3 +352,56 @@ def address_space(headroom_mb: int) -> Iterator[None]:
         yield
     finally:
         resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+
+
+# ---------------------------------------------------------------- git
+
+
+def delta_fan_pack(file: Any, levels: int = 120, size: int = 16 * MB) -> tuple[list[tuple[bytes, int, int]], bytes]:
+    """A pack of one `size`-byte blob under `levels` levels of two-child deltas, streamed into `file`
+    (about 110 KB for 16 MB and 120 levels): each level's two blobs copy their parent's first bytes and
+    end in 8 of their own; the second is the parent of the next level. A resolver that keeps every
+    pending base holds `levels` blobs at once. Written as OFS_DELTA entries with dulwich's headers, the
+    blobs' ids hashed from one shared prefix (never whole in memory). Returns the index entries (binary
+    id, offset, CRC-32; for dulwich's `write_pack_index`) and the pack's checksum."""
+    from dulwich.object_format import DEFAULT_OBJECT_FORMAT
+    from dulwich.objects import Blob
+    from dulwich.pack import OFS_DELTA, _delta_encode_size, _encode_copy_operation, pack_object_header
+
+    prefix, step = size - 8, 0x10000  # a copy operation moves at most 64 KB
+    stem = hashlib.sha1(b"blob %d\0" % size)  # noqa: S324 - git's ids
+    stem.update(b"\0" * prefix)
+    copies = b"".join(_encode_copy_operation(start, min(step, prefix - start)) for start in range(0, prefix, step))
+    trailer = hashlib.sha1()  # noqa: S324 - the pack's checksum
+    entries: list[tuple[bytes, int, int]] = []
+
+    def write(data: bytes) -> None:
+        trailer.update(data)
+        file.write(data)
+
+    def entry(suffix: bytes, base: int | None, offset: int) -> int:
+        if base is None:
+            compressor = zlib.compressobj(9)
+            data = compressor.compress(b"\0" * prefix) + compressor.compress(suffix) + compressor.flush()
+            header = pack_object_header(Blob.type_num, None, size, DEFAULT_OBJECT_FORMAT)
+        else:
+            delta = _delta_encode_size(size) * 2 + copies + bytes([8]) + suffix
+            data = zlib.compress(delta, 9)
+            header = pack_object_header(OFS_DELTA, offset - base, len(delta), DEFAULT_OBJECT_FORMAT)
+        body = bytes(header) + data
+        write(body)
+        digest = stem.copy()
+        digest.update(suffix)
+        entries.append((digest.digest(), offset, zlib.crc32(body)))
+        return offset + len(body)
+
+    write(b"PACK" + (2).to_bytes(4, "big") + (1 + 2 * levels).to_bytes(4, "big"))
+    parent, offset = 12, entry(b"root0000", None, 12)
+    for level in range(levels):
+        for side in (0, 1):
+            start = offset
+            offset = entry(b"%05d-%d." % (level, side), parent, offset)
+        parent = start
+    checksum = trailer.digest()
+    file.write(checksum)
+    return entries, checksum

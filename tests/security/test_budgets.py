@@ -3,7 +3,8 @@
 The budget table (services/core/budgets.py) and the parser registry are walked: each registry row names a
 budget, each budget has bombs of its own kind below, and each bomb goes through the format's real
 path (the parser pool or a thread for files, the spec, sitemap, robots, llms.txt and git readers)
-while this process's peak RSS and the wall time are measured; the process's address space is capped
+while this process's peak RSS, the peak RSS of the parser worker that did the work (what is held at
+once, not only what is counted) and the wall time are measured; the process's address space is capped
 meanwhile, so code without budgets fails here instead of exhausting the machine. A new parser row or
 budget row without a bomb fails `test_every_budget_has_bombs`. Text parsers also get property-based
 inputs (hypothesis), bounded to a few seconds.
@@ -21,6 +22,7 @@ from pathlib import Path, PurePath
 from typing import Any
 
 import pytest
+from dulwich.object_format import DEFAULT_OBJECT_FORMAT
 from dulwich.objects import Blob, Commit, Tree
 from dulwich.pack import pack_object_header
 from dulwich.repo import Repo
@@ -33,9 +35,9 @@ from services.core.settings import Settings
 from services.net.robots import RobotsPolicy, parse_llms_txt
 from services.net.sitemap import parse_sitemap
 from services.parsers import REGISTRY, parse_bytes
-from services.parsers.isolation import ISOLATED_EXTENSIONS, parse_file
+from services.parsers.isolation import ISOLATED_EXTENSIONS, parse_file, parser_pool
 from services.sync.git.config import GitConfig
-from services.sync.git.packs import incoming_pack, object_size, store_pack
+from services.sync.git.packs import incoming_pack, land_pack, object_size
 from services.sync.git.tree import bounded, lookup_blob, plan_sync
 from tests.conftest import make_settings
 from tests.security import bombs
@@ -50,6 +52,7 @@ class Bomb:
     build: Callable[[], Any]
     refused: bool  # True: must end in a ServiceError with a suggestion; False: parsed, bounded
     max_mb: float = 64.0  # this process's peak RSS growth
+    worker_mb: float = 512.0  # a parser worker's peak RSS growth (what isolated work holds at once)
     max_seconds: float = 30.0
 
 
@@ -91,7 +94,8 @@ BOMBS: dict[str, list[Bomb]] = {
         Bomb("unwanted leaves", lambda: "data.bin", refused=True),
     ],
     "git-blob": [Bomb("inflating blob", lambda: 48 * MB, refused=True)],
-    "git-pack": [Bomb("inflating pack", lambda: 48 * MB, refused=False, max_mb=32)],
+    "git-pack": [Bomb("inflating pack", lambda: 48 * MB, refused=False, max_mb=32, worker_mb=96)],
+    "git-deltas": [Bomb("delta fan", lambda: 120, refused=True, max_mb=32, worker_mb=256, max_seconds=90)],
 }
 FILE_BUDGETS = {entry.budget for entry in REGISTRY}
 
@@ -157,7 +161,9 @@ async def run_bomb(budget: str, bomb: Bomb, settings: Settings, tmp_path: Path) 
         if budget == "git-tree":
             return await asyncio.to_thread(plan_tree_bomb, tmp_path, bomb.build())
         if budget == "git-pack":
-            return await asyncio.to_thread(land_inflating_pack, tmp_path, bomb.build())
+            return await land_inflating_pack(tmp_path, bomb.build(), settings)
+        if budget == "git-deltas":
+            return await land_in_pool(tmp_path, lambda file: bombs.delta_fan_pack(file, bomb.build()), settings)
         return await asyncio.to_thread(read_inflating_blob, tmp_path, bomb.build())
     except ServiceError as exc:
         return exc
@@ -171,6 +177,7 @@ async def test_each_format_holds_its_budget(budget: str, bomb: Bomb, parse_setti
     with measured() as cost:
         outcome = await run_bomb(budget, bomb, parse_settings, tmp_path)
     assert cost.grew_mb < bomb.max_mb, f"{bomb.name}: the server grew by {cost.grew_mb:.0f} MB"
+    assert cost.worker_mb < bomb.worker_mb, f"{bomb.name}: a parser worker grew by {cost.worker_mb:.0f} MB"
     assert cost.seconds < bomb.max_seconds, f"{bomb.name}: {cost.seconds:.1f} s"
     if bomb.refused:
         assert isinstance(outcome, ServiceError), outcome
@@ -277,22 +284,31 @@ def zero_pack(file: Any, size: int, object_format: Any) -> bytes:
     return digest.hexdigest().encode()
 
 
-def land_inflating_pack(tmp_path: Path, size: int) -> int | None:
-    """Land a pack whose one blob inflates to `size` under a 1 MB object cap: it is stored without being
-    inflated, and its size is read from its header. Returns that size."""
+async def land_in_pool(tmp_path: Path, write: Callable[[Any], Any], settings: Settings, cap: int = 20 * MB) -> Any:
+    """Write a received pack with `write` and land it as a fetch does: in the parser pool, under the
+    object cap `cap`. Returns what `write` returned."""
     repo = Repo.init_bare(str(tmp_path / "pack.git"), mkdir=True)
     try:
         with incoming_pack(repo.object_store) as received:
-            sha = zero_pack(received, size, repo.object_store.object_format)
-            store_pack(repo.object_store, received, MB)
-        return object_size(repo.object_store, sha)
+            written = write(received)
+            received.flush()
+            await parser_pool(settings).run(BUDGETS["git-pack"], "a pack", land_pack, received.name, cap)
+        return written
     finally:
         repo.close()
 
 
-def test_a_landed_pack_keeps_its_big_blob_unread(tmp_path: Path) -> None:
+async def land_inflating_pack(tmp_path: Path, size: int, settings: Settings) -> int | None:
+    """Land a pack whose one blob inflates to `size` under a 1 MB object cap: it is stored without being
+    inflated, and its size is read from its header. Returns that size."""
+    sha = await land_in_pool(tmp_path, lambda file: zero_pack(file, size, DEFAULT_OBJECT_FORMAT), settings, MB)
+    with Repo(str(tmp_path / "pack.git")) as repo:
+        return object_size(repo.object_store, sha)
+
+
+async def test_a_landed_pack_keeps_its_big_blob_unread(tmp_path: Path, parse_settings: Settings) -> None:
     """The blob over the cap is in the store (its file is reported, not lost) and sized from its header."""
-    assert land_inflating_pack(tmp_path, 8 * MB) == 8 * MB
+    assert await land_inflating_pack(tmp_path, 8 * MB, parse_settings) == 8 * MB
 
 
 def test_a_packed_blob_is_sized_from_its_header(tmp_path: Path) -> None:

@@ -7,8 +7,9 @@ against the fetch's inflation budget before inflating anything. An object over t
 through zlib in small slices (dulwich's `read_zlib_chunks_at`) into a hash and never held: its id goes
 into the index, so the tree walks see the file and `BoundedStore` refuses it by its header like any
 large file (the sync reports it, the other files go on). Everything else is resolved, parsed and
-indexed by dulwich. A delta over the cap, or built on an object over it, cannot be resolved without
-holding it: the fetch fails with a clear error and stores nothing. Runs in a worker thread.
+indexed by dulwich, its deltas within a bounded base cache (services/sync/git/deltas.py). A delta over
+the cap, or built on an object over it, cannot be resolved without holding it: the fetch fails with a
+clear error and stores nothing. Runs in the limited parser pool (`land_pack`).
 """
 
 from __future__ import annotations
@@ -20,17 +21,17 @@ import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import IO, Any
 
 from dulwich.file import GitFile
 from dulwich.object_store import BaseObjectStore, DiskObjectStore
-from dulwich.objects import ObjectID, RawObjectID, ShaFile, hex_to_sha, object_header, sha_to_hex
+from dulwich.objects import ObjectID, RawObjectID, hex_to_sha, object_header, sha_to_hex
 from dulwich.pack import (
     DELTA_TYPES,
     OFS_DELTA,
     REF_DELTA,
     PackData,
-    PackIndexer,
     UnpackedObject,
     _decode_delta_base_offset,
     _decode_object_header,
@@ -41,8 +42,10 @@ from dulwich.pack import (
     take_msb_bytes_at,
     write_pack_index,
 )
+from dulwich.repo import Repo
 
 from services.core.budgets import Meter, budget
+from services.sync.git.deltas import BoundedIndexer
 
 #: Compressed bytes given to zlib at a time: one slice inflates to at most ~4 MB (deflate tops out near
 #: 1032:1), and the inflater holds a slice twice while it grows its output.
@@ -229,23 +232,13 @@ class Screen:
                 )
 
 
-class _CheckedIndexer(PackIndexer):
-    """dulwich's indexer that also parses each object, as dulwich does before it lands a pack (a tree
-    with garbage in it is refused, not stored)."""
-
-    def _result(self, unpacked: UnpackedObject) -> Any:
-        assert unpacked.obj_type_num is not None and unpacked.obj_chunks is not None
-        ShaFile.from_raw_chunks(unpacked.obj_type_num, unpacked.obj_chunks)
-        return super()._result(unpacked)
-
-
 def _index(store: DiskObjectStore, path: str, screen: Screen) -> tuple[list[Any], list[RawObjectID]]:
     """Index entries of the pack at `path` (objects over the cap from the screen, the rest resolved
     by dulwich), and the bases of a thin pack to append."""
     entries: list[Any] = [(e.sha, e.offset, e.crc32) for e in screen.entries if e.sha is not None]
     with PackData(path, object_format=store.object_format) as data:
         data.check()  # the pack's trailing checksum, streamed
-        indexer = _CheckedIndexer(
+        indexer = BoundedIndexer(
             None, store.object_format.hash_func, resolve_ext_ref=store.get_raw, object_format=store.object_format
         )
         indexer.set_pack_data(data)
@@ -260,7 +253,7 @@ def _index(store: DiskObjectStore, path: str, screen: Screen) -> tuple[list[Any]
 
 def _land(store: DiskObjectStore, file: IO[bytes], path: str, entries: list[Any], ext_refs: list[RawObjectID]) -> None:
     """Complete a thin pack with its bases, write its index and move it in (dulwich's `_complete_pack`
-    without its check that inflates every object again: `_CheckedIndexer` parsed the small ones)."""
+    without its check that inflates every object again: `BoundedIndexer` parsed the small ones)."""
     pack_sha, extra = extend_pack(
         file,  # type: ignore[arg-type]
         set(ext_refs),
@@ -305,3 +298,12 @@ def store_pack(
         screen.run(contents)
     entries, ext_refs = _index(store, file.name, screen)
     _land(store, file, file.name, entries, ext_refs)
+
+
+def land_pack(path: str, max_object_bytes: int) -> None:
+    """`store_pack` for a pack received into `path` (an `incoming_pack` file of a clone's pack folder),
+    run in the limited parser pool (so: a module-level function of plain arguments)."""
+    clone = Path(path).parents[2]
+    with Repo(str(clone)) as repo, open(path, "r+b") as file:
+        file.seek(0, os.SEEK_END)
+        store_pack(repo.object_store, file, max_object_bytes)

@@ -8,16 +8,20 @@ rebinding cannot walk past ARCHIVIST_GIT_ALLOW_PRIVATE=false. dulwich attaches t
 requests for the origin of the URL they were given for, and urllib3 drops the Authorization header on
 a redirect to another host. The pack is counted as it arrives and the fetch stops at
 ARCHIVIST_GIT_MAX_PACK_MB, before anything is stored; it is received into a file and landed by
-services/sync/git/packs.py, which inflates nothing over the file cap (dulwich's own `fetch` would
-inflate every object whole). Runs in a worker thread (blocking I/O).
+services/sync/git/packs.py in the limited parser pool (services/parsers/isolation.py), which inflates
+nothing over the file cap (dulwich's own `fetch` would inflate every object whole) and resolves deltas
+within a bounded base cache; a miscount there costs a worker process, not the server. The network part
+runs in a worker thread (blocking I/O).
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 from urllib.parse import urlsplit
 
 from dulwich.client import HTTPUnauthorized, Urllib3HttpGitClient
@@ -26,10 +30,12 @@ from dulwich.objects import Commit, ObjectID, Tag
 from dulwich.refs import Ref
 from dulwich.repo import Repo
 
+from services.core.budgets import budget
 from services.core.errors import InvalidArgument
 from services.net.connector import CONNECTION_ERRORS, PinnedPoolManager, urllib3_timeout
+from services.parsers.isolation import ParserPool
 from services.sync.git.objects import object_key
-from services.sync.git.packs import incoming_pack, store_pack
+from services.sync.git.packs import incoming_pack, land_pack
 
 logger = logging.getLogger(__name__)
 
@@ -130,45 +136,72 @@ def git_client(
     return BoundedGitClient(url, pool_manager=pool, max_pack_bytes=max_pack_bytes, credentials=credentials)
 
 
-def fetch_ref(
-    directory: Path,
-    url: str,
-    ref: str,
-    credentials: tuple[str, str] | None,
-    allow_private: bool,
-    timeout: float,
-    max_pack_bytes: int,
-    max_object_bytes: int,
-) -> str:
-    """Fetch `ref` of `url` into the bare clone at `directory`; returns the commit's hex sha. Objects
-    over `max_object_bytes` are stored without being inflated (a sync reports their files as too
-    large); OverBudget when the pack inflates past its budget."""
-    repo = open_clone(directory)
+@dataclass(frozen=True)
+class Fetch:
+    """One fetch of a ref into a source's bare clone, and the limits it runs under."""
+
+    directory: Path
+    url: str
+    ref: str
+    credentials: tuple[str, str] | None
+    allow_private: bool
+    timeout: float
+    max_pack_bytes: int
+    max_object_bytes: int
+
+
+async def fetch_ref(fetch: Fetch, pool: ParserPool) -> str:
+    """Fetch `fetch.ref` into the bare clone; returns the commit's hex sha. The pack is received in a
+    thread and landed in the limited parser pool (`pool`): objects over `max_object_bytes` are stored
+    without being inflated (a sync reports their files as too large); OverBudget when the pack inflates
+    past its budget or its deltas cannot be resolved within theirs, and then nothing is stored."""
+    repo = await asyncio.to_thread(open_clone, fetch.directory)
     try:
-        client, path = git_client(url, credentials, allow_private, timeout, max_pack_bytes), urlsplit(url).path
+        with incoming_pack(repo.object_store) as received:
+            picked = await asyncio.to_thread(receive_pack, repo, fetch, received)
+            received.flush()
+            if received.tell():
+                name = f"the pack fetched from {fetch.url[:200]}"
+                await pool.run(budget("git-pack"), name, land_pack, received.name, fetch.max_object_bytes)
+    finally:
+        repo.close()
+    return await asyncio.to_thread(track, fetch.directory, picked)
+
+
+def receive_pack(repo: Repo, fetch: Fetch, into: IO[bytes]) -> bytes:
+    """Receive what the clone lacks of `fetch.ref` into `into`; returns the sha the remote names."""
+    url = fetch.url
+    try:
+        client = git_client(url, fetch.credentials, fetch.allow_private, fetch.timeout, fetch.max_pack_bytes)
         picked: list[bytes] = []
 
         def wants(refs: Mapping[Ref, ObjectID], depth: int | None = None) -> list[ObjectID]:
-            sha = ObjectID(pick_ref(refs, ref))
+            sha = ObjectID(pick_ref(refs, fetch.ref))
             picked.append(sha)
             return [] if sha in repo.object_store else [sha]
 
-        with incoming_pack(repo.object_store) as received:
-            client.fetch_pack(path, wants, repo.get_graph_walker(), received.write)
-            store_pack(repo.object_store, received, max_object_bytes)
+        client.fetch_pack(urlsplit(url).path, wants, repo.get_graph_walker(), into.write)
         if not picked:
             raise FetchFailed(f"The server did not list the refs of {url[:200]}.")
-        commit = peel_commit(repo, picked[-1])
-        repo.refs[TRACKING_REF] = ObjectID(commit)
-        return commit.decode()
+        return picked[-1]
     except HTTPUnauthorized:
-        hint = "the token in auth_env was refused" if credentials else "pass auth_env naming a token variable"
+        hint = "the token in auth_env was refused" if fetch.credentials else "pass auth_env naming a token variable"
         raise FetchFailed(f"{url[:200]} needs authentication ({hint}).") from None
     except NotGitRepository:
         raise FetchFailed(f"{url[:200]} is not a git repository (or not found).") from None
     except FETCH_ERRORS as exc:
         logger.info("git fetch of %s failed: %s", url, exc)
         raise FetchFailed(f"Fetching {url[:200]} failed: {exc}") from None
+
+
+def track(directory: Path, picked: bytes) -> str:
+    """Point the clone's tracking ref at the commit `picked` names (the clone opened again: the pack
+    was landed by another process)."""
+    repo = open_clone(directory)
+    try:
+        commit = peel_commit(repo, picked)
+        repo.refs[TRACKING_REF] = ObjectID(commit)
+        return commit.decode()
     finally:
         repo.close()
 

@@ -28,9 +28,10 @@ from services.crawl.frontier import RowResult
 from services.documents import NewDocument, chunk_context
 from services.jobs.queue import JobQueue
 from services.jobs.run import Claim, short_error
+from services.parsers.isolation import parser_pool
 from services.sync.git.config import GitConfig, read_credentials
 from services.sync.git.objects import commit_at
-from services.sync.git.remote import FetchFailed, fetch_ref, open_clone
+from services.sync.git.remote import Fetch, FetchFailed, fetch_ref, open_clone
 from services.sync.git.service import GitService
 from services.sync.git.tree import Plan, bounded, lookup_blob, plan_sync
 from services.sync.runner import BATCH, SourceSync, SyncFailed, SyncTools
@@ -143,18 +144,18 @@ class GitSyncRunner(SourceSync):
         credentials = read_credentials(self.git.auth_env)  # InvalidArgument naming the variable
         directory = self.git.directory(self.settings.data_dir)
         settings = self.settings
+        fetch = Fetch(
+            directory,
+            self.git.url,
+            self.git.ref,
+            credentials,
+            settings.git_allow_private,
+            settings.git_timeout_seconds,
+            settings.git_max_pack_mb * 1024 * 1024,
+            settings.max_file_bytes,
+        )
         try:
-            return await asyncio.to_thread(
-                fetch_ref,
-                directory,
-                self.git.url,
-                self.git.ref,
-                credentials,
-                settings.git_allow_private,
-                settings.git_timeout_seconds,
-                settings.git_max_pack_mb * 1024 * 1024,
-                settings.max_file_bytes,
-            )
+            return await fetch_ref(fetch, parser_pool(settings))
         except FetchFailed as exc:
             raise SyncFailed(str(exc)) from None
 
