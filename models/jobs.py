@@ -15,6 +15,8 @@ CrawlScope = Literal["same-host", "same-domain", "under-path"]
 
 JOB_STATUSES: tuple[str, ...] = ("queued", "running", "completed", "failed", "cancelled")
 ACTIVE_STATUSES: tuple[str, ...] = ("queued", "running")
+#: The kinds that crawl a website (the others sync a folder or a git repository).
+CRAWL_KINDS: tuple[str, ...] = ("crawl", "recrawl")
 FINISHED_STATUSES: tuple[str, ...] = ("completed", "failed", "cancelled")
 
 

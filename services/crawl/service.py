@@ -10,14 +10,13 @@ from collections.abc import Mapping
 from typing import Any
 from uuid import UUID
 
-from models.jobs import CrawlJob, CrawlParams, CrawlRequest, StartedJob
+from models.jobs import CRAWL_KINDS, CrawlJob, CrawlParams, CrawlRequest, StartedJob
 from services.core.database import Database
 from services.core.errors import Conflict, InvalidArgument
 from services.core.settings import Settings
 from services.crawl.params import build_params, check_start_url, default_source_title
 from services.crawl.politeness import HostThrottle, SharedHostGate
 from services.jobs.queue import JobQueue
-from services.jobs.sql import CRAWL_KINDS
 from services.net.credentials import same_host
 from services.net.safety import check_url_allowed
 from services.sources.service import SourceService
