@@ -25,6 +25,7 @@ from services.embeddings.base import Embedder
 from services.jobs.queue import JobQueue
 from services.jobs.run import RunnerFactory
 from services.jobs.worker import DEFAULT_CONCURRENT_JOBS, Chore, Worker
+from services.refresh import SourceRefresh
 from services.reranking import create_reranker
 from services.reranking.base import Reranker
 from services.search import SearchService
@@ -51,6 +52,7 @@ class Archivist:
         self.crawl = CrawlService(db, settings, self.sources, self.jobs)
         self.sync = SyncService(db, settings, self.sources, self.jobs)  # folder sources
         self.git = GitService(db, settings, self.sources, self.jobs)  # git sources
+        self.refresh = SourceRefresh(self.sources, self.crawl, self.sync, self.git)  # a source refreshed by its kind
         self.profiles = ProfileService(db)
         self.tokens = TokenService(db)
         self.grants = GrantService(db)  # identity-provider claims -> profiles (issue 20)

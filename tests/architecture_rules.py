@@ -381,7 +381,9 @@ def table_owner_problems(module: str, source: str, is_package: bool = False) -> 
             wrong.append(f"{module}:{line} runs SQL on the jobs table (only services/jobs/ does)")
     for node in ast.walk(tree):
         if not documents_home and isinstance(node, ast.Call) and copied_table(node) in DOCUMENT_TABLES:
-            wrong.append(f"{module}:{node.lineno} copies into the {copied_table(node)} table (only services/documents/)")
+            wrong.append(
+                f"{module}:{node.lineno} copies into the {copied_table(node)} table (only services/documents/)"
+            )
     if not jobs_home and any(in_package(name, JOBS_SQL) for name in imported_names(source, module, is_package)):
         wrong.append(f"{module} imports {JOBS_SQL} (its statements run only inside services/jobs/)")
     return sorted(set(wrong))

@@ -49,7 +49,7 @@ class PageCrawler:
     ) -> None:
         self.pool = pool
         self.job = job
-        self.params: CrawlParams = job.params
+        self.params: CrawlParams = job.crawl_params()
         self.frontier = frontier
         self.robots = robots
         self.throttle = throttle

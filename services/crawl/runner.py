@@ -69,11 +69,11 @@ class CrawlRunner(JobRun):
         """Reads the login's variables (InvalidArgument naming one that is not set)."""
         super().__init__(claim, queue, tools.settings.job_heartbeat_seconds)
         job = claim.job
-        self.login = credentials.resolve(job.params.url, job.params.headers, job.params.cookies, job.params.auth_hosts)
+        params = self.params = job.crawl_params()
+        self.login = credentials.resolve(params.url, params.headers, params.cookies, params.auth_hosts)
         self.settings = tools.settings
         self.pool = tools.pool
         self.documents = tools.documents
-        self.params = job.params
         self.frontier = Frontier(tools.pool, job.id, ordered=True, on_done=tools.documents.touch_fetched)
         if job.attempts > 1:
             self.warnings.append(
