@@ -131,12 +131,12 @@ async def cli_crawl(app: Archivist, args: argparse.Namespace, stop: asyncio.Even
         say(f"queued crawl job {started.job.id}; follow it with: archivist jobs")
         return
     with progress_bar("pages") as bar:
-        task = bar.add_task("crawling", total=started.job.params.max_pages, extra="")
+        task = bar.add_task("crawling", total=started.job.shown_params.max_pages, extra="")
 
         async def show(job: Any) -> None:
             embedding = job.embedding_progress()
             extra = f"{job.pages_failed} failed, {job.pages_pending} pending" + (f"; {embedding}" if embedding else "")
-            total = job.pages_crawled if job.finished else job.params.max_pages  # a site may have fewer pages
+            total = job.pages_crawled if job.finished else job.shown_params.max_pages  # a site may have fewer pages
             bar.update(task, completed=job.pages_crawled, total=total, extra=extra)
 
         job, stopped = await with_worker(app, not args.no_worker, lambda: follow(app, started.job.id, stop, show))
@@ -204,7 +204,8 @@ async def cli_jobs(app: Archivist, args: argparse.Namespace) -> None:
         say("No jobs yet. Start one with: archivist crawl URL")
         return
     rows = [
-        [j.id, j.shown_kind, j.status, j.pages_crawled, j.pages_failed, when(j.created_at), j.params.url] for j in jobs
+        [j.id, j.shown_kind, j.status, j.pages_crawled, j.pages_failed, when(j.created_at), j.shown_params.url]
+        for j in jobs
     ]
     print_table(["id", "kind", "status", "pages", "failed", "created", "url"], rows, right=["pages", "failed"])
     if any(j.pages_failed or j.status == "failed" for j in jobs):
@@ -212,7 +213,7 @@ async def cli_jobs(app: Archivist, args: argparse.Namespace) -> None:
 
 
 def show_job(job: Any) -> None:
-    say(f"{job.shown_kind} {job.id}: {job.status}\nurl: {job.params.url}\nsource: {job.source_id or '(removed)'}")
+    say(f"{job.shown_kind} {job.id}: {job.status}\nurl: {job.shown_params.url}\nsource: {job.source_id or '(removed)'}")
     say(f"created {when(job.created_at)}, started {when(job.started_at)}, finished {when(job.completed_at)}")
     report_job(job, remark=say)  # what was asked for: on stdout
 

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from commands.jobs import exit_if_failed, follow, with_worker
 from commands.output import note, progress_bar, say, usage
+from models.jobs import GitSyncRequest
 from services.core.errors import NotFound
 
 if TYPE_CHECKING:
@@ -45,9 +46,16 @@ def add_sync_command(sub: Any) -> None:
 async def queue_sync(app: Archivist, args: argparse.Namespace) -> tuple[Any, str]:
     """Queue the sync the arguments name; returns the started job and a label for the outcome line."""
     if args.git:
-        started = await app.git.sync(
-            args.git, None, args.title, args.ref, args.include, args.exclude, args.auth_env, args.browse_url
+        request = GitSyncRequest(
+            git_url=args.git,
+            title=args.title,
+            ref=args.ref,
+            include_patterns=args.include,
+            exclude_patterns=args.exclude,
+            auth_env=args.auth_env,
+            browse_url=args.browse_url,
         )
+        started = await app.refresh.sync(request)
         return started, f"{args.git} ({args.ref or 'HEAD'})"
     if not args.source:
         usage("name a folder source, a directory, or --git URL", "See: archivist sync --help")

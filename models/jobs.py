@@ -1,12 +1,21 @@
-"""Pydantic types for crawl jobs: their parameters, counters and errors."""
+"""Pydantic types for jobs: their parameters (one model per kind), requests, counters and errors.
+
+A job is a crawl (or recrawl) of a site, a sync of a folder or a sync of a git repository. Its `params`
+say what it follows, discriminated on their own `kind` ("crawl", "folder", "git"). Jobs queued before
+the kinds had their own parameters stored every job's as CrawlParams (a folder as a file:// URL): they
+still load, read in the old shape by the job's kind (`stored_params`)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
-from typing import Any, Literal
+from pathlib import Path
+from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
+from urllib.request import url2pathname
 from uuid import UUID
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 JobStatus = Literal["queued", "running", "completed", "failed", "cancelled"]
 #: what a job does; a git sync ('git') shows as a sync ('sync'), which is what agents asked for
@@ -15,12 +24,15 @@ CrawlScope = Literal["same-host", "same-domain", "under-path"]
 
 JOB_STATUSES: tuple[str, ...] = ("queued", "running", "completed", "failed", "cancelled")
 ACTIVE_STATUSES: tuple[str, ...] = ("queued", "running")
+#: The kinds that crawl a website (the others sync a folder or a git repository).
+CRAWL_KINDS: tuple[str, ...] = ("crawl", "recrawl")
 FINISHED_STATUSES: tuple[str, ...] = ("completed", "failed", "cancelled")
 
 
 class CrawlParams(BaseModel):
     """What to crawl; stored with the job so a recrawl repeats it exactly."""
 
+    kind: Literal["crawl"] = "crawl"
     url: str
     # Links are followed unless a caller says not to: the same default through MCP, the CLI and the console.
     recursive: bool = True
@@ -39,6 +51,64 @@ class CrawlParams(BaseModel):
     def depth_limit(self) -> int:
         """The deepest level followed: 0 (the start page only) unless the crawl is recursive."""
         return self.max_depth if self.recursive else 0
+
+    def shown(self) -> CrawlParams:
+        """The parameters as agents see them (every kind shows this shape)."""
+        return self
+
+
+class FolderSyncParams(BaseModel):
+    """What a folder sync follows (the source's binding when it was queued, services/sync/)."""
+
+    kind: Literal["folder"] = "folder"
+    path: str
+    recursive: bool = True
+    include_patterns: list[str] = Field(default_factory=list)
+    exclude_patterns: list[str] = Field(default_factory=list)
+
+    def shown(self) -> CrawlParams:
+        """As agents have always seen a folder sync's parameters: the folder as a file:// URL."""
+        return CrawlParams(
+            url=Path(self.path).as_uri(),
+            recursive=self.recursive,
+            include_patterns=self.include_patterns,
+            exclude_patterns=self.exclude_patterns,
+        )
+
+
+class GitSyncParams(BaseModel):
+    """What a git sync follows (the source's binding when it was queued, services/sync/git/)."""
+
+    kind: Literal["git"] = "git"
+    url: str
+    include_patterns: list[str] = Field(default_factory=list)
+    exclude_patterns: list[str] = Field(default_factory=list)
+
+    def shown(self) -> CrawlParams:
+        """As agents have always seen a git sync's parameters: the repository's URL and the patterns."""
+        return CrawlParams(url=self.url, include_patterns=self.include_patterns, exclude_patterns=self.exclude_patterns)
+
+
+JobParams = Annotated[CrawlParams | FolderSyncParams | GitSyncParams, Field(discriminator="kind")]
+#: the kind of parameters each kind of job has
+PARAMS_OF_KIND: dict[str, str] = {"crawl": "crawl", "recrawl": "crawl", "sync": "folder", "git": "git"}
+
+
+def stored_params(job_kind: str, params: Mapping[str, Any]) -> dict[str, Any]:
+    """A job's stored parameters in today's shape: a row queued before the kinds had their own (no
+    `kind`; a sync's as CrawlParams, its folder a file:// URL) is read by the job's kind."""
+    values = dict(params)
+    if "kind" in values:
+        return values
+    shape = PARAMS_OF_KIND.get(job_kind, "crawl")
+    patterns = {name: values.get(name) or [] for name in ("include_patterns", "exclude_patterns")}
+    url = str(values.get("url") or "")
+    if shape == "folder":
+        path = url2pathname(urlsplit(url).path) if url.startswith("file:") else url
+        return {"kind": "folder", "path": path, "recursive": values.get("recursive", True), **patterns}
+    if shape == "git":
+        return {"kind": "git", "url": url, **patterns}
+    return {**values, "kind": "crawl"}
 
 
 class CrawlRequest(BaseModel):
@@ -69,6 +139,37 @@ class CrawlRequest(BaseModel):
         return {name: value for name, value in values.items() if value is not None}
 
 
+class SyncRequest(BaseModel):
+    """A folder sync as asked for, built once at the edge (crawl_website sync, the CLI): bind
+    `folder_path` (to `source_id`, an existing binding, or a new source titled `title`), or sync the
+    source `source_id` by its kind (services/refresh/)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    folder_path: str | None = None
+    source_id: str | UUID | None = None
+    title: str | None = None
+    include_patterns: list[str] | None = None
+    exclude_patterns: list[str] | None = None
+    recursive: bool | None = None
+
+
+class GitSyncRequest(BaseModel):
+    """A git sync as asked for, built once at the edge: bind `git_url` first when given (see
+    services.sync.git.GitService.bind), then sync the source."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    git_url: str | None = None
+    source_id: str | UUID | None = None
+    title: str | None = None
+    ref: str | None = None
+    include_patterns: list[str] | None = None
+    exclude_patterns: list[str] | None = None
+    auth_env: str | None = None
+    browse_url: str | None = None
+
+
 class PageError(BaseModel):
     """One page that could not be crawled."""
 
@@ -77,15 +178,15 @@ class PageError(BaseModel):
     http_status: int | None = None
 
 
-class CrawlJob(BaseModel):
-    """A crawl job with its counters (computed from its URL frontier)."""
+class Job(BaseModel):
+    """A job of any kind (a crawl, a folder sync, a git sync) with its counters (computed from its frontier)."""
 
     id: UUID
     #: None once a failed crawl's own empty source was removed (sql/029)
     source_id: UUID | None = None
     kind: JobKind
     status: JobStatus
-    params: CrawlParams
+    params: JobParams
     pages_crawled: int = 0
     pages_failed: int = 0
     pages_pending: int = 0
@@ -113,6 +214,25 @@ class CrawlJob(BaseModel):
     started_at: datetime | None = None
     completed_at: datetime | None = None
     heartbeat_at: datetime | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _stored_params(cls, data: Any) -> Any:
+        """Parameters stored before the kinds had their own are read by the job's kind."""
+        if isinstance(data, Mapping) and isinstance(data.get("params"), Mapping) and "kind" in data:
+            return {**data, "params": stored_params(str(data["kind"]), data["params"])}
+        return data
+
+    @property
+    def shown_params(self) -> CrawlParams:
+        """The parameters as agents and the command line have always seen them, for every kind."""
+        return self.params.shown()
+
+    def crawl_params(self) -> CrawlParams:
+        """The parameters of a crawl or recrawl (a sync has none: TypeError)."""
+        if not isinstance(self.params, CrawlParams):
+            raise TypeError(f"a {self.kind} job has no crawl parameters")
+        return self.params
 
     @property
     def finished(self) -> bool:
@@ -164,9 +284,13 @@ def about_left(seconds: float | None) -> str:
     return f"about {seconds / 3600:.1f} h left"
 
 
-class StartedJob(BaseModel):
-    """The answer to starting a crawl or recrawl."""
+#: the name of Job before folder and git syncs had parameters of their own
+CrawlJob = Job
 
-    job: CrawlJob
+
+class StartedJob(BaseModel):
+    """The answer to starting a crawl, a recrawl or a sync."""
+
+    job: Job
     source_created: bool = False
     notes: list[str] = Field(default_factory=list)

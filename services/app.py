@@ -26,6 +26,7 @@ from services.embeddings.base import Embedder
 from services.jobs.queue import JobQueue
 from services.jobs.run import RunnerFactory
 from services.jobs.worker import DEFAULT_CONCURRENT_JOBS, Chore, Worker
+from services.refresh import SourceRefresh
 from services.reranking import create_reranker
 from services.reranking.base import Reranker
 from services.search import SearchService
@@ -53,6 +54,7 @@ class Archivist:
         self.crawl = CrawlService(db, settings, self.sources, self.jobs)
         self.sync = SyncService(db, settings, self.sources, self.jobs)  # folder sources
         self.git = GitService(db, settings, self.sources, self.jobs)  # git sources
+        self.refresh = SourceRefresh(self.sources, self.crawl, self.sync, self.git)  # a source refreshed by its kind
         self.profiles = ProfileService(db)
         #: the one entry every edge searches through (a SearchQuery: profile, defaults, version)
         self.queries = SearchQueries(db, self.search, self.profiles, self.sources, embedder, settings)

@@ -6,7 +6,7 @@ import asyncio
 from typing import TYPE_CHECKING, Any, Protocol
 
 from services.core.errors import service_error_from
-from services.jobs import sql as job_sql
+from services.jobs.sources import status_counts
 
 if TYPE_CHECKING:
     from services.access.audit import AuditService
@@ -52,10 +52,10 @@ async def database_state(app: HealthApp) -> dict[str, Any]:
 
 async def queue_state(app: HealthApp) -> dict[str, Any]:
     try:
-        rows = await asyncio.wait_for(app.db.pool.fetch(job_sql.STATUS_COUNTS), 2)
+        counts = await asyncio.wait_for(status_counts(app.db.pool), 2)
     except Exception:
         return {"ok": False}
-    return {"ok": True, **{r["status"]: r["n"] for r in rows}}
+    return {"ok": True, **counts}
 
 
 async def report(app: HealthApp) -> dict[str, Any]:

@@ -359,3 +359,72 @@ def seam_problems(module: str, source: str, is_package: bool = False) -> list[st
         if builds:
             wrong.append(f"{module}:{node.lineno} builds a Caller (services/access/gate.caller_from_token does)")
     return wrong
+
+
+#: one owner per table: only services/documents/ writes `documents` and `chunks`, only services/jobs/ runs
+#: SQL on the jobs table (`crawl_jobs`), every statement of which is spelled in services/jobs/sql.py
+DOCUMENTS_HOME = "services.documents"
+JOBS_HOME = "services.jobs"
+JOBS_SQL = "services.jobs.sql"
+#: the flag scanner sets `chunks.flags` of stored chunks; services/flags sits below services/documents (which
+#: flags every chunk it writes), so it cannot call up into it: the one writer beside the home
+DOCUMENT_WRITERS_BESIDE = frozenset({"services.flags.store"})
+DOCUMENT_TABLES = ("documents", "chunks")
+DOCUMENT_WRITE = re.compile(
+    r"\b(?:INSERT\s+INTO|DELETE\s+FROM|MERGE\s+INTO|TRUNCATE(?:\s+TABLE)?)\s+(?:ONLY\s+)?(documents|chunks)\b"
+    r"|\bUPDATE\s+(?:ONLY\s+)?(documents|chunks)\b(?:\s+(?:AS\s+)?\w+)?\s+SET\b",
+    re.IGNORECASE,
+)
+JOBS_TABLE = re.compile(r"\bcrawl_jobs\b", re.IGNORECASE)
+COPY_CALLS = frozenset({"copy_records_to_table", "copy_to_table"})
+
+
+def in_package(module: str, package: str) -> bool:
+    return module == package or module.startswith(package + ".")
+
+
+def sql_texts(tree: ast.Module) -> Iterator[tuple[int, str]]:
+    """(line, text) of every string in the source: constants (implicitly joined ones are one), f-strings
+    with their fields as `{}`, and constants joined with `+`."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.JoinedStr):
+            parts = [constant_text(v) if isinstance(v, ast.Constant) else "{}" for v in node.values]
+            yield node.lineno, "".join(p or "" for p in parts)
+        elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+            pieces = [constant_text(n) for n in (node.left, node.right)]
+            if all(p is not None for p in pieces):
+                yield node.lineno, "".join(p or "" for p in pieces)
+        elif (text := constant_text(node)) is not None:
+            yield getattr(node, "lineno", 0), text
+
+
+def copied_table(node: ast.Call) -> str | None:
+    """The table a COPY call (asyncpg's copy_records_to_table / copy_to_table) writes, when spelled out."""
+    if called_name(node) not in COPY_CALLS:
+        return None
+    named = [k.value for k in node.keywords if k.arg == "table_name"]
+    return constant_text(node.args[0] if node.args else named[0] if named else None)
+
+
+def table_owner_problems(module: str, source: str, is_package: bool = False) -> list[str]:
+    """One owner per table: INSERT / UPDATE / DELETE / COPY on `documents` or `chunks` outside services/
+    documents/ (and the flag scanner), and any SQL on the jobs table, or an import of its statements,
+    outside services/jobs/."""
+    tree = ast.parse(source)
+    wrong = []
+    documents_home = in_package(module, DOCUMENTS_HOME) or module in DOCUMENT_WRITERS_BESIDE
+    jobs_home = in_package(module, JOBS_HOME)
+    for line, text in sql_texts(tree):
+        if not documents_home and (match := DOCUMENT_WRITE.search(text)):
+            table = match.group(1) or match.group(2)
+            wrong.append(f"{module}:{line} writes the {table} table (only services/documents/ does)")
+        if not jobs_home and JOBS_TABLE.search(text):
+            wrong.append(f"{module}:{line} runs SQL on the jobs table (only services/jobs/ does)")
+    for node in ast.walk(tree):
+        if not documents_home and isinstance(node, ast.Call) and copied_table(node) in DOCUMENT_TABLES:
+            wrong.append(
+                f"{module}:{node.lineno} copies into the {copied_table(node)} table (only services/documents/)"
+            )
+    if not jobs_home and any(in_package(name, JOBS_SQL) for name in imported_names(source, module, is_package)):
+        wrong.append(f"{module} imports {JOBS_SQL} (its statements run only inside services/jobs/)")
+    return sorted(set(wrong))

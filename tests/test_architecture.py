@@ -1,7 +1,8 @@
 """The rules of docs/architecture.md, read from the source with `ast` (tests/architecture_rules.py):
 layers point down, the edge packages never import each other, services stay free of transports and
-terminals, nothing imports in a circle, identity is worked out in one place, and the loopback rule and
-"does any token exist" each have one home. Each rule is also shown to catch a planted violation."""
+terminals, nothing imports in a circle, identity is worked out in one place, the loopback rule and
+"does any token exist" each have one home, and each table has one owner (documents and chunks:
+services/documents/; the jobs table: services/jobs/). Each rule is also shown to catch a planted violation."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from tests.architecture_rules import (
     loopback_problems,
     seam_problems,
     sources,
+    table_owner_problems,
     transport_problems,
 )
 
@@ -107,6 +109,12 @@ def test_scopes_are_narrowed_and_callers_built_below_the_edges() -> None:
     """Issue 40: no `Scope.narrowed` outside services/ (a search's profile is the search use case's,
     services/search/query.py); only services/access/ builds a Caller (gate.caller_from_token)."""
     wrong = [p for module, source, package in sources() for p in seam_problems(module, source, package)]
+    assert not wrong, "\n".join(sorted(wrong))
+
+
+def test_each_table_has_one_owner() -> None:
+    """Only services/documents/ writes documents and chunks; only services/jobs/ runs SQL on the jobs table."""
+    wrong = [p for module, source, package in sources() for p in table_owner_problems(module, source, package)]
     assert not wrong, "\n".join(sorted(wrong))
 
 
@@ -245,3 +253,48 @@ def test_seam_rules_allow_their_homes() -> None:
     assert not seam_problems(
         "web.x", "from services.access.identity import Caller\ndef f(c: Caller) -> Caller:\n    return c\n"
     )
+
+
+DOCUMENT_WRITES = [
+    "SQL = 'UPDATE documents SET metadata = metadata || $2 WHERE id = $1'\n",
+    "SQL = (\n    'UPDATE chunks c SET context = $2 '\n    'WHERE c.document_id = $1'\n)\n",
+    "def f(t):\n    return f'update documents AS d set title = {t} WHERE d.id = $1'\n",
+    "SQL = 'WITH f AS (SELECT 1) DELETE FROM chunks WHERE document_id = $1'\n",
+    "SQL = 'INSERT INTO documents (source_id, title) VALUES ($1, $2)'\n",
+    "SQL = 'TRUNCATE TABLE chunks'\n",
+    "SQL = 'UPDATE ONLY documents ' + 'SET url = $2'\n",
+    "async def f(conn, rows):\n    await conn.copy_records_to_table('chunks', records=rows)\n",
+    "async def f(conn, rows):\n    await conn.copy_records_to_table(table_name='documents', records=rows)\n",
+]
+JOB_SQL = [
+    "SQL = 'SELECT max(completed_at) FROM crawl_jobs WHERE source_id = $1'\n",
+    "def f(s):\n    return f'DELETE FROM crawl_jobs WHERE source_id = {s}'\n",
+    "from services.jobs import sql as job_sql\n",
+    "from services.jobs.sql import LAST_RUN\n",
+    "import services.jobs.sql\n",
+]
+
+
+@pytest.mark.parametrize("source", DOCUMENT_WRITES)
+def test_planted_document_write_is_caught(source: str) -> None:
+    """A write on documents or chunks from a crawl (or a sync, a tool) is refused; in its home it is fine."""
+    assert table_owner_problems("services.crawl.x", source), source
+    assert not table_owner_problems("services.documents.x", source)
+
+
+@pytest.mark.parametrize("source", JOB_SQL)
+def test_planted_jobs_sql_is_caught(source: str) -> None:
+    """SQL on the jobs table (or its statements imported) outside services/jobs/ is refused."""
+    assert table_owner_problems("services.sources.x", source), source
+    assert not table_owner_problems("services.jobs.x", source)
+
+
+def test_table_rule_lets_reads_and_other_tables_be() -> None:
+    """Reading documents, writing the frontier, a 'FOR UPDATE' lock and prose are no violation."""
+    fine = (
+        "A = 'SELECT id FROM documents WHERE id = $1 FOR UPDATE'\n"
+        "B = 'UPDATE crawl_frontier SET state = $2 WHERE job_id = $1'\n"
+        "C = 'SELECT c.id FROM chunks c JOIN documents d ON d.id = c.document_id FOR UPDATE OF c SKIP LOCKED'\n"
+        "D = 'Documents: update them with manage_document'\n"
+    )
+    assert not table_owner_problems("services.crawl.x", fine)

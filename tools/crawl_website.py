@@ -5,12 +5,11 @@ from __future__ import annotations
 import logging
 from functools import partial
 from typing import Annotated, Any, Literal
-from uuid import UUID
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import CallToolResult, ToolAnnotations
 
-from models.jobs import CrawlJob, CrawlRequest, StartedJob
+from models.jobs import CrawlJob, CrawlRequest, GitSyncRequest, StartedJob, SyncRequest
 from services.app import Archivist, Runtime
 from services.core.errors import InvalidArgument
 from tools.arguments import ToolArguments, tool_function
@@ -76,7 +75,8 @@ def check_wait(wait_seconds: float | None, notes: list[str]) -> float:
 
 def job_view(job: CrawlJob, with_errors: bool = True) -> dict[str, Any]:
     """A job as agents see it: status, counters, timestamps, last errors (each cut)."""
-    url, url_cut = cut(job.params.url, ERROR_TEXT_LIMIT)
+    params = job.shown_params  # every kind shows the shape agents have always seen
+    url, url_cut = cut(params.url, ERROR_TEXT_LIMIT)
     error, error_cut = cut(job.error, ERROR_TEXT_LIMIT)
     view: dict[str, Any] = {
         "id": job.id,
@@ -84,9 +84,9 @@ def job_view(job: CrawlJob, with_errors: bool = True) -> dict[str, Any]:
         "kind": job.shown_kind,
         "status": job.status,
         "url": url,
-        "max_pages": job.params.max_pages,  # as the tools-spec's crawl_job shows them (also in params)
-        "recursive": job.params.recursive,
-        "params": job.params.model_dump(exclude={"url"}),
+        "max_pages": params.max_pages,  # as the tools-spec's crawl_job shows them (also in params)
+        "recursive": params.recursive,
+        "params": params.model_dump(exclude={"url", "kind"}),
         **job.counters(),
         "created_at": job.created_at,
         "started_at": job.started_at,
@@ -212,6 +212,12 @@ def crawl_request(args: CrawlArguments) -> CrawlRequest:
     return CrawlRequest(**{name: getattr(args, name) for name in CrawlRequest.model_fields})
 
 
+def sync_request(args: CrawlArguments) -> SyncRequest | GitSyncRequest:
+    """The sync the arguments ask for: of the repository at git_url, else of folder_path or source_id."""
+    model: type[SyncRequest | GitSyncRequest] = GitSyncRequest if args.git_url else SyncRequest
+    return model(**{name: getattr(args, name) for name in model.model_fields})
+
+
 async def start_crawl(app: Archivist, args: CrawlArguments, ctx: Context | None) -> dict[str, Any]:
     check_wait(args.wait_seconds, [])  # reject a bad wait before queueing anything
     started = await app.crawl.start(crawl_request(args))
@@ -247,44 +253,16 @@ async def cancel_job(app: Archivist, args: CrawlArguments, ctx: Context | None) 
 
 
 async def recrawl(app: Archivist, args: CrawlArguments, ctx: Context | None) -> dict[str, Any]:
+    """Refresh a source: re-crawled, or synced when it is a folder or git source (the service decides)."""
     check_wait(args.wait_seconds, [])
-    if args.source_id and not args.job_id:
-        if (await app.sources.get(args.source_id)).source_type in ("folder", "git"):
-            return await sync(app, args, ctx)
-    started = await app.crawl.recrawl(crawl_request(args))
+    started = await app.refresh.refresh(crawl_request(args), sync_request(args))
     return await started_payload(app, started, args, ctx)
 
 
 async def sync(app: Archivist, args: CrawlArguments, ctx: Context | None) -> dict[str, Any]:
     """Queue a sync of a folder or git source, binding folder_path or git_url first when given."""
     check_wait(args.wait_seconds, [])
-    created = False
-    source_id: str | UUID | None = args.source_id
-    if args.git_url or (source_id and not args.folder_path and await app.git.is_git(source_id)):
-        return await sync_git(app, args, ctx)
-    if args.folder_path:
-        config, created = await app.sync.bind(
-            args.folder_path,
-            source_id,
-            args.title,
-            args.include_patterns,
-            args.exclude_patterns,
-            args.recursive,
-        )
-        source_id = config.source_id
-    elif not source_id:
-        raise InvalidArgument(
-            "sync needs folder_path (to bind a folder) or the source_id of a folder source.",
-            "Pass folder_path='~/notes' (a directory under the allowed paths), or source_id=...",
-        )
-    started = await app.sync.queue(source_id)
-    started.source_created = created
-    return await started_payload(app, started, args, ctx)
-
-
-async def sync_git(app: Archivist, args: CrawlArguments, ctx: Context | None) -> dict[str, Any]:
-    names = ("git_url", "source_id", "title", "ref", "include_patterns", "exclude_patterns", "auth_env", "browse_url")
-    started = await app.git.sync(**{name: getattr(args, name) for name in names})
+    started = await app.refresh.sync(sync_request(args))
     return await started_payload(app, started, args, ctx)
 
 

@@ -58,3 +58,25 @@ def clean_text(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return type(value)(clean_text(v) for v in value)
     return value
+
+
+#: include/exclude path patterns of a crawl, a folder sync or a git sync (checked the same way for all three)
+MAX_PATTERNS = 20
+MAX_PATTERN_LENGTH = 300
+
+
+def check_patterns(patterns: list[str] | None, name: str) -> list[str]:
+    """A list of path globs: strings, blanks dropped, at most MAX_PATTERNS of at most MAX_PATTERN_LENGTH."""
+    if not patterns:
+        return []
+    if not isinstance(patterns, list) or not all(isinstance(p, str) for p in patterns):
+        raise InvalidArgument(f"{name} must be a list of strings.", f'Pass {name} like ["/docs/*", "blog"].')
+    cleaned = [p.strip() for p in patterns if p.strip()]
+    if len(cleaned) > MAX_PATTERNS:
+        raise InvalidArgument(f"{name} has {len(cleaned)} patterns (at most {MAX_PATTERNS}).", "Use fewer patterns.")
+    too_long = [p for p in cleaned if len(p) > MAX_PATTERN_LENGTH]
+    if too_long:
+        raise InvalidArgument(
+            f"A pattern in {name} is longer than {MAX_PATTERN_LENGTH} characters.", "Use shorter patterns."
+        )
+    return cleaned

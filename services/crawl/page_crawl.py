@@ -8,7 +8,6 @@ content hash and, when it differs, the page is re-chunked and re-embedded.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 from uuid import UUID
@@ -17,44 +16,22 @@ import asyncpg
 
 from models.jobs import CrawlJob, CrawlParams
 from services.core.errors import NotFound, ServiceError
-from services.crawl.frontier import Frontier, FrontierRow, RowResult
 from services.crawl.politeness import HostThrottle
 from services.crawl.robots_cache import RobotsCache
 from services.documents import DocumentService, page_content
 from services.documents.specs import page_spec, page_spec_text
+from services.documents.upkeep import KnownDocument
 from services.fetchers.base import Fetcher, FetchResult
 from services.flags.hidden import evidence
+from services.jobs.frontier import Frontier, FrontierRow, RowResult
 from services.jobs.run import short_error
 from services.net.urls import normalize_url
-from services.pages import EXTRACTOR_VERSION
 from services.pages.indexing import NOFOLLOW, NOINDEX
 
 GONE_STATUSES = frozenset({404, 410})
 NON_TEXT_PREFIX = "non-text content"
 #: Page pipeline metadata stored with a crawled document.
 PAGE_METADATA_KEYS = frozenset({"extractor", "main_content", "generator", "description", "language"})
-
-
-@dataclass(frozen=True)
-class KnownDocument:
-    """The document a source already holds for a URL (its validators allow a conditional request)."""
-
-    id: UUID
-    content_hash: str
-    chunk_count: int
-    etag: str | None
-    last_modified: str | None
-    created_at: datetime
-    updated_at: datetime
-    document_type: str = ""
-    extractor: str | None = None
-
-    def validators(self) -> tuple[str | None, str | None]:
-        """(ETag, Last-Modified) for a conditional request; none for an HTML page an older page
-        pipeline extracted (a 304 would keep its old text)."""
-        if self.document_type == "html" and self.extractor != EXTRACTOR_VERSION:
-            return None, None
-        return self.etag, self.last_modified
 
 
 class PageCrawler:
@@ -72,7 +49,7 @@ class PageCrawler:
     ) -> None:
         self.pool = pool
         self.job = job
-        self.params: CrawlParams = job.params
+        self.params: CrawlParams = job.crawl_params()
         self.frontier = frontier
         self.robots = robots
         self.throttle = throttle
@@ -105,14 +82,7 @@ class PageCrawler:
             await self._ingest_fetched(row, known, page)
 
     async def known_document(self, url: str) -> KnownDocument | None:
-        row = await self.pool.fetchrow(
-            "SELECT id, content_hash, chunk_count, created_at, updated_at, metadata->>'etag' AS etag, "
-            "metadata->>'last_modified' AS last_modified, document_type, metadata->>'extractor' AS extractor "
-            "FROM documents WHERE source_id = $1 AND url = $2",
-            self.job.source_id,
-            url,
-        )
-        return KnownDocument(**dict(row)) if row else None
+        return await self.documents.known(self.job.source_id, url)
 
     async def _skip(self, url: str, reason: str, known: KnownDocument | None = None, status: int | None = None) -> None:
         """Skip a page; a page the source held that may no longer be crawled loses its document."""
@@ -302,8 +272,7 @@ class PageCrawler:
             extractor,
         ):
             return
-        await self.pool.execute(
-            "UPDATE documents SET metadata = metadata || $2 WHERE id = $1",
+        await self.documents.refresh_validators(
             document_id,
             {
                 "etag": page.etag,

@@ -8,6 +8,7 @@ from urllib.parse import urlsplit
 
 from models.jobs import CrawlParams, CrawlRequest
 from services.core.errors import InvalidArgument
+from services.core.validation import check_patterns
 from services.net import credentials
 from services.net.urls import normalize_url
 
@@ -15,29 +16,11 @@ if TYPE_CHECKING:
     from services.core.settings import Settings
 
 SCOPES = ("same-host", "same-domain", "under-path")
-MAX_PATTERNS = 20
-MAX_PATTERN_LENGTH = 300
 
 
 def default_source_title(url: str) -> str:
     """The source title for a crawl started without one: the URL's host (and port, if any)."""
     return urlsplit(url).netloc or url
-
-
-def _check_patterns(patterns: list[str] | None, name: str) -> list[str]:
-    if not patterns:
-        return []
-    if not isinstance(patterns, list) or not all(isinstance(p, str) for p in patterns):
-        raise InvalidArgument(f"{name} must be a list of strings.", f'Pass {name} like ["/docs/*", "blog"].')
-    cleaned = [p.strip() for p in patterns if p.strip()]
-    if len(cleaned) > MAX_PATTERNS:
-        raise InvalidArgument(f"{name} has {len(cleaned)} patterns (at most {MAX_PATTERNS}).", "Use fewer patterns.")
-    too_long = [p for p in cleaned if len(p) > MAX_PATTERN_LENGTH]
-    if too_long:
-        raise InvalidArgument(
-            f"A pattern in {name} is longer than {MAX_PATTERN_LENGTH} characters.", "Use shorter patterns."
-        )
-    return cleaned
 
 
 def check_start_url(url: str | None) -> str:
@@ -84,8 +67,8 @@ def build_params(settings: Settings, request: CrawlRequest) -> tuple[CrawlParams
         recursive=defaults.recursive if request.recursive is None else request.recursive,
         max_depth=max_depth,
         max_pages=max_pages,
-        include_patterns=_check_patterns(request.include_patterns, "include_patterns"),
-        exclude_patterns=_check_patterns(request.exclude_patterns, "exclude_patterns"),
+        include_patterns=check_patterns(request.include_patterns, "include_patterns"),
+        exclude_patterns=check_patterns(request.exclude_patterns, "exclude_patterns"),
         scope=scope,  # type: ignore[arg-type]
         headers=header_refs,
         cookies=cookie_refs,

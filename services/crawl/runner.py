@@ -1,7 +1,7 @@
 """Runs one crawl job: seeding, scheduling pages through a fetch/extract -> embed pipeline, recrawl
 rules, cancel / stop / heartbeat.
 
-The frontier (services/crawl/frontier.py) holds every URL the job has seen, with its state, and hands
+The frontier (services/jobs/frontier.py) holds every URL the job has seen, with its state, and hands
 them out in an order that does not depend on timing. A worker that dies leaves rows in `fetching`;
 whoever resumes the job puts them back to `pending`; ingestion is an upsert, so nothing is stored twice.
 
@@ -29,15 +29,15 @@ from services.core.errors import ServiceError
 from services.core.memory import Trimmer, trim_async
 from services.core.settings import Settings
 from services.crawl.discovery import discover
-from services.crawl.empty_source import remove_if_empty
-from services.crawl.frontier import Frontier, FrontierRow, RowResult
 from services.crawl.page_crawl import PageCrawler
 from services.crawl.politeness import HostThrottle
 from services.crawl.robots_cache import RobotsCache
 from services.documents import DocumentService
 from services.fetchers import create_fetcher
+from services.jobs.frontier import Frontier, FrontierRow, RowResult
 from services.jobs.queue import JobQueue
 from services.jobs.run import Claim, JobRun, short_error
+from services.jobs.sources import remove_if_empty
 from services.net import credentials
 from services.net.credentials import SiteCredentials
 from services.net.urls import in_scope, matches_patterns
@@ -69,12 +69,12 @@ class CrawlRunner(JobRun):
         """Reads the login's variables (InvalidArgument naming one that is not set)."""
         super().__init__(claim, queue, tools.settings.job_heartbeat_seconds)
         job = claim.job
-        self.login = credentials.resolve(job.params.url, job.params.headers, job.params.cookies, job.params.auth_hosts)
+        params = self.params = job.crawl_params()
+        self.login = credentials.resolve(params.url, params.headers, params.cookies, params.auth_hosts)
         self.settings = tools.settings
         self.pool = tools.pool
         self.documents = tools.documents
-        self.params = job.params
-        self.frontier = Frontier(tools.pool, job.id, ordered=True)
+        self.frontier = Frontier(tools.pool, job.id, ordered=True, on_done=tools.documents.touch_fetched)
         if job.attempts > 1:
             self.warnings.append(
                 f"Resumed by worker {self.worker_id} after the previous worker stopped (attempt {job.attempts})."

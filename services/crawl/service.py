@@ -10,14 +10,13 @@ from collections.abc import Mapping
 from typing import Any
 from uuid import UUID
 
-from models.jobs import CrawlJob, CrawlParams, CrawlRequest, StartedJob
+from models.jobs import CRAWL_KINDS, CrawlJob, CrawlParams, CrawlRequest, StartedJob
 from services.core.database import Database
 from services.core.errors import Conflict, InvalidArgument
 from services.core.settings import Settings
 from services.crawl.params import build_params, check_start_url, default_source_title
 from services.crawl.politeness import HostThrottle, SharedHostGate
 from services.jobs.queue import JobQueue
-from services.jobs.sql import CRAWL_KINDS
 from services.net.credentials import same_host
 from services.net.safety import check_url_allowed
 from services.sources.service import SourceService
@@ -59,7 +58,7 @@ class CrawlService:
         await self._refuse_if_active(sid)
         original = CrawlParams(**previous)
         given = request.given()
-        merged = {**original.model_dump(), **given, "url": request.url or original.url}
+        merged = {**original.model_dump(exclude={"kind"}), **given, "url": request.url or original.url}
         moved = not same_host(merged["url"], original.url) and (original.headers or original.cookies)
         if moved and "headers" not in given and "cookies" not in given:  # a login never follows to another host
             merged.update(headers={}, cookies={}, auth_hosts=[])
@@ -76,7 +75,7 @@ class CrawlService:
         source_id, url = request.source_id, request.url
         if request.job_id:
             previous = await self.queue.get(request.job_id)
-            sid, raw_params = previous.source_id, previous.params.model_dump()
+            sid, raw_params = previous.source_id, previous.shown_params.model_dump()
         elif source_id or url:
             sid = (await self.sources.get(source_id)).id if source_id else None
             row: Mapping[str, Any] | None = await self.queue.latest(

@@ -1,8 +1,10 @@
 """Documents: ingestion (chunk + embed + store), reading, listing, updating and deleting.
 
-`DocumentService` (service.py) is assembled from one part per concern: ingest.py (chunk, embed,
-store), files.py (text, files, directories, web pages), read.py, change.py; text.py holds the
-constants and pure helpers the rest of Archivist imports from here.
+`DocumentService` (service.py) is composed of one part per concern, each handed what it uses: ingest.py
+(`Ingestor`: chunk, embed, store), specs.py (`SpecStore`), files.py (`FileIngest`: text, files,
+directories, web pages), read.py (`Reader`), change.py (`Changer`), upkeep.py (`Upkeep`: what crawls
+and syncs do to the documents they hold). Only this package writes the `documents` and `chunks`
+tables. text.py holds the constants and pure helpers the rest of Archivist imports from here.
 """
 
 from services.documents.service import DocumentService

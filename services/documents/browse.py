@@ -11,7 +11,7 @@ from services.access.scope import current_scope
 from services.core.database import Database
 from services.core.validation import check_page
 from services.flags import FLAGS_COLUMN
-from services.jobs import sql as job_sql
+from services.jobs.sources import last_run, last_runs
 
 DOCUMENT_SORTS = {
     "title": "lower(title)",
@@ -43,8 +43,7 @@ class BrowseService:
             "SELECT s.id, s.title, s.source_type, s.url, s.created_at, s.updated_at, "
             "(SELECT count(*) FROM documents d WHERE d.source_id = s.id) AS documents_count, "
             "(SELECT coalesce(sum(chunk_count), 0) FROM documents d WHERE d.source_id = s.id) AS chunks_count, "
-            "(SELECT max(updated_at) FROM documents d WHERE d.source_id = s.id) AS last_updated, "
-            f"{job_sql.LAST_RUN_OF_SOURCE} AS last_crawl "
+            "(SELECT max(updated_at) FROM documents d WHERE d.source_id = s.id) AS last_updated "
             "FROM sources s WHERE ($3::uuid[] IS NULL OR s.id = ANY($3)) "
             "ORDER BY s.created_at DESC, s.id LIMIT $1 OFFSET $2",
             per_page,
@@ -54,7 +53,8 @@ class BrowseService:
         total = await self.db.pool.fetchval(
             "SELECT count(*) FROM sources WHERE ($1::uuid[] IS NULL OR id = ANY($1))", scoped_ids()
         )
-        return [dict(r) for r in rows], total
+        crawled = await last_runs(self.db.pool, [r["id"] for r in rows])
+        return [{**dict(r), "last_crawl": crawled.get(r["id"])} for r in rows], total
 
     async def documents(
         self, source_id: UUID, page: int = 1, per_page: int = 20, sort: str = "created", descending: bool = False
@@ -79,7 +79,7 @@ class BrowseService:
         return [ChunkView(**dict(r)) for r in rows]
 
     async def last_crawl(self, source_id: UUID) -> datetime | None:
-        return await self.db.pool.fetchval(job_sql.LAST_RUN, source_id)
+        return await last_run(self.db.pool, source_id)
 
     async def source_choices(self, limit: int = 500) -> list[dict[str, Any]]:
         """Every source's id and title (for pickers), by title."""

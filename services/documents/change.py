@@ -2,59 +2,36 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from uuid import UUID
 
 import asyncpg
 
-from models import Document, IngestResult
+from models import IngestResult
 from services.access.scope import current_scope
 from services.chunking.base import Chunk
 from services.core.database import Database
 from services.core.errors import Conflict, InvalidArgument, NotFound
-from services.core.settings import Settings
 from services.core.validation import parse_uuid
+from services.documents.ingest import Ingestor
 from services.documents.links import content_links, write_links
+from services.documents.read import Reader
 from services.documents.text import (
     DOC_HINT,
     check_metadata,
     content_hash,
     guess_text_type,
 )
-from services.embeddings.base import Embedder
-from services.sources.service import SourceService
 
 
-class ChangeMixin:
-    """Part of DocumentService (services/documents/service.py)."""
+class Changer:
+    """Updating and deleting documents (part of DocumentService): reads through the Reader, re-chunks and
+    stores through the Ingestor."""
 
-    db: Database
-    sources: SourceService
-    embedder: Embedder
-    settings: Settings
-
-    if TYPE_CHECKING:  # the other parts of DocumentService (mypy checks them against their definitions)
-
-        async def get(self, document_id: str | UUID | None) -> Document: ...
-
-        async def _content(self, document_id: UUID) -> str: ...
-
-        def chunk(self, content: str, document_type: str, metadata: dict[str, Any] | None = None) -> list[Chunk]: ...
-
-        async def embed_chunks(self, groups: list[tuple[str, list[Chunk]]]) -> list[list[Any]]: ...
-
-        async def _write_chunks(
-            self,
-            conn: asyncpg.Connection,
-            document_id: UUID,
-            source_id: UUID,
-            title: str,
-            chunks: list[Chunk],
-            vectors: list[Any] | None = None,
-            metadata: dict[str, Any] | None = None,
-        ) -> None: ...
-
-        async def settle_embeddings(self, document_ids: list[UUID], embed: bool) -> None: ...
+    def __init__(self, db: Database, ingestor: Ingestor, reader: Reader) -> None:
+        self.db = db
+        self.ingestor = ingestor
+        self.reader = reader
 
     async def update(
         self,
@@ -68,7 +45,7 @@ class ChangeMixin:
         """Merge title/url/metadata; new content (or a new title, which is embedded with every chunk)
         re-chunks, swapped in one transaction (readers see the old document or the new one, keyword-searchable
         at once, never neither), then re-embeds (`embed`) or leaves that to the backlog runner."""
-        current = await self.get(document_id)
+        current = await self.reader.get(document_id)
         if all(v is None for v in (title, url, metadata, content)):
             raise InvalidArgument("Nothing to update.", "Provide title, url, metadata or content.")
         if content is not None and not content.strip():
@@ -80,10 +57,10 @@ class ChangeMixin:
         chunks: list[Chunk] = []
         doc_type = current.document_type
         if reindex:
-            text = content if content is not None else await self._content(current.id)
+            text = content if content is not None else await self.reader.content(current.id)
             doc_type = self._updated_type(current.document_type, content)
-            chunks = self.chunk(text, doc_type, current.metadata)
-        vectors = (await self.embed_chunks([(new_title, chunks)]))[0] if reindex and embed else None
+            chunks = self.ingestor.chunk(text, doc_type, current.metadata)
+        vectors = (await self.ingestor.embed_chunks([(new_title, chunks)]))[0] if reindex and embed else None
         async with self.db.pool.acquire() as conn, conn.transaction():
             locked = await conn.fetchval("SELECT id FROM documents WHERE id = $1 FOR UPDATE", current.id)
             if locked is None:
@@ -111,14 +88,15 @@ class ChangeMixin:
                 ) from None
             if reindex:
                 evidence = {**current.metadata, **(metadata or {})}  # hidden-text marks of the page
-                await self._write_chunks(conn, current.id, current.source_id, new_title, chunks, vectors, evidence)
+                source_id = current.source_id
+                await self.ingestor.write_chunks(conn, current.id, source_id, new_title, chunks, vectors, evidence)
             links = content_links(new_content, doc_type, url or current.url) if new_content is not None else None
             if links is not None:  # the new content's links replace the old
                 await write_links(conn, current.id, current.source_id, links)
         if reindex:
-            await self.settle_embeddings([current.id], embed)
+            await self.ingestor.settle_embeddings([current.id], embed)
         return IngestResult(
-            document=await self.get(current.id),
+            document=await self.reader.get(current.id),
             status="updated",
             chunks_created=len(chunks) if reindex else 0,
         )

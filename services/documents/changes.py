@@ -20,7 +20,7 @@ from services.access.scope import current_scope
 from services.core.database import Database
 from services.core.errors import InvalidArgument, NotFound
 from services.core.validation import check_page, parse_uuid
-from services.jobs import sql as job_sql
+from services.jobs.sources import job_start
 from services.sources.service import SourceService
 
 SINCE_HINT = "Pass since='2026-01-31T12:00:00Z' (ISO 8601), or job_id of a crawl, recrawl or sync."
@@ -67,7 +67,7 @@ class ChangeLog:
         if since:
             return parse_since(since), sid
         jid = parse_uuid(job_id, "job_id", JOB_HINT)
-        row = await self.db.pool.fetchrow(job_sql.SINCE_JOB, jid)
+        row = await job_start(self.db.pool, jid)
         if row is None or not current_scope().allows(row["source_id"]) or sid not in (None, row["source_id"]):
             raise NotFound(f"Job not found: {jid}", JOB_HINT)
         return row["since"], row["source_id"]

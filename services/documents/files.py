@@ -1,14 +1,12 @@
-"""Documents from text, files, directories and single web pages (all through IngestMixin.ingest_many)."""
+"""Documents from text, files, directories and single web pages (all through Ingestor.ingest_many)."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 from pathlib import Path, PurePath
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from uuid import UUID
-
-import asyncpg
 
 from models import FileFailure, IngestResult
 from services.access.paths import caller_roots, read_allowed_file, resolve_allowed_path, resolve_caller_path, scan_files
@@ -16,7 +14,9 @@ from services.core.database import Database
 from services.core.errors import InvalidArgument, ServiceError
 from services.core.settings import Settings
 from services.documents.freshness import FILE_MTIME, file_mtime
-from services.documents.specs import SpecDocument, SpecIngestResult, page_spec, spec_in
+from services.documents.ingest import Ingestor
+from services.documents.links import write_links
+from services.documents.specs import SpecDocument, SpecIngestResult, SpecStore, page_spec, spec_in
 from services.documents.text import (
     DIRECTORY_BATCH,
     MAX_DIRECTORY_FILES,
@@ -27,11 +27,9 @@ from services.documents.text import (
     guess_title,
     page_content,
 )
-from services.embeddings.base import Embedder
 from services.flags.hidden import evidence
 from services.parsers import supported_extensions
 from services.parsers.isolation import parse_file as parse_isolated
-from services.sources.service import SourceService
 
 logger = logging.getLogger(__name__)
 
@@ -44,40 +42,15 @@ def relative_path(path: Path, root: Path) -> str:
         return path.name
 
 
-class FilesMixin:
-    """Part of DocumentService (services/documents/service.py)."""
+class FileIngest:
+    """Documents from text, files, directories and web pages (part of DocumentService): read and parsed
+    here, stored through the Ingestor (and the SpecStore for OpenAPI specs)."""
 
-    db: Database
-    sources: SourceService
-    embedder: Embedder
-    settings: Settings
-
-    if TYPE_CHECKING:  # the other parts of DocumentService (mypy checks them against their definitions)
-
-        async def ingest(
-            self,
-            source_id: UUID,
-            title: str,
-            content: str,
-            document_type: str,
-            url: str | None = None,
-            metadata: dict[str, Any] | None = None,
-            embed: bool = True,
-        ) -> IngestResult: ...
-
-        async def ingest_many(
-            self, source_id: UUID, items: list[NewDocument], embed: bool = True
-        ) -> list[IngestResult]: ...
-
-        async def settle_embeddings(self, document_ids: list[UUID], embed: bool) -> None: ...
-
-        async def set_links(
-            self, conn: asyncpg.Connection, document_id: UUID, source_id: UUID, urls: list[str]
-        ) -> None: ...
-
-        async def ingest_spec(
-            self, source_id: UUID, documents: list[SpecDocument], spec_url: str, metadata: dict[str, Any] | None = None
-        ) -> SpecIngestResult: ...
+    def __init__(self, db: Database, settings: Settings, ingestor: Ingestor, specs: SpecStore) -> None:
+        self.db = db
+        self.settings = settings
+        self.ingestor = ingestor
+        self.specs = specs
 
     async def create_from_text(
         self,
@@ -88,7 +61,7 @@ class FilesMixin:
         metadata: dict[str, Any] | None = None,
     ) -> IngestResult:
         doc_title = (title or guess_title(content)).strip()[:500]
-        return await self.ingest(source_id, doc_title, content, guess_text_type(content), url, metadata)
+        return await self.ingestor.ingest(source_id, doc_title, content, guess_text_type(content), url, metadata)
 
     async def read_file(
         self,
@@ -157,8 +130,8 @@ class FilesMixin:
         item = await self.read_file(path, title, url, metadata)
         spec = await spec_in(item, self.settings)
         if spec is not None:
-            return await self.ingest_spec(source_id, spec, item.url or path.as_uri(), metadata)
-        return (await self.ingest_many(source_id, [item]))[0]
+            return await self.specs.ingest_spec(source_id, spec, item.url or path.as_uri(), metadata)
+        return (await self.ingestor.ingest_many(source_id, [item]))[0]
 
     async def create_from_directory(
         self,
@@ -214,7 +187,7 @@ class FilesMixin:
                 batch = []
         if batch:
             results += await self._ingest_batch(source_id, batch, progress)
-        await self.settle_embeddings([r.document.id for _, r in results if r.chunks_created], embed=True)
+        await self.ingestor.settle_embeddings([r.document.id for _, r in results if r.chunks_created], embed=True)
         return results, failures, skipped
 
     async def _ingest_spec_file(
@@ -226,7 +199,7 @@ class FilesMixin:
         metadata: dict[str, Any] | None,
         progress: ProgressFn | None,
     ) -> list[tuple[Path, IngestResult]]:
-        outcome = await self.ingest_spec(source_id, spec, url or path.as_uri(), metadata)
+        outcome = await self.specs.ingest_spec(source_id, spec, url or path.as_uri(), metadata)
         if progress and outcome.results:
             progress(path, outcome.results[0], None)
         return [(path, result) for result in outcome.results]
@@ -234,7 +207,7 @@ class FilesMixin:
     async def _ingest_batch(
         self, source_id: UUID, batch: list[tuple[Path, NewDocument]], progress: ProgressFn | None
     ) -> list[tuple[Path, IngestResult]]:
-        stored = await self.ingest_many(source_id, [item for _, item in batch], embed=False)
+        stored = await self.ingestor.ingest_many(source_id, [item for _, item in batch], embed=False)
         done = [(path, result) for (path, _), result in zip(batch, stored, strict=True)]
         for path, result in done:
             if progress:
@@ -278,12 +251,12 @@ class FilesMixin:
             await fetcher.close()
         spec = await page_spec(page, self.settings)
         if spec is not None:  # an OpenAPI spec: one document per operation
-            return await self.ingest_spec(source_id, spec, page.final_url or normalized, metadata)
+            return await self.specs.ingest_spec(source_id, spec, page.final_url or normalized, metadata)
         parsed_title, content, doc_type = await page_content(page, self.settings)
         meta = {"http_status": page.status, "content_type": page.content_type, **evidence(page.metadata)}
         meta.update(check_metadata(metadata))
         doc_title = (title or parsed_title or normalized).strip()[:500]
-        result = await self.ingest(source_id, doc_title, content, doc_type, page.final_url or normalized, meta)
+        result = await self.ingestor.ingest(source_id, doc_title, content, doc_type, page.final_url or normalized, meta)
         async with self.db.pool.acquire() as conn:
-            await self.set_links(conn, result.document.id, source_id, page.links)
+            await write_links(conn, result.document.id, source_id, page.links)
         return result

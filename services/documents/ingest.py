@@ -31,17 +31,16 @@ from services.documents.text import (
 from services.embeddings import embed_documents_async
 from services.embeddings.base import Embedder
 from services.flags import chunk_flags
-from services.sources.service import SourceService
 
 
-class IngestMixin:
-    """Part of DocumentService (services/documents/service.py)."""
+class Ingestor:
+    """Chunk, embed and store documents: the part of DocumentService every other write goes through."""
 
-    db: Database
-    sources: SourceService
-    embedder: Embedder
-    settings: Settings
-    backlog: EmbeddingBacklog
+    def __init__(self, db: Database, embedder: Embedder, settings: Settings, backlog: EmbeddingBacklog) -> None:
+        self.db = db
+        self.embedder = embedder
+        self.settings = settings
+        self.backlog = backlog  # phase two: the vectors
 
     def chunk(self, content: str, document_type: str, metadata: dict[str, Any] | None = None) -> list[Chunk]:
         """The document's chunks (by its kind), computed outside any transaction."""
@@ -65,7 +64,7 @@ class IngestMixin:
         elif document_ids:
             self.backlog.wakeup.set()
 
-    async def _write_chunks(
+    async def write_chunks(
         self,
         conn: asyncpg.Connection,
         document_id: UUID,
@@ -191,7 +190,7 @@ class IngestMixin:
                 check_metadata(item.metadata),
                 len(chunks),
             )
-            await self._write_chunks(conn, row["id"], source_id, item.title, chunks, vectors, item.metadata)
+            await self.write_chunks(conn, row["id"], source_id, item.title, chunks, vectors, item.metadata)
             links = item.links if item.links is not None else content_links(item.content, item.document_type, item.url)
             if links is not None:  # the page graph of ingested text and files (crawls write theirs too)
                 await write_links(conn, row["id"], source_id, links)

@@ -9,7 +9,6 @@ from models import ChunkView, ContentWindow, Document, Page
 from services.access.scope import current_scope
 from services.core.database import Database
 from services.core.errors import InvalidArgument, NotFound
-from services.core.settings import Settings
 from services.core.validation import check_page, parse_uuid
 from services.documents.links import link_graph, scoped_links
 from services.documents.text import (
@@ -19,7 +18,6 @@ from services.documents.text import (
     WINDOW_SIZE,
     _to_document,
 )
-from services.embeddings.base import Embedder
 from services.flags import FLAGS_COLUMN
 from services.sources.service import SourceService
 
@@ -27,13 +25,12 @@ from services.sources.service import SourceService
 LIST_ORDERS = {None: "created_at, id", "oldest": "created_at, id", "newest": "created_at DESC, id DESC"}
 
 
-class ReadMixin:
-    """Part of DocumentService (services/documents/service.py)."""
+class Reader:
+    """Reading documents within the caller's scope (part of DocumentService)."""
 
-    db: Database
-    sources: SourceService
-    embedder: Embedder
-    settings: Settings
+    def __init__(self, db: Database, sources: SourceService) -> None:
+        self.db = db
+        self.sources = sources
 
     async def get(self, document_id: str | UUID | None) -> Document:
         did = parse_uuid(document_id, "document_id", DOC_HINT)
@@ -114,5 +111,5 @@ class ReadMixin:
         """The document's one-hop page graph inside the caller's scope (services/documents/links.py)."""
         return await link_graph(self.db.pool, document_id, current_scope())
 
-    async def _content(self, document_id: UUID) -> str:
+    async def content(self, document_id: UUID) -> str:
         return await self.db.pool.fetchval("SELECT content FROM documents WHERE id = $1", document_id)

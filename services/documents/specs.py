@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 from uuid import UUID
@@ -21,6 +20,7 @@ from models import IngestResult
 from services.core.budgets import budget
 from services.core.database import Database
 from services.core.settings import Settings
+from services.documents.ingest import Ingestor
 from services.documents.text import NewDocument, check_metadata
 from services.fetchers.base import FetchResult
 from services.openapi import OVERVIEW_FRAGMENT, SPEC_MEDIA_TYPES, SpecDocument, convert_spec_text, might_be_spec
@@ -111,11 +111,12 @@ async def spec_in(item: NewDocument, settings: Settings) -> list[SpecDocument] |
     return await spec_documents(item.content, item.title, settings)
 
 
-class SpecsMixin:
-    """Part of DocumentService (services/documents/service.py)."""
+class SpecStore:
+    """OpenAPI specs stored as documents, through the Ingestor (part of DocumentService)."""
 
-    db: Database
-    ingest_many: Callable[[UUID, list[NewDocument]], Awaitable[list[IngestResult]]]  # IngestMixin's
+    def __init__(self, db: Database, ingestor: Ingestor) -> None:
+        self.db = db
+        self.ingestor = ingestor
 
     async def ingest_spec(
         self,
@@ -130,7 +131,7 @@ class SpecsMixin:
         items = [self._spec_item(document, spec_url, extra) for document in documents]
         results: list[IngestResult] = []
         for start in range(0, len(items), SPEC_BATCH):
-            results += await self.ingest_many(source_id, items[start : start + SPEC_BATCH])
+            results += await self.ingestor.ingest_many(source_id, items[start : start + SPEC_BATCH])
         deleted = await self.delete_stale_operations(source_id, spec_url, [item.url or "" for item in items])
         overview = documents[0].metadata
         outcome = SpecIngestResult(

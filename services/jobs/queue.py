@@ -1,7 +1,7 @@
 """The job queue: queue, read, wait for and cancel jobs; claim, heartbeat, hand back and finish them.
 
 A job is a row of the jobs table; what it works through (pages, files) are rows of its frontier
-(services/crawl/frontier.py). The queue knows no job kind: services/crawl/service.py queues crawls,
+(services/jobs/frontier.py). The queue knows no job kind: services/crawl/service.py queues crawls,
 services/sync/ folder and git syncs, and the worker (services/jobs/worker.py) runs each claimed job with
 the runner its kind names. Every statement is in services/jobs/sql.py.
 """

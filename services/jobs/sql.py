@@ -1,8 +1,9 @@
 """Every statement on the jobs table (`crawl_jobs`), in one place.
 
-The queue (services/jobs/queue.py) runs most of them; the few other services that read a job's row
-(a source's last run, the health report, a source's origin, the changes since a job) or delete one
-with its source run theirs from here, so the table's shape is spelled once.
+They are run only inside services/jobs/: the queue (queue.py), the frontier (frontier.py: a recrawl's
+known pages) and sources.py, which answers what other services ask about a source (its last run, its
+latest crawl, the changes since a job, the health report's counts, its jobs deleted with it), so the
+table's shape is spelled once and no other package runs SQL on it (tests/test_architecture.py).
 
 A job's counters are computed from its frontier on every read (COUNTERS_JOIN), so they stay exact
 even after a worker died mid-job and another one resumed it. How fresh its pages are in the index
@@ -12,9 +13,6 @@ the job's chunks were embedded over the last minute.
 """
 
 from __future__ import annotations
-
-#: The kinds that crawl a website (the others sync a folder or a git repository).
-CRAWL_KINDS = ("crawl", "recrawl")
 
 JOB_COLUMNS = """
     j.id, j.source_id, j.kind, j.status, j.params, j.error, j.warnings, j.cancel_requested,
@@ -161,11 +159,11 @@ KNOWN_PAGES = (
 # ---------- read (or removed) by other services ----------
 
 DELETE_OF_SOURCE = "DELETE FROM crawl_jobs WHERE source_id = $1"
-#: a condition on a source aliased `s`: no job ever ran for it
-SOURCE_HAS_NO_JOB = "NOT EXISTS (SELECT 1 FROM crawl_jobs j WHERE j.source_id = s.id)"
-#: a column of a source aliased `s`: when its last job ran
-LAST_RUN_OF_SOURCE = (
-    "(SELECT max(coalesce(completed_at, started_at, created_at)) FROM crawl_jobs j WHERE j.source_id = s.id)"
+#: whether any job ever ran for a source
+SOURCE_HAS_JOB = "SELECT EXISTS (SELECT 1 FROM crawl_jobs WHERE source_id = $1)"
+LAST_RUNS = (
+    "SELECT source_id, max(coalesce(completed_at, started_at, created_at)) AS last_run FROM crawl_jobs "
+    "WHERE source_id = ANY($1::uuid[]) GROUP BY source_id"
 )
 LAST_RUN = "SELECT max(coalesce(completed_at, started_at, created_at)) FROM crawl_jobs WHERE source_id = $1"
 STATUS_COUNTS = "SELECT status, count(*) AS n FROM crawl_jobs GROUP BY status"

@@ -120,7 +120,7 @@ class Worker:
             logger.error("job %s: %s", job.id, error)
             await self.queue.finish(job.id, self.worker_id, "failed", error)
             return
-        logger.info("worker %s runs job %s (%s %s)", self.worker_id, job.id, job.kind, job.params.url)
+        logger.info("worker %s runs job %s (%s %s)", self.worker_id, job.id, job.kind, job.shown_params.url)
         await run_job(make, claim, self.queue)
 
 

@@ -14,7 +14,7 @@ import asyncpg
 
 from models import Source
 from models.jobs import CrawlParams
-from services.jobs import sql as job_sql
+from services.jobs.sources import latest_crawl
 from services.net.credentials import variable_names
 
 MAX_SPECS = 5
@@ -42,7 +42,7 @@ async def _folder(pool: asyncpg.Pool, source: Source) -> dict[str, Any] | None:
 
 
 async def _crawl(pool: asyncpg.Pool, source: Source) -> dict[str, Any] | None:
-    row = await pool.fetchrow(job_sql.LATEST_CRAWL, source.id)
+    row = await latest_crawl(pool, source.id)
     if row is None:
         return {"kind": "crawl", "origin": source.url} if source.source_type == "crawl" else None
     params = CrawlParams(**row["params"])

@@ -14,7 +14,7 @@ from services.access.scope import admit, current_scope
 from services.core.database import Database
 from services.core.errors import Conflict, InvalidArgument, NotFound
 from services.core.validation import check_page, clean_text, parse_uuid, require_text
-from services.jobs import sql as job_sql
+from services.jobs import sources as source_jobs
 from services.sources.origin import describe
 from services.sources.titles import IN_SCOPE, SOURCE_COLUMNS, conflict, lock_title, named, visible_identity
 
@@ -262,7 +262,7 @@ class SourceService:
                 "FROM documents WHERE source_id = $1",
                 sid,
             )
-            await conn.execute(job_sql.DELETE_OF_SOURCE, sid)  # its jobs go with it
+            await source_jobs.delete_of_source(conn, sid)  # its jobs go with it
             await conn.execute("DELETE FROM sources WHERE id = $1", sid)
         return {
             "source_id": str(sid),
@@ -273,11 +273,17 @@ class SourceService:
 
     async def discard_if_empty(self, source_id: UUID) -> bool:
         """Remove a source that holds no document and no job (one created for a write that failed)."""
-        removed = await self.db.pool.fetchval(
-            "DELETE FROM sources s WHERE s.id = $1 AND NOT EXISTS (SELECT 1 FROM documents d WHERE d.source_id = s.id) "
-            f"AND {job_sql.SOURCE_HAS_NO_JOB} RETURNING s.id",
-            source_id,
-        )
+        async with self.db.pool.acquire() as conn, conn.transaction():
+            # the row locked first: a document or job written meanwhile waits for this transaction
+            if await conn.fetchval("SELECT id FROM sources WHERE id = $1 FOR UPDATE", source_id) is None:
+                return False
+            if await source_jobs.has_job(conn, source_id):
+                return False
+            removed = await conn.fetchval(
+                "DELETE FROM sources s WHERE s.id = $1 "
+                "AND NOT EXISTS (SELECT 1 FROM documents d WHERE d.source_id = s.id) RETURNING s.id",
+                source_id,
+            )
         return removed is not None
 
     async def counts(self, source_ids: builtins.list[UUID]) -> dict[UUID, dict[str, int]]:

@@ -12,13 +12,13 @@ from pathlib import Path
 from uuid import UUID
 
 from models import Source
-from models.jobs import CrawlParams, StartedJob
+from models.jobs import FolderSyncParams, StartedJob, SyncRequest
 from services.access.job_limits import scoped_ids
 from services.access.paths import resolve_caller_path
 from services.core.database import Database
 from services.core.errors import InvalidArgument, NotFound
 from services.core.settings import Settings
-from services.crawl.params import _check_patterns
+from services.core.validation import check_patterns
 from services.jobs.queue import JobQueue
 from services.sources.service import LIST_HINT, SourceService
 from services.sync.scan import FolderConfig
@@ -59,8 +59,8 @@ class SyncService:
         """Bind a directory to a source (given, already bound to it, or new, titled after the directory).
         Returns the binding and whether a source was created. Given patterns/recursive replace the old ones."""
         directory = self.check_directory(path)
-        include = _check_patterns(include_patterns, "include_patterns") if include_patterns is not None else None
-        exclude = _check_patterns(exclude_patterns, "exclude_patterns") if exclude_patterns is not None else None
+        include = check_patterns(include_patterns, "include_patterns") if include_patterns is not None else None
+        exclude = check_patterns(exclude_patterns, "exclude_patterns") if exclude_patterns is not None else None
         created = False
         if source_id:
             source = await self.sources.get(source_id)
@@ -139,10 +139,24 @@ class SyncService:
         queued = await self.jobs.queued(config.source_id, "sync")
         if queued is not None:
             return StartedJob(job=queued, notes=["A sync of this folder was already queued."])
-        params = CrawlParams(
-            url=Path(config.path).as_uri(),
+        params = FolderSyncParams(
+            path=config.path,
             recursive=config.recursive,
             include_patterns=config.include_patterns,
             exclude_patterns=config.exclude_patterns,
         )
         return StartedJob(job=await self.jobs.insert(config.source_id, "sync", params.model_dump()))
+
+    async def sync(self, request: SyncRequest) -> StartedJob:
+        """Bind `request.folder_path` (see `bind`), then queue a sync of its source."""
+        config, created = await self.bind(
+            request.folder_path,
+            request.source_id,
+            request.title,
+            request.include_patterns,
+            request.exclude_patterns,
+            request.recursive,
+        )
+        started = await self.queue(config.source_id)
+        started.source_created = created
+        return started

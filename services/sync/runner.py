@@ -27,8 +27,8 @@ import asyncpg
 from services.access.paths import resolve_allowed_path
 from services.core.errors import NotFound, ServiceError
 from services.core.settings import Settings
-from services.crawl.frontier import Frontier, RowResult
-from services.documents import DocumentService, NewDocument, chunk_context, content_hash
+from services.documents import DocumentService, NewDocument, content_hash
+from services.jobs.frontier import Frontier, RowResult
 from services.jobs.queue import JobQueue
 from services.jobs.run import WATCH_SECONDS, Claim, JobFailed, JobRun, short_error, wait_any
 from services.sync.scan import FolderConfig, scan
@@ -66,7 +66,7 @@ class SourceSync(JobRun):
         self.settings = tools.settings
         self.pool = tools.pool
         self.documents = tools.documents
-        self.frontier = Frontier(tools.pool, claim.job.id)
+        self.frontier = Frontier(tools.pool, claim.job.id, on_done=tools.documents.touch_fetched)
 
     async def work(self) -> None:
         async with self.pool.acquire() as lock_conn:
@@ -259,20 +259,7 @@ class SyncRunner(SourceSync):
         document_id = old["document_id"]
         try:
             async with self.pool.acquire() as conn, conn.transaction():
-                await conn.execute(
-                    "UPDATE documents SET url = $2, title = $3, metadata = metadata || $4, updated_at = now() "
-                    "WHERE id = $1",
-                    document_id,
-                    item.url,
-                    item.title,
-                    item.metadata or {},
-                )
-                await conn.execute(
-                    "UPDATE chunks SET context = $2 || CASE WHEN cardinality(heading_path) > 0 "
-                    "THEN ' ' || array_to_string(heading_path, ' ') ELSE '' END WHERE document_id = $1",
-                    document_id,
-                    chunk_context(item.title, []),
-                )
+                chunks = await self.documents.move(document_id, item, conn=conn)
                 await conn.execute(
                     "DELETE FROM folder_files WHERE source_id = $1 AND path = $2", self.job.source_id, old["url"]
                 )
@@ -281,8 +268,7 @@ class SyncRunner(SourceSync):
             return False
         self.manifest.pop(old["url"], None)
         await self.frontier.finish_row(old["url"], RowResult("gone", error=short_error(f"renamed to {relative}")))
-        chunks = await self.pool.fetchval("SELECT chunk_count FROM documents WHERE id = $1", document_id)
-        result = RowResult("done", outcome="updated", document_id=document_id, content_hash=digest, chunks=chunks or 0)
+        result = RowResult("done", outcome="updated", document_id=document_id, content_hash=digest, chunks=chunks)
         await self.frontier.finish_row(relative, result)
         return True
 

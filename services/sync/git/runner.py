@@ -24,8 +24,8 @@ import asyncpg
 from dulwich.repo import Repo
 
 from services.core.errors import NotFound, ServiceError
-from services.crawl.frontier import RowResult
-from services.documents import NewDocument, chunk_context
+from services.documents import NewDocument
+from services.jobs.frontier import RowResult
 from services.jobs.queue import JobQueue
 from services.jobs.run import Claim, short_error
 from services.parsers.isolation import parser_pool
@@ -228,42 +228,21 @@ class GitSyncRunner(SourceSync):
         """A file renamed with its content unchanged: its document moves, nothing is re-embedded."""
         try:
             async with self.pool.acquire() as conn, conn.transaction():
-                await self._point(conn, document_id, item, title=True)
-                await conn.execute(
-                    "UPDATE chunks SET context = $2 || CASE WHEN cardinality(heading_path) > 0 "
-                    "THEN ' ' || array_to_string(heading_path, ' ') ELSE '' END WHERE document_id = $1",
-                    document_id,
-                    chunk_context(item.title, []),
-                )
+                chunks = await self.documents.move(document_id, item, conn=conn)
                 await self._remember(conn, new, blob, document_id, replacing=old)
         except asyncpg.UniqueViolationError:  # another document already has the new URL: ingest instead
             await self._ingest([Pending(new, blob, item, old)])
             return
-        chunks = await self.pool.fetchval("SELECT chunk_count FROM documents WHERE id = $1", document_id)
-        result = RowResult("done", outcome="updated", document_id=document_id, chunks=chunks or 0)
+        result = RowResult("done", outcome="updated", document_id=document_id, chunks=chunks)
         await self.frontier.finish_row(new, result)
-
-    async def _point(self, conn: Any, document_id: UUID, item: NewDocument, title: bool) -> None:
-        """Give a document the URL (and metadata, and title) of the file at the synced commit."""
-        await conn.execute(
-            "UPDATE documents SET url = $2, metadata = metadata || $3, "
-            "title = CASE WHEN $4 THEN $5 ELSE title END, updated_at = CASE WHEN $4 THEN now() ELSE updated_at END "
-            "WHERE id = $1",
-            document_id,
-            item.url,
-            item.metadata or {},
-            title,
-            item.title,
-        )
 
     async def _ingest(self, batch: list[Pending]) -> None:
         """One ingest call for the batch; a changed file's document first takes its new URL, so the
         ingest replaces it in place (same id) instead of adding a document."""
         for pending in batch:
             if pending.previous is not None and not self._shared(pending.previous):
-                try:
-                    async with self.pool.acquire() as conn:
-                        await self._point(conn, self.files[pending.previous].document_id, pending.item, title=False)
+                try:  # the document takes the file's URL at the synced commit; its title follows at ingest
+                    await self.documents.move(self.files[pending.previous].document_id, pending.item, retitle=False)
                 except asyncpg.UniqueViolationError:
                     pass  # a document already has that URL: the ingest updates that one
         items = [p.item for p in batch]

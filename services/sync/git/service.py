@@ -9,12 +9,12 @@ from pathlib import Path
 from uuid import UUID
 
 from models import Source
-from models.jobs import CrawlParams, StartedJob
+from models.jobs import GitSyncParams, GitSyncRequest, StartedJob
 from services.access.job_limits import scoped_ids
 from services.core.database import Database
 from services.core.errors import InvalidArgument, NotFound
 from services.core.settings import Settings
-from services.crawl.params import _check_patterns
+from services.core.validation import check_patterns
 from services.jobs.queue import JobQueue
 from services.net.safety import check_url_allowed
 from services.sources.service import LIST_HINT, SourceService
@@ -62,8 +62,8 @@ class GitService:
         url = check_git_url(git_url)
         await check_url_allowed(url, self.settings.git_allow_private, purpose="git")
         wanted_ref = check_ref(ref) if ref is not None and str(ref).strip() else None  # None: keep (new: HEAD)
-        include = _check_patterns(include_patterns, "include_patterns") if include_patterns is not None else None
-        exclude = _check_patterns(exclude_patterns, "exclude_patterns") if exclude_patterns is not None else None
+        include = check_patterns(include_patterns, "include_patterns") if include_patterns is not None else None
+        exclude = check_patterns(exclude_patterns, "exclude_patterns") if exclude_patterns is not None else None
         env_name = check_auth_env(auth_env)
         template = check_browse_url(browse_url)
         source, created = await self._source(url, wanted_ref, source_id, title)
@@ -88,23 +88,21 @@ class GitService:
         await self.show(config, source.source_type != "git" or source.url != url)
         return config, created
 
-    async def sync(
-        self,
-        git_url: str | None = None,
-        source_id: str | UUID | None = None,
-        title: str | None = None,
-        ref: str | None = None,
-        include_patterns: list[str] | None = None,
-        exclude_patterns: list[str] | None = None,
-        auth_env: str | None = None,
-        browse_url: str | None = None,
-    ) -> StartedJob:
-        """Bind `git_url` first when given (see `bind`), then queue a sync of the source: what
-        crawl_website(action='sync', git_url=...) and `archivist sync --git URL` call."""
+    async def sync(self, request: GitSyncRequest) -> StartedJob:
+        """Bind `request.git_url` first when given (see `bind`), then queue a sync of the source: what
+        crawl_website(action='sync', git_url=...) and `archivist sync --git URL` ask for."""
         created = False
-        if git_url:
+        source_id = request.source_id
+        if request.git_url:
             config, created = await self.bind(
-                git_url, source_id, title, ref, include_patterns, exclude_patterns, auth_env, browse_url
+                request.git_url,
+                request.source_id,
+                request.title,
+                request.ref,
+                request.include_patterns,
+                request.exclude_patterns,
+                request.auth_env,
+                request.browse_url,
             )
             source_id = config.source_id
         started = await self.queue(source_id)
@@ -178,7 +176,7 @@ class GitService:
         queued = await self.jobs.queued(config.source_id, "git")
         if queued is not None:
             return StartedJob(job=queued, notes=["A sync of this repository was already queued."])
-        params = CrawlParams(
+        params = GitSyncParams(
             url=config.url, include_patterns=config.include_patterns, exclude_patterns=config.exclude_patterns
         )
         return StartedJob(job=await self.jobs.insert(config.source_id, "git", params.model_dump()))

@@ -1,4 +1,6 @@
-"""The URL frontier of a crawl job, in Postgres.
+"""The frontier of a job, in Postgres: the URLs a crawl has seen, the files a folder or git sync works
+through. Crawls and both syncs share it (a job's counters are computed from it, services/jobs/sql.py),
+so it lives with the jobs rather than in one of its users.
 
 The frontier (`crawl_frontier`) holds every URL the job has seen, keyed (job_id, url), with its depth
 and state. Rows are claimed `pending -> fetching` in breadth-first order and end `done`, `failed`,
@@ -18,18 +20,21 @@ A recrawl first revisits the pages the source already holds from this crawl (`or
 `known`), in the order the last crawl found them, with conditional requests; only then does it
 follow new links, with the budget that is left. Known pages are `reached` once a link, the sitemap
 or llms.txt of this crawl leads to them (see services/crawl/runner.py for what happens to the rest).
+
+The frontier writes only its own table: a page fetched again refreshes its document's `fetched_at`
+through the hook it is given (`DocumentService.touch_fetched`: only services/documents/ writes documents).
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from uuid import UUID
 
 import asyncpg
 
-from services.jobs import sql as job_sql
+from services.jobs import sql
 
 ADD_ATTEMPTS = 3
 
@@ -67,6 +72,8 @@ class RowResult:
 Entry = tuple[str, int, str, str | None]  # url, depth, origin, skip reason
 Ranked = tuple[str, int, str, str | None, list[int]]  # ... and rank
 Known = tuple[str, int, list[int] | None]  # url, depth, rank (None: unknown)
+#: what a row settled `done` with a document does to it (a fetch refreshes the document's `fetched_at`)
+DoneHook = Callable[[UUID], Awaitable[None]]
 
 
 def dedupe_min_depth(entries: Iterable[Entry], parent_rank: Iterable[int] = ()) -> list[Ranked]:
@@ -82,12 +89,15 @@ def dedupe_min_depth(entries: Iterable[Entry], parent_rank: Iterable[int] = ()) 
 
 
 class Frontier:
-    """The SQL of one job's URL frontier."""
+    """The SQL of one job's frontier."""
 
-    def __init__(self, pool: asyncpg.Pool, job_id: UUID, ordered: bool = False) -> None:
+    def __init__(
+        self, pool: asyncpg.Pool, job_id: UUID, ordered: bool = False, on_done: DoneHook | None = None
+    ) -> None:
         self.pool = pool
         self.job_id = job_id
         self.ordered = ordered  # level by level, known pages first (crawls; syncs claim by depth only)
+        self.on_done = on_done  # DocumentService.touch_fetched
         # Many pages of a job add overlapping link sets at once: one insert at a time in this process
         # (and a retry against another worker process) so their row locks cannot deadlock.
         self._add_lock = asyncio.Lock()
@@ -147,7 +157,7 @@ class Frontier:
         """(url, depth, rank) of the pages a source holds from the crawl of `root`, as the last crawl that
         fetched each found it: the order a recrawl revisits them in (then by URL)."""
         rows = await self.pool.fetch(
-            job_sql.KNOWN_PAGES,
+            sql.KNOWN_PAGES,
             source_id,
             root,
             default_depth,
@@ -219,14 +229,13 @@ class Frontier:
         return FrontierRow(row["url"], row["depth"], row["origin"], row["attempts"], tuple(row["rank"]), row["known"])
 
     async def finish_row(self, url: str, result: RowResult) -> None:
-        """Settle a row; a page fetched again (200 or 304) refreshes its document's `fetched_at`."""
-        await self.pool.execute(
-            "WITH f AS (UPDATE crawl_frontier SET state = $3, outcome = $4, skip_reason = $5, error = $6, "
+        """Settle a row; a row settled `done` with a document is handed to `on_done` (a page fetched
+        again, 200 or 304, refreshes its document's `fetched_at`)."""
+        status = await self.pool.execute(
+            "UPDATE crawl_frontier SET state = $3, outcome = $4, skip_reason = $5, error = $6, "
             "http_status = $7, final_url = $8, document_id = $9, etag = $10, last_modified = $11, "
             "content_hash = $12, chunks = $13, chunks_embedded = $14, fetched_at = now() "
-            "WHERE job_id = $1 AND url = $2 RETURNING state, document_id) "
-            "UPDATE documents d SET fetched_at = now() FROM f WHERE f.state = 'done' AND d.id = f.document_id "
-            "AND documents_fetched(d.metadata) AND d.fetched_at IS DISTINCT FROM now()",
+            "WHERE job_id = $1 AND url = $2",
             self.job_id,
             url,
             result.state,
@@ -242,10 +251,13 @@ class Frontier:
             result.chunks,
             result.chunks_embedded,
         )
+        settled = status != "UPDATE 0"
+        if settled and result.state == "done" and result.document_id is not None and self.on_done is not None:
+            await self.on_done(result.document_id)
 
     async def count(self, where: str) -> int:
-        return await self.pool.fetchval(
-            f"SELECT count(*) FROM crawl_frontier WHERE job_id = $1 AND {where}", self.job_id
+        return int(
+            await self.pool.fetchval(f"SELECT count(*) FROM crawl_frontier WHERE job_id = $1 AND {where}", self.job_id)
         )
 
     async def done_count(self) -> int:
