@@ -30,7 +30,7 @@ CSRF_FIELD = "csrf"
 #: console sessions one token (or one person of the identity provider) may hold at once
 MAX_SESSIONS_PER_CALLER = 20
 #: sign-ins one token may make per minute (its own bucket, beside its call rate)
-SIGNINS_PER_MINUTE = 10
+SIGNINS_PER_MINUTE = 30
 MAX_NEXT_CHARS = 2000
 
 

@@ -86,7 +86,7 @@ async def test_prompt_scans_and_quotes_the_question_and_the_source_title(base: s
 async def test_a_thousand_sign_ins_sign_no_one_else_out(base: str, world: dict[str, Any]) -> None:
     victim = sign_in(base, world["victim"])
     assert (await get(base, "/", victim)).status_code == 200
-    flooder = sign_in(base, world["flooder"])
+    sign_in(base, world["flooder"])  # the flooder is signed in too: its later sign-ins push out only its own
     cookie, field = csrf_pair(base)
     form = {"csrf": field, "token": world["flooder"], "next": "/"}
     started = time.monotonic()
@@ -100,7 +100,6 @@ async def test_a_thousand_sign_ins_sign_no_one_else_out(base: str, world: dict[s
     # the bucket holds a minute's sign-ins and refills at that rate while the flood lasts
     allowed = SIGNINS_PER_MINUTE * (1 + (time.monotonic() - started) / 60) + 1
     assert statuses.count(303) <= allowed and statuses.count(429) >= FLOOD - allowed, statuses[:20]
-    assert (await get(base, "/", flooder)).status_code == 200  # its own first session is not pushed out either
 
 
 def test_one_caller_cannot_crowd_the_session_table() -> None:
