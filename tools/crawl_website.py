@@ -18,15 +18,15 @@ from tools.schemas import CrawlReply
 
 logger = logging.getLogger(__name__)
 NAME = "crawl_website"
-DESCRIPTION = """Background jobs filling a source from sites, folders or git.
+DESCRIPTION = """Jobs filling a source from sites, folders or git.
 
 start: url; into source_id or a source by title (default: host). recursive (default true): follow
   links to max_depth (max 5), sitemaps, llms.txt; max_pages (max 100); include/exclude_patterns: path
-  globs. Obeys robots.txt. Login: headers/cookies {name: 'env:VAR'} (start host, auth_hosts).
-status: job_id; wait_seconds (max 30). list: status, source_id, page, per_page. cancel: job_id.
-recrawl: source_id, job_id or url; only changed pages re-embedded.
-sync: folder_path, git_url (ref, auth_env: token env var NAME, browse_url with {commit}, {path})
-  or source_id; new/changed files ingested, deleted removed."""
+  globs. Login: headers/cookies {name: 'env:VAR'} (start host, auth_hosts).
+status: job_id; wait_seconds (max 30). list: status, source_id, page. cancel: job_id.
+recrawl: source_id, job_id or url; re-embeds changed pages.
+sync: folder_path, git_url (ref, auth_env: token's env var, browse_url with {commit}, {path})
+  or source_id; ingests changed files, removes deleted ones."""
 
 
 class CrawlArguments(ToolArguments):
@@ -35,6 +35,7 @@ class CrawlArguments(ToolArguments):
     job_id: str | None = None
     source_id: str | None = None
     title: str | None = None
+    source_must_exist: bool | None = None  # start: a title naming no source is NOT_FOUND (docs/tools.md)
     recursive: bool | None = None
     max_depth: int | None = None
     max_pages: int | None = None

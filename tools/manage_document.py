@@ -23,13 +23,12 @@ from tools.schemas import DocumentReply
 NAME = "manage_document"
 DESCRIPTION = """Documents.
 
-create: content, file_path (file or directory: text, code, html, pdf, office, epub; recursive,
-  extensions) or url; into source_id or a source named by title.
-get: document_id, url (+source_id) or chunk_id. max_chars (1000, max 4000) from offset: a number
-  or an outline heading. outline: 20 headings per page. chunk_index: one chunk. graph=true:
-  linked documents (20 nodes). list: source_id, page, per_page (max 20), order=newest.
-update: document_id + title, url, metadata, content.
-delete: document_id."""
+create: content, file_path (file or dir: text, code, html, pdf, office, epub; recursive,
+  extensions) or url; into source_id or a source by title.
+get: document_id, url (+source_id) or chunk_id. max_chars (1000, max 50000) from offset: a number
+  or an outline heading; outline by 20s. chunk_index: one chunk. graph=true: links.
+list: source_id, page or offset, per_page (max 20), order=newest.
+update: document_id + title, url, metadata, content. delete: document_id."""
 
 
 class DocumentArguments(ToolArguments):
@@ -51,6 +50,7 @@ class DocumentArguments(ToolArguments):
     recursive: bool = True
     order: str | None = None
     graph: bool | None = None
+    source_must_exist: bool | None = None  # create: a title naming no source is NOT_FOUND (docs/tools.md)
 
 
 ARGUMENTS = DocumentArguments
@@ -128,7 +128,10 @@ async def create_document(app: Archivist, args: DocumentArguments) -> dict[str, 
     # a path the caller may not read is refused before any source is created for it
     path = resolve_caller_path(args.file_path, app.settings.allowed_paths) if args.file_path else None
     docs = app.documents
-    async with docs.source_for_write(args.source_id, args.title) as (source_id, source_created):
+    async with docs.source_for_write(args.source_id, args.title, bool(args.source_must_exist)) as (
+        source_id,
+        source_created,
+    ):
         extra = {"source_id": source_id, "source_created": source_created}
         result: IngestResult | SpecIngestResult
         if args.content:
@@ -181,8 +184,13 @@ async def get_document(app: Archivist, args: DocumentArguments) -> dict[str, Any
         }
         return payload
     payload.update(await reader.window(document.id, args.offset, args.max_chars, args.page))
-    if payload["content"]["next_offset"] is not None:
-        payload["hint"] = f"More content: offset={payload['content']['next_offset']}, or jump with offset='<heading>'."
+    following = payload["content"]["next_offset"]
+    if following is not None:
+        left = payload["content"]["total_length"] - following
+        payload["hint"] = (
+            f"{left:,} more characters: read on with offset={following} (max_chars up to {MAX_WINDOW:,}), "
+            "or jump with offset='<heading>'."
+        )
     links = await app.documents.links(document.id)
     if links is not None:
         payload["links"] = links
@@ -207,7 +215,7 @@ async def get_chunk_by_id(
 
 
 async def list_documents(app: Archivist, args: DocumentArguments) -> dict[str, Any]:
-    page = await app.documents.list(args.source_id, args.page, args.per_page, args.order)
+    page = await app.documents.list(args.source_id, args.page, args.per_page, args.order, start=args.offset)
     return page_fields(page, "documents", [document_view(d) for d in page.items])
 
 
