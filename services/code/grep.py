@@ -29,8 +29,8 @@ from services.core.errors import CallTimeout, InvalidArgument
 
 MAX_PATTERN = 1000
 MAX_CONTEXT = 10
-MAX_COUNT = 10_000  # matches counted past the page at most (then total_matches_at_least)
-COUNT_SECONDS = 1.0  # counting past the page stops after this long
+MAX_COUNT = 1000  # matches counted past the page at most (then total_matches_at_least)
+COUNT_SECONDS = 0.1  # counting past the page stops after this long (the page comes first)
 DEADLINE_SECONDS = 8.0  # the whole call stops here (a scan of a very large knowledge base)
 STATEMENT_MS = 15_000
 FETCH = 64  # blocks a cursor round trip brings
