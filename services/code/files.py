@@ -83,7 +83,7 @@ class CodeFiles:
             )
         rows = await self.db.pool.fetch(
             "SELECT line_start, line_end, text FROM code_blocks WHERE document_id = $1 AND line_end >= $2 "
-            "AND line_start <= $3 ORDER BY line_start",
+            "AND line_start <= $3 ORDER BY line_start, id",
             document_id,
             first,
             last,

@@ -137,7 +137,7 @@ def candidate_sql(filter_: Prefilter, with_paths: bool, first_arg: int) -> str:
         "FROM code_blocks b JOIN code_paths p ON p.document_id = b.document_id AND p.source_id = b.source_id "
         f"WHERE ($1::uuid[] IS NULL OR b.source_id = ANY($1)) {paths}"
         + "".join(f"AND {c} " for c in conditions)
-        + "ORDER BY p.path, b.source_id, b.line_start"
+        + "ORDER BY p.path, b.source_id, b.line_start, b.id"
     )
 
 
@@ -182,6 +182,7 @@ class CodeSearch:
         wanted = request.offset + request.limit
         started = time.monotonic()
         page_full_at: float | None = None
+        last: tuple[str, UUID, int] | None = None
         async with self.db.pool.acquire() as conn, conn.transaction(readonly=True):
             await conn.execute(f"SET LOCAL statement_timeout = {STATEMENT_MS}")
             cursor = conn.cursor(sql, *args, prefetch=FETCH)
@@ -195,11 +196,11 @@ class CodeSearch:
                     break
                 if not matcher.block_may_match(row["text"]):
                     continue
-                last = None
                 for number, piece in segments(row["line_start"], row["line_end"], row["text"]):
-                    if number == last or (at := matcher.match_at(piece)) < 0:
+                    key = (row["path"], row["source_id"], number)
+                    if key == last or (at := matcher.match_at(piece)) < 0:
                         continue
-                    last = number  # a long line's pieces overlap: the line counts once
+                    last = key  # a long line's pieces (over several blocks) overlap: the line counts once
                     if request.offset <= total < wanted:
                         hits.append(GrepHit(row["source_id"], row["document_id"], row["path"], number, piece, at))
                     total += 1

@@ -5,9 +5,9 @@ every line its own trigram postings); blocks of ~4 KB keep the heap compressed a
 small, and grep splits a candidate block into its lines (services/code/grep.py). Lines are the text
 between "\\n" (a "\\r" before it dropped), numbered from 1, exactly as the file reads.
 
-A line longer than LINE_CAP characters (a minified bundle) gets a block of its own whose segments are
+A line longer than LINE_CAP characters (a minified bundle) gets blocks of its own whose segments are
 overlapping pieces of it, so it stays matchable without one huge row: a match shorter than
-PIECE_OVERLAP characters is always found whole inside one piece.
+PIECE_OVERLAP characters is always found whole inside one piece (the overlap spans block borders too).
 
 Only files parsed verbatim are indexed (services/parsers/text.py keeps code, markdown and plain text
 as decoded): their lines are the file's lines. `write_lines` is the one call ingest makes, inside the
@@ -29,6 +29,7 @@ BLOCK_CHARS = 4096  # a block closes once it holds this many characters
 BLOCK_LINES = 200  # or this many lines (short lines: fewer rows to split)
 LINE_CAP = 4096  # longer lines are stored as overlapping pieces, in a block of their own
 PIECE_OVERLAP = 512
+PIECES_PER_BLOCK = 16  # a long line's pieces fill several blocks of ~64 KB (a 5 MB line: ~90 rows)
 COLUMNS = ("source_id", "document_id", "line_start", "line_end", "text")
 
 
@@ -72,7 +73,9 @@ def blocks(content: str) -> Iterator[tuple[int, int, str]]:
         if len(line) > LINE_CAP:
             if held:
                 yield start, number - 1, "\n".join(held)
-            yield number, number, "\n".join(pieces(line))
+            parts = pieces(line)
+            for i in range(0, len(parts), PIECES_PER_BLOCK):
+                yield number, number, "\n".join(parts[i : i + PIECES_PER_BLOCK])
             start, held, size = number + 1, [], 0
             continue
         held.append(line)
