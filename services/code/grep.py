@@ -5,7 +5,8 @@ The trigram index finds the candidate blocks (services/code/prefilter.py: `text 
 literal a match needs), PostgreSQL sorts them by path, and RE2 confirms each line here: first over the
 whole block in multi-line mode (one call decides most blocks), then line by line in a block it
 matched. A pattern with no usable literal reads every block of the sources instead (`scanned`). Both
-stop at a deadline; counting past the page stops at MAX_COUNT matches or COUNT_SECONDS (then the total
+stop at a deadline; counting past the page stops at MAX_COUNT matches, after COUNT_BLOCKS more blocks
+(deterministic, so the same call counts the same) or, on a starved machine, COUNT_SECONDS (then the total
 is a lower bound). Lines come from the line index (services/code/lines.py), paths from the manifests
 of git and folder syncs (the `code_paths` view), so a rename is seen at once and identical files each
 keep their own path.
@@ -30,7 +31,8 @@ from services.core.errors import CallTimeout, InvalidArgument
 MAX_PATTERN = 1000
 MAX_CONTEXT = 10
 MAX_COUNT = 1000  # matches counted past the page at most (then total_matches_at_least)
-COUNT_SECONDS = 0.1  # counting past the page stops after this long (the page comes first)
+COUNT_BLOCKS = 128  # candidate blocks read past the page at most (~0.5 MB of lines: ~20 ms)
+COUNT_SECONDS = 0.5  # and never longer than this past the page (the page comes first)
 DEADLINE_SECONDS = 8.0  # the whole call stops here (a scan of a very large knowledge base)
 STATEMENT_MS = 15_000
 FETCH = 64  # blocks a cursor round trip brings
@@ -182,15 +184,18 @@ class CodeSearch:
         wanted = request.offset + request.limit
         started = time.monotonic()
         page_full_at: float | None = None
+        blocks_past = 0
         last: tuple[str, UUID, int] | None = None
         async with self.db.pool.acquire() as conn, conn.transaction(readonly=True):
             await conn.execute(f"SET LOCAL statement_timeout = {STATEMENT_MS}")
             cursor = conn.cursor(sql, *args, prefetch=FETCH)
             async for row in cursor:
                 now = time.monotonic()
-                if page_full_at is not None and (total >= MAX_COUNT or now - page_full_at > COUNT_SECONDS):
-                    exact = False
-                    break
+                if page_full_at is not None:
+                    blocks_past += 1
+                    if total >= MAX_COUNT or blocks_past > COUNT_BLOCKS or now - page_full_at > COUNT_SECONDS:
+                        exact = False
+                        break
                 if now - started > DEADLINE_SECONDS:
                     exact = False
                     break
