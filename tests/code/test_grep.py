@@ -5,8 +5,10 @@ follows a sync that changes, renames and deletes files; a scoped tenant never gr
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,7 +17,7 @@ from mcp import Client
 
 from server import build_server
 from services.access.scope import Scope, use_scope
-from services.app import Archivist, Runtime
+from services.app import Archivist, Runtime, run_worker
 from services.code.lines import split_lines
 from tests.support.git_server import GitServer
 from tests.support.git_support import run_sync
@@ -227,3 +229,40 @@ async def test_a_file_is_read_by_path_and_line_and_listed_by_directory(client: C
     await err(client, "manage_document", "NOT_FOUND", action="get", source_id=sid, path="pkg/nothing.py")
     await err(client, "manage_document", "INVALID_ARGUMENT", action="get", path="README.md")
     await err(client, "manage_document", "INVALID_ARGUMENT", action="get", source_id=sid, line_start=3)
+
+
+async def sync_folder(app: Archivist, source_id: Any) -> None:
+    started = await app.sync.queue(source_id)
+    stop = asyncio.Event()
+    task = asyncio.create_task(run_worker(app, stop, "grep-folder-test"))
+    try:
+        job = await app.jobs.wait(started.job.id, 60, interval=0.1)
+    finally:
+        stop.set()
+        await task
+    assert job.status == "completed", job
+
+
+async def test_a_folder_sync_keeps_the_index_through_renames_and_deletions(
+    client: Client, git_app: Archivist, files_dir: Path
+) -> None:
+    folder = files_dir / "greppable-folder"
+    (folder / "src").mkdir(parents=True)
+    (folder / "src/alpha.py").write_text("ZEBRA_LIMIT = 3\n\ndef zebra():\n    return ZEBRA_LIMIT\n")
+    (folder / "src/gone.py").write_text("ZEBRA_LIMIT = 4\n")
+    with use_scope(Scope.owner()):
+        config, _ = await git_app.sync.bind(str(folder), title="Folder code")
+        await sync_folder(git_app, config.source_id)
+    sid = str(config.source_id)
+    first = await ok(client, "search_knowledge_base", search_type="grep", query="ZEBRA_LIMIT", source_id=sid)
+    assert [(h["path"], h["line"]) for h in first["results"]] == [
+        ("src/alpha.py", 1),
+        ("src/alpha.py", 4),
+        ("src/gone.py", 1),
+    ]
+    (folder / "src/alpha.py").rename(folder / "src/beta.py")
+    (folder / "src/gone.py").unlink()
+    with use_scope(Scope.owner()):
+        await sync_folder(git_app, config.source_id)
+    after = await ok(client, "search_knowledge_base", search_type="grep", query="ZEBRA_LIMIT", source_id=sid)
+    assert [(h["path"], h["line"]) for h in after["results"]] == [("src/beta.py", 1), ("src/beta.py", 4)]
