@@ -15,21 +15,19 @@ from services.core.errors import InvalidArgument
 from services.core.validation import MAX_PER_PAGE, parse_uuid
 from services.documents.reading import MAX_WINDOW, ReadingService
 from services.documents.specs import SpecIngestResult
+from tools import code_files
 from tools.app_ui import APP_META
 from tools.arguments import ToolArguments, tool_function
 from tools.common import TEXT_LIMIT, cut, dispatch, document_view, page_fields, page_number_field
 from tools.schemas import DocumentReply
 
 NAME = "manage_document"
-DESCRIPTION = """Documents.
-
-create: content, file_path (file or directory: text, code, html, pdf, office, epub; recursive,
-  extensions) or url; into source_id or a source named by title.
-get: document_id, url (+source_id) or chunk_id. max_chars (1000, max 4000) from offset: a number
-  or an outline heading. outline: 20 headings per page. chunk_index: one chunk. graph=true:
-  linked documents (20 nodes). list: source_id, page, per_page (max 20), order=newest.
-update: document_id + title, url, metadata, content.
-delete: document_id."""
+DESCRIPTION = """create: content, file_path (file or folder: recursive, extensions) or url; into
+source_id or a source by title.
+get: document_id, url (+source_id) or chunk_id; max_chars (max 4000) from offset (number or
+heading); chunk_index; graph=true: links. source_id+path (+line_start/line_end): a file's lines.
+list: source_id (+path: a folder's files), page. update: document_id + title, url, metadata,
+content. delete: document_id."""
 
 
 class DocumentArguments(ToolArguments):
@@ -51,6 +49,9 @@ class DocumentArguments(ToolArguments):
     recursive: bool = True
     order: str | None = None
     graph: bool | None = None
+    path: str | None = None
+    line_start: int | None = None
+    line_end: int | None = None
 
 
 ARGUMENTS = DocumentArguments
@@ -158,6 +159,8 @@ def file_fields(path: Path, result: Any) -> dict[str, Any]:
 
 
 async def get_document(app: Archivist, args: DocumentArguments) -> dict[str, Any]:
+    if args.path is not None or args.line_start is not None or args.line_end is not None:  # tools/code_files.py
+        return await code_files.read_lines(app, args)
     reader = ReadingService(app.db)
     if args.chunk_id:
         return await get_chunk_by_id(app, reader, args.chunk_id, args.offset, args.max_chars)
@@ -207,6 +210,8 @@ async def get_chunk_by_id(
 
 
 async def list_documents(app: Archivist, args: DocumentArguments) -> dict[str, Any]:
+    if args.path is not None:  # the files under a directory of a source
+        return await code_files.list_files(app, args)
     page = await app.documents.list(args.source_id, args.page, args.per_page, args.order)
     return page_fields(page, "documents", [document_view(d) for d in page.items])
 

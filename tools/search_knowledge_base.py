@@ -19,7 +19,7 @@ from services.search.context import Packed
 from services.search.query import SearchResult
 from services.search.web import web_search
 from services.sources.versions import served_note
-from tools import sampling
+from tools import code_search, sampling
 from tools.app_ui import APP_META
 from tools.arguments import ToolArguments, tool_function
 from tools.common import call_time_limit, document_uri, run_tool
@@ -30,19 +30,19 @@ READ_HINT = "text is a window of its passage: manage_document(action='get', chun
 DEFAULT_ANSWER_TOKENS = 2000
 DEFAULT_SHAPE = HitShape()
 NAME = "search_knowledge_base"
-DESCRIPTION = """search_type: hybrid (default); question=hybrid; code: hybrid on code files; rerank ~10x
-slower, rarely better; web: SearXNG (language, categories). keyword_mode all: every term.
-hybrid_mode filter: keyword hits in vector order. keyword_weight 0-1. match_count 1-20. text: 1000
-chars at the match. fields: heading_path similarity chunk_ids uri source_title document_metadata
-freshness all. max_tokens 50-8000: cited passages. answer=true: your model answers.
-library+version ("3.x"). profile: search as it."""
+DESCRIPTION = """search_type: hybrid (default), question, code, rerank (slow), web (language,
+categories), grep (lines an RE2 query matches; path glob, context_lines, offset).
+keyword_mode all: every term. hybrid_mode filter: keyword hits in vector order. keyword_weight
+0-1. match_count 1-20. fields: heading_path similarity chunk_ids uri source_title
+document_metadata freshness all. max_tokens 50-8000: cited passages. answer=true: your model
+answers. library+version ("3.x"). profile: search as it."""
 
 
 class SearchArguments(ToolArguments):
     query: str
     source_id: str | None = None
     match_count: int | None = None
-    search_type: Literal[SearchType, "web"] | None = None
+    search_type: Literal[SearchType, "web", "grep"] | None = None
     similarity_threshold: float | None = None
     max_tokens: int | None = None
     answer: bool | None = None
@@ -56,6 +56,11 @@ class SearchArguments(ToolArguments):
     fields: list[str] | None = None
     keyword_mode: str | None = None
     hybrid_mode: str | None = None
+    literal: bool | None = None
+    case_sensitive: bool | None = None
+    path: str | None = None
+    context_lines: int | None = None
+    offset: int | None = None
 
 
 ARGUMENTS = SearchArguments
@@ -144,7 +149,7 @@ WEB_HINT = "Web results are not stored: crawl_website(action='start', url=...) a
 #: what a web search does not take (named in this order when given)
 KNOWLEDGE_BASE_ONLY = (
     "source_id", "source_ids", "similarity_threshold", "max_tokens", "answer", "library", "version", "profile",
-    "keyword_weight", "fields", "keyword_mode", "hybrid_mode",
+    "keyword_weight", "fields", "keyword_mode", "hybrid_mode", *code_search.GREP_ONLY,
 )  # fmt: skip
 
 
@@ -230,6 +235,9 @@ async def search(runtime: Runtime, args: SearchArguments, ctx: Context) -> dict[
     passages (asked by an `InputRequiredResult` on 2026-07-28, whose retry carries them back)."""
     if args.search_type == "web" or args.language is not None or args.categories:
         return await web_payload(runtime, args)
+    code_search.check_arguments(args)
+    if args.search_type == "grep":  # every matching line of code (tools/code_search.py)
+        return await code_search.grep(runtime, args)
     restored = sampling.restored_payload(ctx) if args.answer else None
     payload = restored if restored is not None else await knowledge_payload(runtime, args)
     if not args.answer:

@@ -10,7 +10,8 @@ for `max_tokens`. A new search type is one entry in `SearchQueries.runners` (a c
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
@@ -63,6 +64,16 @@ class SearchResult:
     served: ResolvedVersion | None = None  # the library version searched
     packed: Packed | None = None  # cited passages, when max_tokens was given
     max_tokens: int | None = None
+
+
+@dataclass(frozen=True)
+class Target:
+    """What a code search reads: the profile searched as, the library version served, the source ids
+    (None: every source the scope allows)."""
+
+    profile: Profile | None
+    served: ResolvedVersion | None
+    source_ids: list[UUID] | None
 
 
 Runner = Callable[[Plan], Awaitable[SearchOutcome]]
@@ -170,6 +181,19 @@ class SearchQueries:
                 outcome = await self.runners.get(plan.search_type, self.ranked)(plan)
             packed = await self.packed(outcome, q.max_tokens) if q.max_tokens is not None else None
         return SearchResult(outcome, plan.search_type, plan.match_count, chosen, output, served, packed, q.max_tokens)
+
+    @asynccontextmanager
+    async def within(self, q: SearchQuery) -> AsyncIterator[Target]:
+        """The sources a code search (grep, definitions, references) reads for this query, chosen as
+        `run` chooses them: as the query's profile, inside the caller's scope narrowed to it (entered for
+        the block), at the library version asked for."""
+        if q.source_ids and (q.library or q.version):
+            raise InvalidArgument("source_ids cannot be combined with library/version.", "Pass one or the other.")
+        chosen, scope = await choose_profile(self.profiles, q.profile)
+        with use_scope(scope):
+            served = await self.resolve_version(q) if q.library or q.version else None
+            ids = [served.source_id] if served else await self.search.searched_sources(q.source_id, q.source_ids)
+            yield Target(chosen, served, ids)
 
     async def ranked(self, plan: Plan) -> SearchOutcome:
         """The knowledge-base search types: chunks ranked by SearchService's strategies."""

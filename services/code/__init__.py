@@ -1,0 +1,3 @@
+"""Code, navigated (issue 36): the line index of synced code and text files (`lines.py`), grep over it
+(`grep.py`, with the trigram prefilter of `prefilter.py` and path globs of `paths.py`), and reading a
+source's files by path and line (`files.py`)."""
