@@ -14,6 +14,7 @@ from services.access.grants import GrantService
 from services.access.profiles import ProfileService
 from services.access.ratelimit import RateLimiter
 from services.access.tokens import TokenService
+from services.code.symbol_search import SymbolSearch
 from services.core.database import Database
 from services.core.errors import ServiceError, Unavailable
 from services.core.memory import limit_malloc_arenas
@@ -47,6 +48,7 @@ class Archivist:
         self.sources = SourceService(db)
         self.documents = DocumentService(db, self.sources, embedder, settings)
         self.search = SearchService(db, self.sources, embedder, settings, self.reranker)
+        self.symbols = SymbolSearch(db)  # definitions, references, outlines of synced code (services/code)
         self.jobs = JobQueue(db, settings)  # every job of every kind
         self.crawl = CrawlService(db, settings, self.sources, self.jobs)
         self.sync = SyncService(db, settings, self.sources, self.jobs)  # folder sources

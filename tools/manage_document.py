@@ -13,27 +13,25 @@ from services.access.paths import resolve_caller_path
 from services.app import Archivist, Runtime
 from services.core.errors import InvalidArgument
 from services.core.validation import MAX_PER_PAGE, parse_uuid
-from services.documents.reading import MAX_WINDOW, ReadingService
+from services.documents.reading import MAX_WINDOW, ReadingService, outline_page_view, parse_outline
 from services.documents.specs import SpecIngestResult
+from tools import code_symbols
 from tools.app_ui import APP_META
 from tools.arguments import ToolArguments, tool_function
 from tools.common import TEXT_LIMIT, cut, dispatch, document_view, page_fields, page_number_field
 from tools.schemas import DocumentReply
 
 NAME = "manage_document"
-DESCRIPTION = """Documents.
-
-create: content, file_path (file or directory: text, code, html, pdf, office, epub; recursive,
-  extensions) or url; into source_id or a source named by title.
-get: document_id, url (+source_id) or chunk_id. max_chars (1000, max 4000) from offset: a number
-  or an outline heading. outline: 20 headings per page. chunk_index: one chunk. graph=true:
-  linked documents (20 nodes). list: source_id, page, per_page (max 20), order=newest.
-update: document_id + title, url, metadata, content.
-delete: document_id."""
+DESCRIPTION = """create: content, file_path (file or directory; recursive, extensions) or url; into source_id or
+  a title's source.
+get: document_id, url (+source_id) or chunk_id. max_chars (max 4000) from offset: a number or an
+  outline heading. chunk_index: a chunk. graph=true: linked pages. list: source_id, page,
+  per_page, order=newest. outline: document_id or source_id+path: code symbols or headings.
+update: document_id + title/url/metadata/content. delete: document_id."""
 
 
 class DocumentArguments(ToolArguments):
-    action: Literal["create", "get", "list", "update", "delete"]
+    action: Literal["create", "get", "list", "update", "delete", "outline"]
     document_id: str | None = None
     source_id: str | None = None
     content: str | None = None
@@ -51,6 +49,7 @@ class DocumentArguments(ToolArguments):
     recursive: bool = True
     order: str | None = None
     graph: bool | None = None
+    path: str | None = None
 
 
 ARGUMENTS = DocumentArguments
@@ -206,6 +205,24 @@ async def get_chunk_by_id(
     return {"document": document_view(document), "chunk": view, "content": window}
 
 
+async def outline_document(app: Archivist, args: DocumentArguments) -> dict[str, Any]:
+    """A code file's symbols in file order (tools/code_symbols.py); a prose document's headings."""
+    if args.path is not None:
+        if not args.source_id:
+            raise InvalidArgument("path needs source_id.", "Pass source_id with path, or a document_id.")
+        document = await app.documents.get(await app.symbols.document_at(app.sources, args.source_id, args.path))
+    else:
+        document = await app.documents.get(args.document_id)
+    payload: dict[str, Any] = {"document": document_view(document)}
+    symbols = await app.symbols.outline(document.id)
+    if symbols is not None:
+        payload["outline"] = code_symbols.outline_view(symbols, args.page)
+        return payload
+    content = await ReadingService(app.db).content(document.id)
+    payload["outline"] = outline_page_view(parse_outline(content), args.page)
+    return payload
+
+
 async def list_documents(app: Archivist, args: DocumentArguments) -> dict[str, Any]:
     page = await app.documents.list(args.source_id, args.page, args.per_page, args.order)
     return page_fields(page, "documents", [document_view(d) for d in page.items])
@@ -247,6 +264,7 @@ ACTIONS = {
     "list": list_documents,
     "update": update_document,
     "delete": delete_document,
+    "outline": outline_document,
 }
 
 

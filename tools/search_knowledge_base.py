@@ -17,7 +17,7 @@ from services.search import SearchOutcome
 from services.search.context import check_max_tokens, pack_context, token_counter
 from services.search.web import web_search
 from services.sources.versions import ResolvedVersion, resolve, served_note
-from tools import sampling
+from tools import code_symbols, sampling
 from tools.app_ui import APP_META
 from tools.arguments import ToolArguments, tool_function
 from tools.common import call_time_limit, document_uri, run_tool
@@ -29,19 +29,19 @@ READ_HINT = "text is a window of its passage: manage_document(action='get', chun
 DEFAULT_ANSWER_TOKENS = 2000
 DEFAULT_SHAPE = HitShape()
 NAME = "search_knowledge_base"
-DESCRIPTION = """search_type: hybrid (default); question=hybrid; code: hybrid on code files; rerank ~10x
-slower, rarely better; web: SearXNG (language, categories). keyword_mode all: every term.
-hybrid_mode filter: keyword hits in vector order. keyword_weight 0-1. match_count 1-20. text: 1000
-chars at the match. fields: heading_path similarity chunk_ids uri source_title document_metadata
-freshness all. max_tokens 50-8000: cited passages. answer=true: your model answers.
-library+version ("3.x"). profile: search as it."""
+DESCRIPTION = """search_type: hybrid (default); code: hybrid on code files; rerank: slow; web: SearXNG
+(language, categories); definition|references: a symbol, offset pages. keyword_mode all: every term.
+hybrid_mode filter: keyword hits in vector order. keyword_weight 0-1. match_count 1-20. fields:
+heading_path similarity chunk_ids uri source_title document_metadata freshness all. max_tokens
+50-8000: cited passages. answer=true: your model answers. library+version ("3.x"). profile: search
+as it."""
 
 
 class SearchArguments(ToolArguments):
     query: str
     source_id: str | None = None
     match_count: int | None = None
-    search_type: Literal[SearchType, "web"] | None = None
+    search_type: Literal[SearchType, "web", "definition", "references"] | None = None
     similarity_threshold: float | None = None
     max_tokens: int | None = None
     answer: bool | None = None
@@ -55,6 +55,7 @@ class SearchArguments(ToolArguments):
     fields: list[str] | None = None
     keyword_mode: str | None = None
     hybrid_mode: str | None = None
+    offset: int | None = None
 
 
 ARGUMENTS = SearchArguments
@@ -244,6 +245,9 @@ async def search(runtime: Runtime, args: SearchArguments, ctx: Context) -> dict[
     passages (asked by an `InputRequiredResult` on 2026-07-28, whose retry carries them back)."""
     if args.search_type == "web" or args.language is not None or args.categories:
         return await web_payload(runtime, args)
+    code_symbols.check_arguments(args)
+    if args.search_type in code_symbols.SYMBOL_TYPES:  # the symbol table of synced code (tools/code_symbols.py)
+        return await code_symbols.symbol_search(runtime, args)
     restored = sampling.restored_payload(ctx) if args.answer else None
     payload = restored if restored is not None else await knowledge_payload(runtime, args)
     if not args.answer:

@@ -10,6 +10,7 @@ import asyncpg
 from models import Document, IngestResult
 from services.access.scope import current_scope
 from services.chunking.base import Chunk
+from services.code.symbol_store import write_symbols
 from services.core.database import Database
 from services.core.errors import Conflict, InvalidArgument, NotFound
 from services.core.settings import Settings
@@ -112,6 +113,8 @@ class ChangeMixin:
             if reindex:
                 evidence = {**current.metadata, **(metadata or {})}  # hidden-text marks of the page
                 await self._write_chunks(conn, current.id, current.source_id, new_title, chunks, vectors, evidence)
+                if new_content is not None:  # the symbol table follows the text (services/code)
+                    await write_symbols(conn, current.id, current.source_id, new_content, evidence)
             links = content_links(new_content, doc_type, url or current.url) if new_content is not None else None
             if links is not None:  # the new content's links replace the old
                 await write_links(conn, current.id, current.source_id, links)

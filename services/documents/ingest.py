@@ -13,6 +13,7 @@ import asyncpg
 from models import Document, IngestResult
 from services.chunking import get_chunker
 from services.chunking.base import Chunk
+from services.code.symbol_store import write_symbols
 from services.core.database import Database
 from services.core.errors import InvalidArgument
 from services.core.settings import Settings
@@ -192,6 +193,7 @@ class IngestMixin:
                 len(chunks),
             )
             await self._write_chunks(conn, row["id"], source_id, item.title, chunks, vectors, item.metadata)
+            await write_symbols(conn, row["id"], source_id, item.content, item.metadata)  # services/code
             links = item.links if item.links is not None else content_links(item.content, item.document_type, item.url)
             if links is not None:  # the page graph of ingested text and files (crawls write theirs too)
                 await write_links(conn, row["id"], source_id, links)

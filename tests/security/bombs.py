@@ -307,3 +307,17 @@ def address_space(headroom_mb: int) -> Iterator[None]:
         yield
     finally:
         resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+
+
+# ---------------------------------------------------------------- code symbols
+
+
+def python_symbol_flood(count: int = 150_000) -> str:
+    """A Python file of `count` one-line functions: more symbols than one file may keep (~3 MB)."""
+    return "".join(f"def f{i}(): g{i}\n" for i in range(count))
+
+
+def minified_line(size: int = 5 * MB) -> str:
+    """A minified bundle: one 5 MB line of short identifiers, over the symbol budget's input size."""
+    unit = "var a=b(c,d);"
+    return unit * (size // len(unit) + 1)
