@@ -57,7 +57,8 @@ def definition_view(hit: SymbolHit) -> dict[str, Any]:
         symbol["parent"] = hit.parent
     view = {**_where(hit), "symbol": symbol, "match_type": "definition"}
     if hit.anchor is not None:  # a name an API reference page documents
-        view.update(url=f"{hit.url}#{hit.anchor}" if hit.url else f"#{hit.anchor}", title=cut(hit.title, 200)[0])
+        url = f"{hit.url or ''}#{hit.anchor}" if hit.anchor else hit.url
+        view.update(url=url, title=cut(hit.title, 200)[0])
         view["text"] = f"{hit.qualified_name} is documented on {hit.title or hit.url}"[:TEXT_LIMIT]
         view["truncated"] = False
         return view

@@ -1,10 +1,10 @@
 """Writing the symbol table (sql/038_code_symbols.sql): one call from ingest, in its transaction.
 
 `write_symbols` replaces a document's rows with what its text holds now: for a code file (metadata
-`language` with tag queries) its definitions and references (services/code/symbols.py); for an API
-reference page the names it documents (metadata `api_names`, from services/pages/api_names.py). A
-document that holds neither keeps no rows. Deleting a document drops its rows (ON DELETE CASCADE);
-a renamed file keeps them (paths are read from the sync manifests).
+`language` with tag queries) its definitions and references (services/code/symbols.py); a document of
+any other kind keeps no rows. `write_documented` records the names an API reference page documents
+(services/pages/api_names.py), which the crawl writes beside the page's links. Deleting a document
+drops its rows (ON DELETE CASCADE); a renamed file keeps them (paths come from the sync manifests).
 """
 
 from __future__ import annotations
@@ -44,9 +44,6 @@ async def write_symbols(
     symbols = file_symbols(content, metadata)
     if symbols is not None:
         await _write_code(conn, document_id, source_id, symbols)
-    documented = (metadata or {}).get("api_names")
-    if isinstance(documented, list) and documented:
-        await _write_documented(conn, document_id, source_id, documented)
 
 
 async def _write_code(conn: asyncpg.Connection, document_id: UUID, source_id: UUID, symbols: Symbols) -> None:
@@ -76,10 +73,11 @@ async def _write_code(conn: asyncpg.Connection, document_id: UUID, source_id: UU
     await conn.copy_records_to_table("code_symbol_files", records=summary, columns=FILE_COLUMNS)
 
 
-async def _write_documented(
-    conn: asyncpg.Connection, document_id: UUID, source_id: UUID, documented: list[Any]
-) -> None:
-    """The names an API reference page documents: [qualified name, anchor, kind] each."""
+async def write_documented(conn: asyncpg.Connection, document_id: UUID, source_id: UUID, documented: Any) -> None:
+    """Replace the names a page documents: [qualified name, anchor, kind] each."""
+    await conn.execute("DELETE FROM code_symbols WHERE document_id = $1 AND anchor IS NOT NULL", document_id)
+    if not isinstance(documented, list):
+        return
     rows = []
     for entry in documented:
         if not (isinstance(entry, list | tuple) and len(entry) == 3 and all(isinstance(v, str) for v in entry)):
