@@ -17,6 +17,7 @@ from uuid import UUID
 
 import re2
 
+from services.code.symbols import path_qualifier
 from services.core.database import Database
 from services.core.errors import InvalidArgument, NotFound
 
@@ -69,6 +70,19 @@ class Page:
     offset: int
     next_offset: int | None
     notes: list[str] = field(default_factory=list)
+
+
+def with_prefix(prefix: str, name: str) -> str:
+    return f"{prefix}.{name}" if prefix else name
+
+
+def qualified(hit: SymbolHit, language: str | None) -> SymbolHit:
+    """The hit with its file's path qualifier (a Python module) in front of its names."""
+    prefix = path_qualifier(language, hit.path)
+    if prefix:
+        hit.qualified_name = with_prefix(prefix, hit.qualified_name)
+        hit.parent = with_prefix(prefix, hit.parent) if hit.parent else None
+    return hit
 
 
 def split_symbol(query: str) -> list[str]:
@@ -126,14 +140,17 @@ class SymbolSearch:
         name, qualifiers = parts[-1], parts[:-1]
         rows = await self.db.pool.fetch(
             "SELECT s.source_id, s.document_id, s.name, s.kind, s.qualified_name, s.parent, s.line_start, "
-            f"s.line_end, s.signature, s.doc, s.anchor, d.url, d.title, {PATH} AS path "
+            f"s.line_end, s.signature, s.doc, s.anchor, d.url, d.title, {PATH} AS path, f.language "
             f"FROM code_symbols s JOIN documents d ON d.id = s.document_id {PATHS} "
+            "LEFT JOIN code_symbol_files f ON f.document_id = s.document_id "
             "WHERE s.name = $1 AND ($2::uuid[] IS NULL OR s.source_id = ANY($2)) LIMIT $3",
             name,
             sources,
             MAX_CANDIDATES,
         )
-        hits = [SymbolHit(**dict(row)) for row in rows]
+        hits = [
+            qualified(SymbolHit(**{k: v for k, v in row.items() if k != "language"}), row["language"]) for row in rows
+        ]
         scored = [(qualifier_score(qualifiers, h.qualified_name, h.path), h) for h in hits]
         notes = []
         if qualifiers and scored and not any(score for score, _ in scored):
@@ -191,7 +208,9 @@ class SymbolSearch:
     async def outline(self, document_id: UUID) -> dict[str, Any] | None:
         """The code file's symbols in file order, None when the document is not an indexed code file."""
         summary = await self.db.pool.fetchrow(
-            "SELECT language, definitions, capped FROM code_symbol_files WHERE document_id = $1", document_id
+            f"SELECT f.language, f.capped, {PATH} AS path FROM code_symbol_files f "
+            f"JOIN documents d ON d.id = f.document_id {PATHS} WHERE f.document_id = $1 LIMIT 1",
+            document_id,
         )
         if summary is None:
             return None
@@ -200,7 +219,12 @@ class SymbolSearch:
             "WHERE document_id = $1 AND anchor IS NULL ORDER BY line_start, line_end DESC",
             document_id,
         )
-        return {"language": summary["language"], "capped": summary["capped"], "symbols": [dict(r) for r in rows]}
+        prefix = path_qualifier(summary["language"], summary["path"])
+        symbols = [dict(r) for r in rows]
+        for symbol in symbols:
+            symbol["qualified_name"] = with_prefix(prefix, symbol["qualified_name"])
+            symbol["parent"] = with_prefix(prefix, symbol["parent"]) if symbol["parent"] else None
+        return {"language": summary["language"], "capped": summary["capped"], "symbols": symbols}
 
     async def _line_texts(self, hits: list[ReferenceHit]) -> None:
         wanted: dict[UUID, set[int]] = {}

@@ -1,11 +1,12 @@
 """Symbols of a source file from its syntax tree: definitions and references (issue 36).
 
 A definition is what a tag query (services/code/symbol_languages.py) captures: its name, kind, the
-line span of the definition node, the enclosing definition (`parent`), a qualified name (the file's
-own qualifier, e.g. a Python module from its path or a Go package, then the enclosing definitions:
-`shutil.copytree`, `pathlib.Path.read_text`, `sync::Mutex::lock`), the signature (the text up to the
-body) and the start of the docstring (a Python docstring, else the comments right above). A reference
-is every other identifier as written, by line: calls, attribute access, imports, types.
+line span of the definition node, the enclosing definition (`parent`), a qualified name (a Go or Java
+package, then the enclosing definitions: `Path.read_text`, `sync.Mutex.Lock`; a Python module comes
+from the file's path when the table is read, `path_qualifier`, so a rename needs no rewrite), the
+signature (the text up to the body) and the start of the docstring (a Python docstring, else the
+comments right above). A reference is every other identifier as written, by line: calls, attribute
+access, imports, types.
 
 Outside bytes are parsed under the "code-symbols" budget (services/core/budgets.py): a file over its
 input size is not parsed, a parse over its time is abandoned, and at most `structure` symbols are kept
@@ -79,14 +80,21 @@ def _text(node: Any) -> str:
     return node.text.decode("utf-8", "replace") if node is not None and node.text is not None else ""
 
 
-def module_qualifier(path: str | None, language: str, root: Any) -> str:
-    """The file's own qualifier: a Python module from its path, a Go or Java package, else ""."""
+def path_qualifier(language: str | None, path: str | None) -> str:
+    """The qualifier a file's path gives its names: a Python module (`Lib/pathlib/__init__.py` ->
+    `Lib.pathlib`), else "". Applied when the table is read, so a renamed file's names follow it."""
+    if language is None or language not in LANGUAGES or LANGUAGES[language].module != "python" or not path:
+        return ""
+    parts = list(PurePosixPath(path).with_suffix("").parts)
+    if parts and parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(p for p in parts if p.isidentifier())
+
+
+def module_qualifier(language: str, root: Any) -> str:
+    """The qualifier a file's text gives its names: a Go or Java package, else "" (a Python module
+    comes from the path: `path_qualifier`)."""
     kind = LANGUAGES[language].module
-    if kind == "python" and path:
-        parts = list(PurePosixPath(path).with_suffix("").parts)
-        if parts and parts[-1] == "__init__":
-            parts.pop()
-        return ".".join(p for p in parts if p.isidentifier())
     if kind in ("go", "java"):
         clause = "package_clause" if kind == "go" else "package_declaration"
         for child in root.named_children[:8]:
@@ -114,7 +122,7 @@ def extract(content: str, language: str, path: str | None = None) -> Symbols:
         return out
     deadline = started + BUDGET.seconds
     found, out.capped = _captured(tree.root_node, language, deadline)
-    out.definitions, name_starts = _definitions(tree.root_node, found, language, path, deadline)
+    out.definitions, name_starts = _definitions(tree.root_node, found, language, deadline)
     if len(out.definitions) < len([f for f in found if f.kind != "scope"]):
         out.capped = out.capped or f"stopped after {BUDGET.seconds:g} s"
     if out.capped:
@@ -198,13 +206,11 @@ def _constant_name(name: str, language: str) -> bool:
     return bool(letters) and name.upper() == name
 
 
-def _definitions(
-    root: Any, found: list[_Found], language: str, path: str | None, deadline: float
-) -> tuple[list[Definition], set[int]]:
+def _definitions(root: Any, found: list[_Found], language: str, deadline: float) -> tuple[list[Definition], set[int]]:
     """The file's definitions in file order (those made before the deadline), and where their names
     end (a C++ `net::Socket::close` names `close`; `net` and `Socket` in it are references)."""
     spec = LANGUAGES[language]
-    qualifier = module_qualifier(path, language, root)
+    qualifier = module_qualifier(language, root)
     stack: list[_Found] = []
     out: list[Definition] = []
     for index, item in enumerate(found):

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from services.code.symbols import Definition, extract
+from services.code.symbols import Definition, extract, path_qualifier
 
 PYTHON = '''import os.path
 from shutil import copytree
@@ -41,9 +41,11 @@ def by_name(definitions: list[Definition]) -> dict[str, Definition]:
     return {d.qualified_name: d for d in definitions}
 
 
-def test_python_definitions_are_module_qualified_with_spans_signatures_and_docstrings() -> None:
+def test_python_definitions_are_qualified_with_spans_signatures_and_docstrings() -> None:
     symbols = extract(PYTHON, "python", "Lib/pathlib/__init__.py")
-    found = by_name(symbols.definitions)
+    found = {f"Lib.pathlib.{name}": d for name, d in by_name(symbols.definitions).items()}
+    assert path_qualifier("python", "Lib/pathlib/__init__.py") == "Lib.pathlib"  # added when read
+    assert path_qualifier("python", "shutil.py") == "shutil" and path_qualifier("go", "a/b.go") == ""
     assert list(found) == [
         "Lib.pathlib.LIMIT", "Lib.pathlib.Path", "Lib.pathlib.Path.SEP", "Lib.pathlib.Path.read_text",
         "Lib.pathlib.Path.name", "Lib.pathlib.top",
@@ -52,7 +54,7 @@ def test_python_definitions_are_module_qualified_with_spans_signatures_and_docst
     assert (path.kind, path.line_start, path.line_end, path.signature) == ("class", 7, 21, "class Path")
     assert path.doc == "A filesystem path."
     method = found["Lib.pathlib.Path.read_text"]
-    assert (method.kind, method.parent, method.line_start, method.line_end) == ("method", "Lib.pathlib.Path", 14, 17)
+    assert (method.kind, method.parent, method.line_start, method.line_end) == ("method", "Path", 14, 17)
     assert method.signature == "def read_text(self, encoding=None)" and method.doc == "Read the file as text."
     assert found["Lib.pathlib.top"].signature == "def top(a, b)"
     assert found["Lib.pathlib.top"].kind == "function" and found["Lib.pathlib.LIMIT"].kind == "constant"
