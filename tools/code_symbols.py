@@ -16,6 +16,7 @@ from services.app import Runtime
 from services.code.symbol_search import Page, ReferenceHit, SymbolHit
 from services.core.errors import InvalidArgument
 from services.core.validation import MAX_PER_PAGE
+from services.sources.versions import ResolvedVersion, resolve, served_note
 from tools.common import TEXT_LIMIT, call_time_limit, cut, document_uri
 from tools.profile_search import choose_profile
 
@@ -108,15 +109,30 @@ async def symbol_search(runtime: Runtime, args: Any) -> dict[str, Any]:
     offset = getattr(args, "offset", None) or 0
     if offset < 0:
         raise InvalidArgument(f"offset must be 0 or more (got {offset}).", "Use the next_offset of a reply.")
+    if args.source_ids and (args.library or args.version):
+        raise InvalidArgument("source_ids cannot be combined with library/version.", "Pass one or the other.")
     app = await runtime.get()
     chosen, scope = await choose_profile(app, args.profile)
+    served: ResolvedVersion | None = None
     with use_scope(scope):  # a scoped caller reads its own sources' symbols only
         async with call_time_limit(app, NAME):
+            if args.library or args.version:  # the source of that library's version, as search resolves it
+                library = args.library
+                if not library and args.source_id:
+                    library = (await app.sources.get(args.source_id)).title
+                served = await resolve(app.db, library, args.version)
             async with app.db.reading():
-                ids = await app.search.searched_sources(args.source_id, args.source_ids)
+                ids = (
+                    [served.source_id] if served else await app.search.searched_sources(args.source_id, args.source_ids)
+                )
                 find = app.symbols.definitions if args.search_type == "definition" else app.symbols.references
                 page = await find(args.query, ids, offset, limit)
     payload = page_payload(page, args.search_type, args.query)
+    if served is not None:
+        payload.update(library=served.library, version=served.version, source_id=str(served.source_id))
+        payload["requested_version"] = served.requested
+        if note := served_note(served):
+            payload["version_note"] = note
     if chosen is not None:
         payload["profile"] = chosen.name
     return payload

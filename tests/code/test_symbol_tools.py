@@ -135,6 +135,8 @@ async def test_definition_of_a_qualified_name(client: Client, sources: dict[str,
     assert method["results"][0]["symbol"]["parent"] == "pathlib.Path"
     nowhere = await ok(client, "search_knowledge_base", query="no_such_symbol_here", search_type="definition")
     assert nowhere["results"] == [] and nowhere["total_matches"] == 0
+    by_library = await ok(client, "search_knowledge_base", query="copytree", search_type="definition", library="vault")
+    assert [where(h) for h in by_library["results"]] == [("vault.py", 1)] and by_library["library"] == "Vault"
     bad = await err(client, "search_knowledge_base", "INVALID_ARGUMENT", query="copy tree", search_type="definition")
     assert "symbol" in bad["error"]
 
