@@ -18,6 +18,7 @@ from services.access.ratelimit import RateLimiter
 from services.access.tokens import TokenService
 from services.code.files import CodeFiles
 from services.code.grep import CodeSearch
+from services.code.symbol_search import SymbolSearch
 from services.core.database import Database
 from services.core.errors import ServiceError, Unavailable
 from services.core.memory import limit_malloc_arenas
@@ -56,6 +57,7 @@ class Archivist:
         self.search = SearchService(db, self.sources, embedder, settings, self.reranker)
         self.code = CodeSearch(db)  # grep over the line index of synced code (services/code)
         self.code_files = CodeFiles(db)  # a source's files by path and line
+        self.symbols = SymbolSearch(db)  # definitions, references, outlines of synced code (services/code)
         self.jobs = JobQueue(db, settings)  # every job of every kind
         self.crawl = CrawlService(db, settings, self.sources, self.jobs)
         self.sync = SyncService(db, settings, self.sources, self.jobs)  # folder sources

@@ -21,10 +21,10 @@ NAME = "crawl_website"
 DESCRIPTION = """Jobs filling a source.
 start: url; into source_id or a source by title (default: host); follows links (recursive=false:
 one page) to max_depth (max 5), sitemaps, llms.txt; max_pages (max 100); include/exclude_patterns.
-Login: headers/cookies {name: 'env:VAR'} (start host, auth_hosts).
+Login: headers/cookies {name: 'env:VAR'}, auth_hosts.
 status: job_id, wait_seconds (max 30). list: status, source_id, page. cancel: job_id.
 recrawl: source_id, job_id or url. sync: folder_path, git_url (ref, auth_env: token env var
-NAME, browse_url with {commit} {path}) or source_id. Only changed pages/files are re-read."""
+NAME, browse_url with {commit} {path}) or source_id."""
 
 
 class CrawlArguments(ToolArguments):

@@ -13,9 +13,9 @@ from services.access.paths import resolve_caller_path
 from services.app import Archivist, Runtime
 from services.core.errors import InvalidArgument
 from services.core.validation import MAX_PER_PAGE, parse_uuid
-from services.documents.reading import MAX_WINDOW, ReadingService
+from services.documents.reading import MAX_WINDOW, ReadingService, outline_page_view, parse_outline
 from services.documents.specs import SpecIngestResult
-from tools import code_files
+from tools import code_files, code_symbols
 from tools.app_ui import APP_META
 from tools.arguments import ToolArguments, tool_function
 from tools.common import TEXT_LIMIT, cut, dispatch, document_view, page_fields, page_number_field
@@ -26,12 +26,12 @@ DESCRIPTION = """create: content, file_path (file or folder: recursive, extensio
 source_id or a source by title.
 get: document_id, url (+source_id) or chunk_id; max_chars (max 4000) from offset (number or
 heading); chunk_index; graph=true: links. source_id+path (+line_start/line_end): a file's lines.
-list: source_id (+path: a folder's files), page. update: document_id + title, url, metadata,
-content. delete: document_id."""
+list: source_id (+path: a folder's files), page. outline: document_id or source_id+path: code
+symbols or headings. update: document_id + fields. delete: document_id."""
 
 
 class DocumentArguments(ToolArguments):
-    action: Literal["create", "get", "list", "update", "delete"]
+    action: Literal["create", "get", "list", "update", "delete", "outline"]
     document_id: str | None = None
     source_id: str | None = None
     content: str | None = None
@@ -209,6 +209,24 @@ async def get_chunk_by_id(
     return {"document": document_view(document), "chunk": view, "content": window}
 
 
+async def outline_document(app: Archivist, args: DocumentArguments) -> dict[str, Any]:
+    """A code file's symbols in file order (tools/code_symbols.py); a prose document's headings."""
+    if args.path is not None:
+        if not args.source_id:
+            raise InvalidArgument("path needs source_id.", "Pass source_id with path, or a document_id.")
+        document = await app.documents.get(await app.symbols.document_at(app.sources, args.source_id, args.path))
+    else:
+        document = await app.documents.get(args.document_id)
+    payload: dict[str, Any] = {"document": document_view(document)}
+    symbols = await app.symbols.outline(document.id)
+    if symbols is not None:
+        payload["outline"] = code_symbols.outline_view(symbols, args.page)
+        return payload
+    content = await ReadingService(app.db).content(document.id)
+    payload["outline"] = outline_page_view(parse_outline(content), args.page)
+    return payload
+
+
 async def list_documents(app: Archivist, args: DocumentArguments) -> dict[str, Any]:
     if args.path is not None:  # the files under a directory of a source
         return await code_files.list_files(app, args)
@@ -252,6 +270,7 @@ ACTIONS = {
     "list": list_documents,
     "update": update_document,
     "delete": delete_document,
+    "outline": outline_document,
 }
 
 

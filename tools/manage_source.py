@@ -15,7 +15,7 @@ from tools.schemas import SourceReply
 
 NAME = "manage_source"
 DESCRIPTION = """create: title; description, url, source_type, metadata, version. get: source_id.
-list: page, per_page (max 20), title. update: source_id + fields (metadata merged).
+list: page, per_page, title. update: source_id + fields.
 delete: source_id, with its documents. changes: since (ISO) or job_id."""
 
 

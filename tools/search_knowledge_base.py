@@ -19,7 +19,7 @@ from services.search.context import Packed
 from services.search.query import SearchResult
 from services.search.web import web_search
 from services.sources.versions import served_note
-from tools import code_search, sampling
+from tools import code_search, code_symbols, sampling
 from tools.app_ui import APP_META
 from tools.arguments import ToolArguments, tool_function
 from tools.common import call_time_limit, document_uri, run_tool
@@ -31,18 +31,18 @@ DEFAULT_ANSWER_TOKENS = 2000
 DEFAULT_SHAPE = HitShape()
 NAME = "search_knowledge_base"
 DESCRIPTION = """search_type: hybrid (default), question, code, rerank (slow), web (language,
-categories), grep (lines an RE2 query matches; path glob, context_lines, offset).
-keyword_mode all: every term. hybrid_mode filter: keyword hits in vector order. keyword_weight
-0-1. match_count 1-20. fields: heading_path similarity chunk_ids uri source_title
-document_metadata freshness all. max_tokens 50-8000: cited passages. answer=true: your model
-answers. library+version ("3.x"). profile: search as it."""
+categories); grep: lines an RE2 query matches (path glob, context_lines); definition, references: a
+symbol. keyword_mode, hybrid_mode: see the skill. keyword_weight 0-1.
+match_count 1-20. fields: heading_path similarity chunk_ids uri source_title document_metadata
+freshness all. max_tokens 50-8000: cited passages. answer=true: your model answers.
+library+version ("3.x"). profile: search as it."""
 
 
 class SearchArguments(ToolArguments):
     query: str
     source_id: str | None = None
     match_count: int | None = None
-    search_type: Literal[SearchType, "web", "grep"] | None = None
+    search_type: Literal[SearchType, "web", "grep", "definition", "references"] | None = None
     similarity_threshold: float | None = None
     max_tokens: int | None = None
     answer: bool | None = None
@@ -236,8 +236,11 @@ async def search(runtime: Runtime, args: SearchArguments, ctx: Context) -> dict[
     if args.search_type == "web" or args.language is not None or args.categories:
         return await web_payload(runtime, args)
     code_search.check_arguments(args)
+    code_symbols.check_arguments(args)
     if args.search_type == "grep":  # every matching line of code (tools/code_search.py)
         return await code_search.grep(runtime, args)
+    if args.search_type in code_symbols.SYMBOL_TYPES:  # the symbol table of synced code (tools/code_symbols.py)
+        return await code_symbols.symbol_search(runtime, args)
     restored = sampling.restored_payload(ctx) if args.answer else None
     payload = restored if restored is not None else await knowledge_payload(runtime, args)
     if not args.answer:
