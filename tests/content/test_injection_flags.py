@@ -226,8 +226,11 @@ async def test_a_profile_leaves_flagged_chunks_out(settings: Settings, embedder:
     assert safe["results"] and not any(r.get("flags") for r in safe["results"]) and safe["flagged_left_out"] >= 2
     both = await ok_as(settings, embedder, ["pools_all", "pools_safe"], query)  # no profile named: fails closed
     assert not any(r.get("flags") for r in both["results"])
+    # the rule is the scope's (any of its profiles, issue 38 point 3): naming the other profile does not lift it
     chosen = await ok_as(settings, embedder, ["pools_all", "pools_safe"], {**query, "profile": "pools_all"})
-    assert any(r.get("flags") for r in chosen["results"])
+    assert chosen["results"] and not any(r.get("flags") for r in chosen["results"])
+    owner = await ok_as(settings, embedder, [], {**query, "profile": "pools_safe"})  # the owner, as a profile
+    assert owner["results"] and not any(r.get("flags") for r in owner["results"])
 
 
 async def ok_as(settings: Settings, embedder: Any, profiles: list[str], arguments: dict[str, Any]) -> dict[str, Any]:
