@@ -137,8 +137,9 @@ def test_hidden_text_that_reaches_the_markdown_is_flagged_where_it_lands() -> No
         assert ("hidden_text" in found) == carries, (chunk.text[:80], found)
 
 
-def test_zero_width_limit() -> None:
-    assert not has_invisible_chars("one stray zero\u200bwidth space")
+def test_one_invisible_character_inside_a_word_is_flagged() -> None:
+    """Issue 38, point 4: one zero-width character inside a word used to pass (up to two were allowed)."""
+    assert has_invisible_chars("one stray zero\u200bwidth space")
     assert has_invisible_chars("e\u200bv\u200bi\u200bl")
 
 
