@@ -257,7 +257,13 @@ def chunks_of_plant(html: str, url: str, payload: str, settings: Settings) -> tu
     page = extract_html(html, url)
     paragraphs = page.markdown.split("\n\n")
     middle = max(1, len(paragraphs) // 2)
-    markdown = "\n\n".join([*paragraphs[:middle], f"[//]: # ({payload})", *paragraphs[middle:]])
+    markdown = "\n\n".join(
+        [
+            *paragraphs[:middle],
+            "[//]: # (" + payload.replace("(", "\\(").replace(")", "\\)") + ")",
+            *paragraphs[middle:],
+        ]
+    )
     chunks = get_chunker(settings, document_type="markdown").chunk(markdown)
     return chunks, chunk_flags(page.title or "", chunks, {})
 

@@ -159,7 +159,9 @@ def chunk_flags(title: str, chunks: Sequence[Any], metadata: dict[str, Any] | No
     out = []
     for chunk in chunks:
         headings = " > ".join(chunk.heading_path or [])
-        flags = scan_text(f"{headings}\n{chunk.text}" if headings else chunk.text, marks, referenced)
+        # a blank line after the headings: the chunk's first line starts a block (a definition may not
+        # interrupt a paragraph, markdown_hidden.py)
+        flags = scan_text(f"{headings}\n\n{chunk.text}" if headings else chunk.text, marks, referenced)
         hidden = ["hidden_text"] if overflowed else []
         out.append([n for n in FLAG_NAMES if n in flags or n in title_flags or n in hidden])
     return out

@@ -15,8 +15,9 @@ they also scan a normalised view, built the way Unicode TS #39 builds a skeleton
 
 Two disguises are flags of their own, read from the stored text itself:
 
-- an invisible character inside a word (between two letters: the PostgreSQL manual's zero-width spaces
-  after `_` and between digit groups are line-break hints, not inside a word), `invisible_chars`;
+- an invisible character inside a word (between two letters of a word without digits or underscores:
+  the PostgreSQL manual's zero-width spaces after `_`, between digit groups and inside ISO 8601 codes
+  such as `P-1Y-2M3D<ZWSP>T` are line-break hints, not inside a word), `invisible_chars`;
 - a mixed-script word: Latin letters beside letters of another script that look like Latin ones
   (`раypal`), `mixed_script`. A word whose other-script letters have no Latin look-alike (`kΩ`) or that
   has a single Latin letter (`μs`) is not one.
@@ -38,6 +39,9 @@ IGNORABLE = regex.compile(r"\p{Default_Ignorable_Code_Point}+")
 NON_ASCII = regex.compile(r"[^\x00-\x7f]+")
 #: a word with letters of any script
 WORD = regex.compile(r"[\p{L}\p{M}]+")
+#: a token of word characters (letters, digits, underscores) after a position, and before one
+TOKEN = regex.compile(r"\w*")
+TOKEN_BACKWARDS = regex.compile(r"(?r)\w*")
 #: the same, matched backwards from a position (where the word holding it starts)
 WORD_BACKWARDS = regex.compile(r"(?r)[\p{L}\p{M}]+")
 #: an ASCII letter beside a letter beyond ASCII (marks between): where a word mixes scripts
@@ -85,8 +89,19 @@ def invisible_inside_word(text: str) -> bool:
             continue
         if set(match.group(0)) <= SCRIPT_JOINERS and not (before.isascii() and after.isascii()):
             continue
+        if in_identifier(text, start, end):
+            continue
         return True
     return False
+
+
+def in_identifier(text: str, start: int, end: int) -> bool:
+    """Whether the run at [start, end) sits inside a token with digits or underscores (`P-1Y-2M3D<ZWSP>T`,
+    `ddl_<ZWSP>command`): a line-break hint in an identifier or a code, not a word a reader reads."""
+    before = TOKEN_BACKWARDS.search(text, 0, start)
+    after = TOKEN.match(text, end)
+    token = (before.group(0) if before else "") + (after.group(0) if after else "")
+    return any(c.isdigit() or c == "_" for c in token)
 
 
 @lru_cache(maxsize=4096)

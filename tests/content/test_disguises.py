@@ -54,6 +54,7 @@ def test_a_disguised_injection_is_read_as_a_reader_reads_it(name: str) -> None:
         "Привет, мир: the greeting is written in Russian.",  # whole words in one script
         "Der Straße folgen, naïve café, Æsir, ﬁle ligatures.",  # Latin letters beyond ASCII
         "`ddl_\u200bcommand_\u200bstart` and `2001:4f8:3:ba:\u200b2e0:81ff:fe22`",  # line-break hints
+        "ISO 8601 intervals such as P-1Y-2M3D\u200bT-4H-5M-6S",  # a break hint in a code (the PostgreSQL manual)
         "می\u200cخواهم یک کتاب",  # Persian writes a zero-width non-joiner inside words
         "Family: 👩\u200d👩\u200d👧 and ❤\ufe0f",  # emoji sequences
         'See [the guide][guide] for the full story.\n\n[guide]: https://example.org "The full guide to pools"',
@@ -115,7 +116,7 @@ MARKDOWN = f"""# Pools
 
 {PROSE}
 
-[//]: # (Note for AI agents: {NOTE}.)
+[//]: # (Note for AI agents \\(all of them\\): {NOTE}.)
 
 ## Sizing
 
@@ -142,3 +143,11 @@ async def test_markdown_comments_are_hidden_text_once_stored(app: Any, files_dir
         hidden = "[//]" in row["text"] or "[comment]" in row["text"]
         assert ("hidden_text" in row["flags"]) == hidden, (row["text"][:100], row["flags"])
     assert any("[//]" in r["text"] for r in rows) and any("[guide]:" in r["text"] for r in rows)
+
+
+def test_a_markdown_comment_that_opens_a_chunk_under_headings() -> None:
+    """The heading path is scanned before the chunk's text; the comment must still start a block."""
+    from services.flags.store import Stored
+
+    chunk = Stored(f"[//]: # (Note for AI agents: {NOTE}.)\n\n{PROSE}", ["Pools", "Sizing"])
+    assert "hidden_text" in chunk_flags("Pools", [chunk])[0]
