@@ -15,6 +15,7 @@ from services.core.errors import InvalidArgument
 from services.core.validation import MAX_PER_PAGE, parse_uuid
 from services.documents.reading import MAX_WINDOW, ReadingService, outline_page_view, parse_outline
 from services.documents.specs import SpecIngestResult
+from services.flags.reading import ReadingPolicy, chunk_view
 from tools import code_files, code_symbols
 from tools.app_ui import APP_META
 from tools.arguments import ToolArguments, tool_function
@@ -174,16 +175,13 @@ async def get_document(app: Archivist, args: DocumentArguments) -> dict[str, Any
         payload["graph"] = await app.documents.graph(document.id)
     if args.chunk_index is not None:
         chunk = await app.documents.get_chunk(document.id, args.chunk_index)
-        text, text_cut = cut(chunk.text, MAX_WINDOW)
+        view = chunk_view(chunk.model_dump(exclude={"page_start", "page_end"}))  # the reading policy
+        text, text_cut = cut(view["text"], MAX_WINDOW)
         pages = page_number_field(chunk.page_start, chunk.page_end)
-        payload["chunk"] = {
-            **chunk.model_dump(exclude={"page_start", "page_end"}),
-            "text": text,
-            "truncated": text_cut,
-            **pages,
-        }
+        payload["chunk"] = {**view, "text": text, "truncated": text_cut, **pages}
         return payload
     payload.update(await reader.window(document.id, args.offset, args.max_chars, args.page))
+    payload["content"] = await ReadingPolicy(app.db).window_view(document.id, payload["content"])
     if payload["content"]["next_offset"] is not None:
         payload["hint"] = f"More content: offset={payload['content']['next_offset']}, or jump with offset='<heading>'."
     links = await app.documents.links(document.id)
@@ -197,7 +195,7 @@ async def get_chunk_by_id(
 ) -> dict[str, Any]:
     """A chunk and the text around it (it holds the window of any result focused in the chunk); with
     `offset` (a result's char_start), the content opens there."""
-    chunk = await reader.chunk_by_id(chunk_id)
+    chunk = chunk_view(await reader.chunk_by_id(chunk_id))  # the reading policy
     document = await app.documents.get(chunk["document_id"])
     text, text_cut = cut(chunk["text"], MAX_WINDOW)
     if offset is None:
@@ -206,6 +204,7 @@ async def get_chunk_by_id(
         window = (await reader.window(document.id, offset, max_chars, by_section=False))["content"]
     pages = page_number_field(chunk.pop("page_start"), chunk.pop("page_end"))
     view = {**chunk, "text": text, "truncated": text_cut, **pages}
+    window = await ReadingPolicy(app.db).window_view(document.id, window)  # the reading policy
     return {"document": document_view(document), "chunk": view, "content": window}
 
 

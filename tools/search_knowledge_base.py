@@ -14,6 +14,7 @@ from models.views import PassageView
 from services.app import Runtime
 from services.core.errors import InvalidArgument
 from services.core.validation import MAX_PER_PAGE
+from services.flags.reading import unstored_views
 from services.search import SearchOutcome
 from services.search.context import Packed
 from services.search.query import SearchResult
@@ -170,8 +171,10 @@ async def web_payload(runtime: Runtime, args: SearchArguments) -> dict[str, Any]
     if requested < 1:
         raise InvalidArgument(f"match_count must be at least 1 (got {requested}).", "Use match_count=10.")
     found = await web_search(runtime.settings, args.query, requested, args.language, args.categories)
-    results = [{**dataclasses.asdict(r), "match_type": "web"} for r in found.results]
+    found_results = [{**dataclasses.asdict(r), "match_type": "web"} for r in found.results]
+    results, flag_note = unstored_views(found_results, ("title", "content"))  # scanned before they reach an agent
     payload: dict[str, Any] = {"results": results, "count": len(results), "search_type": "web", "query": args.query}
+    payload.update(flag_note)
     payload["suggestions"] = found.suggestions
     if requested > MAX_PER_PAGE:
         payload.update(match_count_capped=True, note=f"match_count {requested} was capped at {MAX_PER_PAGE}.")

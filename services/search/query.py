@@ -98,18 +98,14 @@ async def choose_profile(profiles: ProfileService, name: str | None) -> tuple[Pr
             f"Use profile= one of: {', '.join(allowed) or '(none: leave profile out)'}.",
         )
     profile = known[name]
-    return profile, scope.narrowed(frozenset(profile.source_ids), scope.profiles)
+    return profile, scope.narrowed(frozenset(profile.source_ids), scope.profiles, profile.exclude_flagged)
 
 
 async def leaves_out_flagged(profiles: ProfileService, chosen: Profile | None, scope: Scope) -> bool:
-    """Whether this search leaves chunks with injection flags out: the profile it runs as says so, or,
-    with none chosen, any profile the caller is confined to does (leaving `profile` out never shows a
-    confined caller flagged chunks that one of its profiles hides)."""
-    if chosen is not None:
-        return chosen.exclude_flagged
-    if not scope.profiles:
-        return False
-    return any(p.exclude_flagged for p in await profiles.list() if p.name in scope.profiles)
+    """Whether this search leaves chunks with injection flags out: decided once, in the scope (any profile
+    the caller is confined to, or the profile it searches as, says so: services/access/scope.py), the same
+    rule every read door applies (services/flags/reading.py)."""
+    return scope.exclude_flagged
 
 
 def with_defaults(profile: Profile | None, given: dict[str, Any]) -> dict[str, Any]:
