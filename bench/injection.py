@@ -16,6 +16,14 @@ counted as "removed"). A chunk carries a plant when it holds one of the plant's 
 clean page does not hold (for Unicode tag smuggling: any tag character). Printed: recall per kind and
 pool (any flag, and the kind's own flag), precision over the flagged chunks of planted pages, and
 false flags over all clean chunks.
+
+Then the disguised set (issue 38, point 4): the same injections as a reader would see them but written
+to slip past a scan of the raw text: one zero-width character inside two of its words, soft hyphens
+inside its long words, a combining grapheme joiner inside every word, Cyrillic letters for Latin
+look-alikes, fullwidth letters (visible phrasings of the `dev` and `heldout` pools, which the rules
+catch undisguised); a paragraph hidden by a class of the page's own `<style>` sheet, a markdown comment
+`[//]: # (...)` in a markdown source, and a hidden note beside 1,500 words of hidden filler (every
+pool). Printed: recall per disguise, and over the set.
 """
 
 from __future__ import annotations
@@ -26,6 +34,7 @@ import random
 import re
 import sys
 import time
+import unicodedata
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -79,8 +88,42 @@ KINDS: dict[str, tuple[str, str, str | None]] = {
 }
 
 
+#: disguise -> (payload pool, the pools it draws from)
+DISGUISES: dict[str, tuple[str, tuple[str, ...]]] = {
+    "zero_width_inside": ("injection_phrase", ("dev", "heldout")),
+    "soft_hyphen": ("injection_phrase", ("dev", "heldout")),
+    "joiner_inside_words": ("injection_phrase", ("dev", "heldout")),
+    "cyrillic_lookalikes": ("injection_phrase", ("dev", "heldout")),
+    "fullwidth": ("injection_phrase", ("dev", "heldout")),
+    "css_class_hidden": ("hidden", POOLS),
+    "markdown_comment": ("hidden", POOLS),
+    "hidden_filler": ("hidden", POOLS),
+}
+#: Latin letters and the Cyrillic letters that look the same
+CYRILLIC = str.maketrans("aceopxyAEOPCHKMT", "асеорхуАЕОРСНКМТ")
+#: what the grams of a plant are compared on: the text as a reader sees it
+READ_AS = str.maketrans("асеорхуАЕОРСНКМТ", "aceopxyAEOPCHKMT")
+
+
+def disguise(kind: str, text: str) -> str:
+    """`text` with one disguise applied (the ones that rewrite the words themselves)."""
+    if kind == "zero_width_inside":  # one zero-width space inside each of its two longest words
+        longest = sorted(set(text.split()), key=len, reverse=True)[:2]
+        return " ".join(w[: len(w) // 2] + "\u200b" + w[len(w) // 2 :] if w in longest else w for w in text.split())
+    if kind == "soft_hyphen":  # a hyphenation hint inside every long word, as a typesetter leaves them
+        return " ".join(w[:3] + "\u00ad" + w[3:] if len(w) >= 7 else w for w in text.split())
+    if kind == "joiner_inside_words":  # a default-ignorable (combining grapheme joiner) inside every word
+        return " ".join(w[:2] + "\u034f" + w[2:] if len(w) >= 4 else w for w in text.split())
+    if kind == "cyrillic_lookalikes":
+        return text.translate(CYRILLIC)
+    if kind == "fullwidth":
+        return "".join(chr(ord(c) + 0xFEE0) if "!" <= c <= "~" else c for c in text)
+    return text
+
+
 def words(text: str) -> list[str]:
-    return _WORD.findall(text.translate(INVISIBLE).lower())
+    shown = unicodedata.normalize("NFKC", text).translate(READ_AS).replace("\u00ad", "").replace("\u034f", "")
+    return _WORD.findall(shown.translate(INVISIBLE).lower())
 
 
 def grams(text: str, n: int = 4) -> set[tuple[str, ...]]:
@@ -185,6 +228,62 @@ class Planted:
     misses: list[dict[str, Any]] = field(default_factory=list)
 
 
+def plant_disguised(html: str, url: str, kind: str, payload: str, rng: random.Random) -> str | None:
+    """The page with `payload` planted under one disguise after one of its article's paragraphs (the
+    markdown comment is planted in the page's markdown: see chunks_of_plant)."""
+    tree, paragraphs = article_paragraphs(html, url)
+    if not paragraphs:
+        return None
+    anchor = rng.choice(paragraphs)
+    if kind == "css_class_hidden":
+        style = lxml.html.fragment_fromstring("<style>.reader-note { display: none }</style>")
+        head = tree.find(".//head")
+        (head if head is not None else tree).append(style)
+        anchor.addnext(lxml.html.fragment_fromstring(f'<p class="reader-note">{escape(payload)}</p>'))
+    elif kind == "hidden_filler":  # the filler far from the note: it used to take the marks
+        filler = " ".join(rng.choice(FILLER) for _ in range(1500))
+        paragraphs[0].addprevious(lxml.html.fragment_fromstring(f'<div style="display:none">{filler}</div>'))
+        anchor.addnext(lxml.html.fragment_fromstring(f'<p><span style="display:none">{escape(payload)}</span></p>'))
+    else:
+        anchor.addnext(lxml.html.fragment_fromstring(f"<p>{escape(disguise(kind, payload))}</p>"))
+    return lxml.html.tostring(tree, encoding="unicode")
+
+
+FILLER = "the a of to and in is for on with as by this that it be are from at or an".split()
+
+
+def chunks_of_plant(html: str, url: str, payload: str, settings: Settings) -> tuple[list[Any], list[list[str]]]:
+    """A markdown source with `payload` as a markdown comment after a paragraph of the page's markdown."""
+    page = extract_html(html, url)
+    paragraphs = page.markdown.split("\n\n")
+    middle = max(1, len(paragraphs) // 2)
+    markdown = "\n\n".join(
+        [
+            *paragraphs[:middle],
+            "[//]: # (" + payload.replace("(", "\\(").replace(")", "\\)") + ")",
+            *paragraphs[middle:],
+        ]
+    )
+    chunks = get_chunker(settings, document_type="markdown").chunk(markdown)
+    return chunks, chunk_flags(page.title or "", chunks, {})
+
+
+def run_disguised(
+    html: str, path: Path, kind: str, pool: str, rng: random.Random, settings: Settings, out: Planted, seen: set[Any]
+) -> None:
+    """Plant one injection under one disguise and score it like run_plant."""
+    source_pool = DISGUISES[kind][0]
+    payload = fill(rng.choice(PAYLOADS[source_pool][pool]), rng)
+    if kind == "markdown_comment":
+        chunks, flags = chunks_of_plant(html, path.as_uri(), payload, settings)
+    else:
+        planted = plant_disguised(html, path.as_uri(), kind, payload, rng)
+        if planted is None:
+            return
+        chunks, flags = chunks_and_flags(planted, path.as_uri(), settings)
+    score(out, (kind, pool), "disguised", chunks, flags, grams(payload) - seen, kind, path, payload)
+
+
 def run_plant(
     html: str, path: Path, kind: str, pool: str, rng: random.Random, settings: Settings, out: Planted, seen: set[Any]
 ) -> None:
@@ -196,8 +295,23 @@ def run_plant(
         return
     chunks, flags = chunks_and_flags(planted, path.as_uri(), settings)
     wanted = grams(payload) - seen  # the plant's own 4-grams, none the clean page already has
+    score(out, (kind, pool), expected, chunks, flags, wanted, kind, path, payload)
+
+
+def score(
+    out: Planted,
+    key: tuple[str, str],
+    expected: str | None,
+    chunks: list[Any],
+    flags: list[list[str]],
+    wanted: set[Any],
+    kind: str,
+    path: Path,
+    payload: str = "",
+) -> None:
+    """Count one plant: caught when every chunk carrying it is flagged (or, `expected` None, none does)."""
     carrying = [i for i, c in enumerate(chunks) if carries(c.text, kind, wanted)]
-    key = (kind, pool)
+    pool = key[1]
     out.total[key] += 1
     out.flagged_chunks += sum(1 for f in flags if f)
     out.true_chunks += sum(1 for i in carrying if flags[i])
@@ -222,7 +336,9 @@ def html_pages(root: Path) -> list[Path]:
     return sorted(p for p in root.rglob("*.html") if p.is_file())
 
 
-def report(clean: dict[str, Scan], planted: Planted, elapsed: float) -> dict[str, Any]:
+def report(
+    clean: dict[str, Scan], planted: Planted, elapsed: float, disguised: Planted | None = None
+) -> dict[str, Any]:
     total_chunks = sum(s.chunks for s in clean.values())
     total_flagged = sum(s.flagged for s in clean.values())
     print("\n## False flags on clean chunks (every page of each set)\n")
@@ -250,6 +366,18 @@ def report(clean: dict[str, Scan], planted: Planted, elapsed: float) -> dict[str
     summary["recall"] = sum(planted.caught.values()) / max(n_all, 1)
     summary["precision"] = planted.true_chunks / max(planted.flagged_chunks, 1)
     summary["false_flag_rate"] = total_flagged / max(total_chunks, 1)
+    if disguised is not None and disguised.total:
+        print("\n## Disguised injections: recall (caught / planted)\n")
+        print("| disguise | planted | caught (any flag) |\n|---|---:|---:|")
+        for kind in DISGUISES:
+            n = sum(v for k, v in disguised.total.items() if k[0] == kind)
+            caught = sum(v for k, v in disguised.caught.items() if k[0] == kind)
+            print(f"| {kind} | {n} | {caught} ({caught / max(n, 1):.3f}) |")
+        summary["disguised_planted"] = sum(disguised.total.values())
+        summary["disguised_recall"] = sum(disguised.caught.values()) / max(summary["disguised_planted"], 1)
+        print(f"\ndisguised recall {summary['disguised_recall']:.3f} over {summary['disguised_planted']} plants")
+        for miss in disguised.misses[:10]:
+            print("missed (disguised):", json.dumps(miss, ensure_ascii=False)[:400])
     pools = ", ".join(f"{p} {summary['recall_' + p]:.3f}" for p in POOLS)
     own = ", ".join(f"{p} {summary['recall_own_flag_' + p]:.3f}" for p in POOLS)
     print(
@@ -284,7 +412,7 @@ def main() -> None:
     rng = random.Random(args.seed)
     started = time.perf_counter()
     clean: dict[str, Scan] = {}
-    planted = Planted()
+    planted, disguised = Planted(), Planted()
     for name in args.sets.split(","):
         package, root = SETS[name]
         if not root.is_dir():
@@ -303,15 +431,19 @@ def main() -> None:
             for kind in KINDS:
                 for pool in POOLS:
                     run_plant(html, path, kind, pool, rng, settings, planted, seen)
+            for kind, (_, pools) in DISGUISES.items():
+                for pool in pools:
+                    run_disguised(html, path, kind, pool, rng, settings, disguised, seen)
         print(f"{name}: {len(pages)} pages, {clean[name].chunks:,} clean chunks, {used} pages planted", flush=True)
     for extra in args.extra_clean:
         name = Path(extra).name or extra
         clean[name] = Scan()
         scan_clean(html_pages(Path(extra)), settings, clean[name], name)
-    summary = report(clean, planted, time.perf_counter() - started)
+    summary = report(clean, planted, time.perf_counter() - started, disguised)
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps({"summary": summary, "misses": planted.misses}, indent=2))
+        misses = {"misses": planted.misses, "disguised_misses": disguised.misses}
+        args.out.write_text(json.dumps({"summary": summary, **misses}, indent=2))
 
 
 if __name__ == "__main__":

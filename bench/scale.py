@@ -38,6 +38,7 @@ from bench.common import CACHE_DIR, machine_info, settings_summary, slug  # noqa
 from bench.metrics import percentile  # noqa: E402
 from bench.scale_build import GIN_INDEX, HNSW_INDEX, load_chunks, load_passages  # noqa: E402
 from bench.scale_keyword import keyword_agreement, keyword_matches  # noqa: E402
+from bench.scale_storage import after_restart, bytes_per_chunk  # noqa: E402
 from bench.scale_vector import build_bit_index, vector_recall  # noqa: E402
 from services.access.scope import Scope, use_scope  # noqa: E402
 from services.app import Archivist  # noqa: E402
@@ -182,6 +183,7 @@ async def measure_size(
         result["build"] = json.loads(build_file.read_text()) if build_file.is_file() else None
         result["sources"] = await app.db.pool.fetchval("SELECT count(*) FROM sources")
         result["storage"] = await storage_sizes(app)
+        result["bytes_per_chunk"] = await bytes_per_chunk(app, HNSW_INDEX, GIN_INDEX)
         result["indexes"] = await check_indexes(app, queries[0], qvecs[0], None)
         result["indexes_with_source_filter"] = await check_indexes(app, queries[0], qvecs[0], source_id)
         result["keyword_leg"] = await keyword_matches(app, queries[:50])
@@ -219,6 +221,8 @@ async def measure_size(
 
 
 def build_strategy(app: Archivist, name: str) -> SearchStrategy:
+    if name == "keyword":
+        return app.search.strategy("keyword")
     if name == "vector":
         return VectorSearch(app.db)
     hybrid = HybridSearch(app.db, app.settings)
@@ -259,6 +263,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--bit-index", action="store_true", help="experiment: add a binary-quantised HNSW index")
     parser.add_argument("--bit-candidates", default="", help="Hamming candidates re-ranked, for the recall sweep")
+    parser.add_argument("--restart-queries", type=int, default=0, help="time the first N queries after a restart")
     parser.add_argument("--build-only", action="store_true", help="build the corpora (untimed) and stop")
     parser.add_argument("--maintenance-work-mem", default="1GB")
     parser.add_argument("--parallel-workers", type=int, default=1)
@@ -281,7 +286,17 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         raise SystemExit(f"{vectors_file} not found: run bench/beir.py with this model first")
     pairs, vectors = load_passages(vectors_file)
     queries = list(read_queries(args.queries).values())[: args.num_queries]
-    results = [await measure_size(settings, embedder, size, pairs, vectors, queries, args) for size in args.sizes]
+    results = []
+    for size in args.sizes:
+        results.append(await measure_size(settings, embedder, size, pairs, vectors, queries, args))
+        if args.restart_queries:  # the first queries after a restart, cold page cache, without and with warm start
+            sized = settings.model_copy(
+                update={"database_url": None, "data_dir": args.cache_dir / f"scale-{slug(embedder.name)}-{size}"}
+            )
+            first = queries[: args.restart_queries]
+            names = [n for n in args.strategies if n != "rerank"]
+            results[-1]["after_restart"] = await after_restart(sized, embedder, first, names, warm=False)
+            results[-1]["after_restart_warmed"] = await after_restart(sized, embedder, first, names, warm=True)
     return {
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
         "machine": machine_info(),
@@ -303,7 +318,17 @@ def main(argv: Sequence[str] | None = None) -> None:
     print(f"\n{report['date']}  {report['machine']['cpu']} ({report['machine']['cores']} cores)")
     for size in report["sizes"]:
         print(f"\n{size['chunks']} chunks  (query embedding p50 {size.get('query_embed_p50_ms')} ms)")
-        for key in ("build", "storage", "sources", "indexes", "indexes_with_source_filter", "keyword_leg"):
+        for key in (
+            "build",
+            "bytes_per_chunk",
+            "after_restart",
+            "after_restart_warmed",
+            "storage",
+            "sources",
+            "indexes",
+            "indexes_with_source_filter",
+            "keyword_leg",
+        ):
             if size.get(key) is not None:
                 print(f"  {key}: {size[key]}")
         for key in (

@@ -18,6 +18,7 @@ import numpy as np
 
 from bench.metrics import percentile
 from services.app import Archivist
+from services.search.breadth import SearchBreadth
 
 ANN_SQL = """
 SELECT id, embedding <=> $1 AS dist FROM chunks WHERE ($2::uuid IS NULL OR source_id = $2)
@@ -107,6 +108,15 @@ async def vector_recall(
                     times.append((time.perf_counter() - start) * 1000)
                     scores.append(recall_scores(found, truth))
             out[f"ef{ef}"] = summary(scores, times)
+        scores, times = [], []  # the shipped defaults: the vector leg as it runs (services/search/breadth.py)
+        out["defaults_ef_search"] = await SearchBreadth.of(app.db).ef_search()
+        for vec, truth in zip(vectors, exact, strict=True):
+            start = time.perf_counter()
+            async with SearchBreadth.of(app.db).connection() as breadth:
+                found = await breadth.fetch(ANN_SQL, vec, source_id, 10)
+            times.append((time.perf_counter() - start) * 1000)
+            scores.append(recall_scores(found, truth))
+        out["defaults"] = summary(scores, times)
         has_bit = await conn.fetchval("SELECT count(*) FROM pg_indexes WHERE indexname = $1", BIT_INDEX)
         for cand in bit_candidates if has_bit else ():
             scores, times = [], []

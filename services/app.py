@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import signal
 import threading
@@ -15,6 +16,9 @@ from services.access.open_state import remember_secured
 from services.access.profiles import ProfileService
 from services.access.ratelimit import RateLimiter
 from services.access.tokens import TokenService
+from services.code.files import CodeFiles
+from services.code.grep import CodeSearch
+from services.code.symbol_search import SymbolSearch
 from services.core.database import Database
 from services.core.errors import ServiceError, Unavailable
 from services.core.memory import limit_malloc_arenas
@@ -31,6 +35,7 @@ from services.reranking import create_reranker
 from services.reranking.base import Reranker
 from services.search import SearchService
 from services.search.query import SearchQueries
+from services.search.warm import warm_search_indexes
 from services.sources.service import SourceService
 from services.sync import SyncService
 from services.sync.git import GitService
@@ -50,6 +55,9 @@ class Archivist:
         self.sources = SourceService(db)
         self.documents = DocumentService(db, self.sources, embedder, settings)
         self.search = SearchService(db, self.sources, embedder, settings, self.reranker)
+        self.code = CodeSearch(db)  # grep over the line index of synced code (services/code)
+        self.code_files = CodeFiles(db)  # a source's files by path and line
+        self.symbols = SymbolSearch(db)  # definitions, references, outlines of synced code (services/code)
         self.jobs = JobQueue(db, settings)  # every job of every kind
         self.crawl = CrawlService(db, settings, self.sources, self.jobs)
         self.sync = SyncService(db, settings, self.sources, self.jobs)  # folder sources
@@ -64,6 +72,7 @@ class Archivist:
             db, write_timeout=settings.audit_write_timeout_seconds, enabled=settings.audit_enabled
         )
         self.ratelimit = RateLimiter(db, burst=settings.rate_burst)
+        self._warming: asyncio.Task[None] | None = None
 
     @classmethod
     async def open(cls, settings: Settings, embedder: Embedder | None = None) -> Archivist:
@@ -84,7 +93,22 @@ class Archivist:
                 self._reranker = create_reranker(self.settings)
             return self._reranker
 
+    def start_warming(self) -> None:
+        """Read the search indexes once in the background (services/search/warm.py); the server only."""
+        if self._warming is None:
+            self._warming = asyncio.create_task(self._warm(), name="archivist-warm")
+
+    async def _warm(self) -> None:
+        try:
+            await warm_search_indexes(self.db)
+        except Exception as exc:  # warming is an optimisation: the queries warm the cache themselves
+            logger.warning("warm start failed: %s: %s", type(exc).__name__, exc)
+
     async def close(self) -> None:
+        if self._warming is not None and not self._warming.done():
+            self._warming.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._warming
         await self.crawl.close()
         await self.audit.close()
         await self.documents.backlog.close()
@@ -103,8 +127,13 @@ class Runtime:
 
     def start(self) -> None:
         if self._task is None:
-            opening = Archivist.open(self.settings, self.embedder)
-            self._task = asyncio.create_task(opening, name="archivist-start")
+            self._task = asyncio.create_task(self._open(), name="archivist-start")
+
+    async def _open(self) -> Archivist:
+        app = await Archivist.open(self.settings, self.embedder)
+        if self.settings.warm_start:
+            app.start_warming()
+        return app
 
     async def get(self) -> Archivist:
         self.start()

@@ -18,15 +18,12 @@ from tools.schemas import CrawlReply
 
 logger = logging.getLogger(__name__)
 NAME = "crawl_website"
-DESCRIPTION = """Jobs filling a source from sites, folders or git.
-
-start: url; into source_id or a source by title (default: host). recursive (default true): follow
-  links to max_depth (max 5), sitemaps, llms.txt; max_pages (max 100); include/exclude_patterns: path
-  globs. Login: headers/cookies {name: 'env:VAR'} (start host, auth_hosts).
-status: job_id; wait_seconds (max 30). list: status, source_id, page. cancel: job_id.
-recrawl: source_id, job_id or url; re-embeds changed pages.
-sync: folder_path, git_url (ref, auth_env: token's env var, browse_url with {commit}, {path})
-  or source_id; ingests changed files, removes deleted ones."""
+DESCRIPTION = """start: url; into source_id or a source by title (default: host); follows links (recursive=false:
+one page) to max_depth (max 5); max_pages (max 100); include/exclude_patterns.
+Login: headers/cookies {name: 'env:VAR'}, auth_hosts.
+status: job_id, wait_seconds (max 30). list: status, source_id. cancel: job_id.
+recrawl: source_id, job_id or url. sync: folder_path, git_url (ref, auth_env: token env var,
+browse_url with {commit} {path}) or source_id."""
 
 
 class CrawlArguments(ToolArguments):

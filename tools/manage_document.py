@@ -13,26 +13,26 @@ from services.access.paths import resolve_caller_path
 from services.app import Archivist, Runtime
 from services.core.errors import InvalidArgument
 from services.core.validation import MAX_PER_PAGE, parse_uuid
-from services.documents.reading import MAX_WINDOW, ReadingService
+from services.documents.reading import MAX_WINDOW, ReadingService, outline_page_view, parse_outline
 from services.documents.specs import SpecIngestResult
+from services.flags.reading import ReadingPolicy, chunk_view
+from tools import code_files, code_symbols
 from tools.app_ui import APP_META
 from tools.arguments import ToolArguments, tool_function
 from tools.common import TEXT_LIMIT, cut, dispatch, document_view, page_fields, page_number_field
 from tools.schemas import DocumentReply
 
 NAME = "manage_document"
-DESCRIPTION = """Documents.
-
-create: content, file_path (file or dir: text, code, html, pdf, office, epub; recursive,
-  extensions) or url; into source_id or a source by title.
-get: document_id, url (+source_id) or chunk_id. max_chars (1000, max 50000) from offset: a number
-  or an outline heading; outline by 20s. chunk_index: one chunk. graph=true: links.
-list: source_id, page or offset, per_page (max 20), order=newest.
-update: document_id + title, url, metadata, content. delete: document_id."""
+DESCRIPTION = """create: content, file_path (file or folder: recursive, extensions) or url; into
+source_id or a source by title.
+get: document_id, url (+source_id) or chunk_id; max_chars (max 50000) from offset (number or
+heading); chunk_index; graph=true: links. source_id+path (+line_start/line_end): a file's lines.
+list: source_id (+path: a folder's files), page/offset. outline: document_id or source_id+path:
+symbols or headings. update: document_id + fields. delete: document_id."""
 
 
 class DocumentArguments(ToolArguments):
-    action: Literal["create", "get", "list", "update", "delete"]
+    action: Literal["create", "get", "list", "update", "delete", "outline"]
     document_id: str | None = None
     source_id: str | None = None
     content: str | None = None
@@ -51,6 +51,9 @@ class DocumentArguments(ToolArguments):
     order: str | None = None
     graph: bool | None = None
     source_must_exist: bool | None = None  # create: a title naming no source is NOT_FOUND (docs/tools.md)
+    path: str | None = None
+    line_start: int | None = None
+    line_end: int | None = None
 
 
 ARGUMENTS = DocumentArguments
@@ -161,6 +164,8 @@ def file_fields(path: Path, result: Any) -> dict[str, Any]:
 
 
 async def get_document(app: Archivist, args: DocumentArguments) -> dict[str, Any]:
+    if args.path is not None or args.line_start is not None or args.line_end is not None:  # tools/code_files.py
+        return await code_files.read_lines(app, args)
     reader = ReadingService(app.db)
     if args.chunk_id:
         return await get_chunk_by_id(app, reader, args.chunk_id, args.offset, args.max_chars)
@@ -174,16 +179,13 @@ async def get_document(app: Archivist, args: DocumentArguments) -> dict[str, Any
         payload["graph"] = await app.documents.graph(document.id)
     if args.chunk_index is not None:
         chunk = await app.documents.get_chunk(document.id, args.chunk_index)
-        text, text_cut = cut(chunk.text, MAX_WINDOW)
+        view = chunk_view(chunk.model_dump(exclude={"page_start", "page_end"}))  # the reading policy
+        text, text_cut = cut(view["text"], MAX_WINDOW)
         pages = page_number_field(chunk.page_start, chunk.page_end)
-        payload["chunk"] = {
-            **chunk.model_dump(exclude={"page_start", "page_end"}),
-            "text": text,
-            "truncated": text_cut,
-            **pages,
-        }
+        payload["chunk"] = {**view, "text": text, "truncated": text_cut, **pages}
         return payload
     payload.update(await reader.window(document.id, args.offset, args.max_chars, args.page))
+    payload["content"] = await ReadingPolicy(app.db).window_view(document.id, payload["content"])
     following = payload["content"]["next_offset"]
     if following is not None:
         left = payload["content"]["total_length"] - following
@@ -202,7 +204,7 @@ async def get_chunk_by_id(
 ) -> dict[str, Any]:
     """A chunk and the text around it (it holds the window of any result focused in the chunk); with
     `offset` (a result's char_start), the content opens there."""
-    chunk = await reader.chunk_by_id(chunk_id)
+    chunk = chunk_view(await reader.chunk_by_id(chunk_id))  # the reading policy
     document = await app.documents.get(chunk["document_id"])
     text, text_cut = cut(chunk["text"], MAX_WINDOW)
     if offset is None:
@@ -211,10 +213,31 @@ async def get_chunk_by_id(
         window = (await reader.window(document.id, offset, max_chars, by_section=False))["content"]
     pages = page_number_field(chunk.pop("page_start"), chunk.pop("page_end"))
     view = {**chunk, "text": text, "truncated": text_cut, **pages}
+    window = await ReadingPolicy(app.db).window_view(document.id, window)  # the reading policy
     return {"document": document_view(document), "chunk": view, "content": window}
 
 
+async def outline_document(app: Archivist, args: DocumentArguments) -> dict[str, Any]:
+    """A code file's symbols in file order (tools/code_symbols.py); a prose document's headings."""
+    if args.path is not None:
+        if not args.source_id:
+            raise InvalidArgument("path needs source_id.", "Pass source_id with path, or a document_id.")
+        document = await app.documents.get(await app.symbols.document_at(app.sources, args.source_id, args.path))
+    else:
+        document = await app.documents.get(args.document_id)
+    payload: dict[str, Any] = {"document": document_view(document)}
+    symbols = await app.symbols.outline(document.id)
+    if symbols is not None:
+        payload["outline"] = code_symbols.outline_view(symbols, args.page)
+        return payload
+    content = await ReadingService(app.db).content(document.id)
+    payload["outline"] = outline_page_view(parse_outline(content), args.page)
+    return payload
+
+
 async def list_documents(app: Archivist, args: DocumentArguments) -> dict[str, Any]:
+    if args.path is not None:  # the files under a directory of a source
+        return await code_files.list_files(app, args)
     page = await app.documents.list(args.source_id, args.page, args.per_page, args.order, start=args.offset)
     return page_fields(page, "documents", [document_view(d) for d in page.items])
 
@@ -255,6 +278,7 @@ ACTIONS = {
     "list": list_documents,
     "update": update_document,
     "delete": delete_document,
+    "outline": outline_document,
 }
 
 

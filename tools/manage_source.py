@@ -14,11 +14,9 @@ from tools.common import dispatch, page_fields, source_view
 from tools.schemas import SourceReply
 
 NAME = "manage_source"
-DESCRIPTION = """Sources: named collections of documents.
-
-create: title; description, url, source_type, metadata, version.
-get: source_id. list: page, per_page (max 20), title filter. update: source_id + fields (metadata
-merged). delete: source_id, with its documents. changes: since (ISO) or job_id."""
+DESCRIPTION = """create: title; description, url, source_type, metadata, version. get: source_id.
+list: page, per_page, title. update: source_id + fields.
+delete: source_id, with its documents. changes: since (ISO) or job_id."""
 
 
 class SourceArguments(ToolArguments):

@@ -2,8 +2,9 @@
 archivist://jobs/{id}).
 
 A document resource is its whole content when it fits MAX_WINDOW (50,000 characters), else paged
-like manage_document get from `offset`: the next page's URI is in `_meta.next_uri` and, so a client that
-shows only the text is told too, in an HTML comment closing the text; a source resource is its JSON description; a job
+like manage_document get from `offset`: the next page's URI is in `_meta.next_uri` (with the window's
+injection flags and what was withheld: services/flags/reading.py) and, so a client that shows only the
+text is told too, in an HTML comment closing the text; a source resource is its JSON description; a job
 resource is what crawl_website(action="status") returns (subscribe to follow it: tools/subscriptions.py).
 `resources/list` pages through the usage guide's SKILL.md (tools/skills.py), then sources, then documents,
 20 per page.
@@ -25,6 +26,7 @@ from services.app import Runtime
 from services.core.errors import InvalidArgument, NotFound, ServiceError
 from services.core.validation import MAX_PER_PAGE
 from services.documents.reading import MAX_WINDOW, ReadingService
+from services.flags.reading import ReadingPolicy
 from tools import sdk_adapter
 from tools.common import document_uri, source_uri, source_view, to_json
 from tools.skills import skill_listing
@@ -60,6 +62,7 @@ def register(mcp: MCPServer, runtime: Runtime) -> None:
             app = await runtime.get()
             document = await app.documents.get(document_id)
             window = (await ReadingService(app.db).window(document.id, offset, MAX_WINDOW, by_section=False))["content"]
+            window = await ReadingPolicy(app.db).window_view(document.id, window)  # flags; flagged text withheld
         except ServiceError as exc:
             raise service_error(exc) from None
         following = window["next_offset"]
@@ -71,6 +74,7 @@ def register(mcp: MCPServer, runtime: Runtime) -> None:
                 "total_length": window["total_length"],
                 "heading_path": window["heading_path"],
                 "next_uri": next_uri,
+                **{k: window[k] for k in ("flags", "withheld", "withheld_note", "flags_note") if k in window},
             }
         )
         text: str = window["text"]

@@ -14,12 +14,13 @@ from models.views import PassageView
 from services.app import Runtime
 from services.core.errors import InvalidArgument
 from services.core.validation import MAX_PER_PAGE
+from services.flags.reading import unstored_views
 from services.search import SearchOutcome
 from services.search.context import Packed
 from services.search.query import SearchResult
 from services.search.web import web_search
 from services.sources.versions import served_note
-from tools import sampling
+from tools import code_search, code_symbols, sampling
 from tools.app_ui import APP_META
 from tools.arguments import ToolArguments, tool_function
 from tools.common import call_time_limit, document_uri, run_tool
@@ -30,10 +31,10 @@ READ_HINT = "text is a window of its passage: manage_document(action='get', chun
 DEFAULT_ANSWER_TOKENS = 2000
 DEFAULT_SHAPE = HitShape()
 NAME = "search_knowledge_base"
-DESCRIPTION = """search_type: hybrid (default); question=hybrid; code: hybrid on code files; rerank ~10x
-slower, rarely better; web: SearXNG (language, categories). keyword_mode all: every term.
-hybrid_mode filter: keyword hits in vector order. keyword_weight 0-1. match_count 1-20. text: 1000
-chars at the match. fields: heading_path similarity chunk_ids uri source_title document_metadata
+DESCRIPTION = """search_type: hybrid (default), question, code, rerank (slow), web (language,
+categories); grep: lines an RE2 query matches (path glob, context_lines); definition, references: a
+symbol. keyword_mode, hybrid_mode: see the skill. keyword_weight 0-1.
+match_count 1-20. fields: heading_path similarity chunk_ids uri source_title document_metadata
 freshness all. max_tokens 50-8000: cited passages. answer=true: your model answers.
 library+version ("3.x"). profile: search as it."""
 
@@ -42,7 +43,7 @@ class SearchArguments(ToolArguments):
     query: str
     source_id: str | None = None
     match_count: int | None = None
-    search_type: Literal[SearchType, "web"] | None = None
+    search_type: Literal[SearchType, "web", "grep", "definition", "references"] | None = None
     similarity_threshold: float | None = None
     max_tokens: int | None = None
     answer: bool | None = None
@@ -56,6 +57,11 @@ class SearchArguments(ToolArguments):
     fields: list[str] | None = None
     keyword_mode: str | None = None
     hybrid_mode: str | None = None
+    literal: bool | None = None
+    case_sensitive: bool | None = None
+    path: str | None = None
+    context_lines: int | None = None
+    offset: int | None = None
 
 
 ARGUMENTS = SearchArguments
@@ -144,7 +150,7 @@ WEB_HINT = "Web results are not stored: crawl_website(action='start', url=...) a
 #: what a web search does not take (named in this order when given)
 KNOWLEDGE_BASE_ONLY = (
     "source_id", "source_ids", "similarity_threshold", "max_tokens", "answer", "library", "version", "profile",
-    "keyword_weight", "fields", "keyword_mode", "hybrid_mode",
+    "keyword_weight", "fields", "keyword_mode", "hybrid_mode", *code_search.GREP_ONLY,
 )  # fmt: skip
 
 
@@ -165,8 +171,10 @@ async def web_payload(runtime: Runtime, args: SearchArguments) -> dict[str, Any]
     if requested < 1:
         raise InvalidArgument(f"match_count must be at least 1 (got {requested}).", "Use match_count=10.")
     found = await web_search(runtime.settings, args.query, requested, args.language, args.categories)
-    results = [{**dataclasses.asdict(r), "match_type": "web"} for r in found.results]
+    found_results = [{**dataclasses.asdict(r), "match_type": "web"} for r in found.results]
+    results, flag_note = unstored_views(found_results, ("title", "content"))  # scanned before they reach an agent
     payload: dict[str, Any] = {"results": results, "count": len(results), "search_type": "web", "query": args.query}
+    payload.update(flag_note)
     payload["suggestions"] = found.suggestions
     if requested > MAX_PER_PAGE:
         payload.update(match_count_capped=True, note=f"match_count {requested} was capped at {MAX_PER_PAGE}.")
@@ -230,6 +238,12 @@ async def search(runtime: Runtime, args: SearchArguments, ctx: Context) -> dict[
     passages (asked by an `InputRequiredResult` on 2026-07-28, whose retry carries them back)."""
     if args.search_type == "web" or args.language is not None or args.categories:
         return await web_payload(runtime, args)
+    code_search.check_arguments(args)
+    code_symbols.check_arguments(args)
+    if args.search_type == "grep":  # every matching line of code (tools/code_search.py)
+        return await code_search.grep(runtime, args)
+    if args.search_type in code_symbols.SYMBOL_TYPES:  # the symbol table of synced code (tools/code_symbols.py)
+        return await code_symbols.symbol_search(runtime, args)
     restored = sampling.restored_payload(ctx) if args.answer else None
     payload = restored if restored is not None else await knowledge_payload(runtime, args)
     if not args.answer:

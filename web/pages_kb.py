@@ -13,6 +13,7 @@ from services.access.scope import current_scope
 from services.core.errors import InvalidArgument
 from services.core.validation import parse_uuid
 from services.documents.browse import DOCUMENT_SORTS, BrowseService
+from services.flags.reading import ReadingPolicy, chunk_view
 from services.flags.store import FlagStore
 from services.search import SEARCH_TYPES
 from web.core import Console, query_int
@@ -59,6 +60,7 @@ def routes(console: Console) -> list[Route]:
         src = await app.sources.get(request.path_params["source_id"])
         page = query_int(request, "page", 1)
         rows, total = await FlagStore(app.db).flagged(src.id, page, PER_PAGE)
+        rows = [chunk_view(r) for r in rows]  # the reading policy: withheld from a caller that leaves them out
         return console.render(request, "flagged.html", source=src, rows=rows, total=total, page=page, per_page=PER_PAGE)
 
     async def document(request: Request) -> Response:
@@ -66,15 +68,17 @@ def routes(console: Console) -> list[Route]:
         doc = await app.documents.get(request.path_params["document_id"])
         src = await app.sources.get(doc.source_id)
         window = await app.documents.read_window(doc.id, 0, 200_000)
-        chunks = await (await browse()).chunks(doc.id)
+        shown = await ReadingPolicy(app.db).window_view(doc.id, window.model_dump())  # the reading policy
+        chunks = [chunk_view(c.model_dump()) for c in await (await browse()).chunks(doc.id)]
         links = await app.documents.links(doc.id) or {}
         return console.render(
             request,
             "document.html",
             doc=doc,
             source=src,
-            content=window.text,
+            content=shown["text"],
             window=window,
+            shown=shown,
             chunks=chunks,
             links=links,
         )

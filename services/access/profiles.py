@@ -208,7 +208,7 @@ class ProfileService:
         profiles = {p.name: p for p in await self.list()}
         ids: set[UUID] = set()
         paths: dict[str, None] = {}
-        ro = read_only
+        ro, withheld = read_only, False
         for n in names:
             p = profiles.get(n)
             if p is None or not p.enabled:
@@ -217,7 +217,8 @@ class ProfileService:
             ids.update(p.source_ids)
             paths.update(dict.fromkeys(p.allowed_paths or ()))
             ro = ro or p.read_only
-        return Scope.of_profiles(frozenset(ids), ro, list(names), who, tuple(paths))
+            withheld = withheld or p.exclude_flagged  # any of its profiles: flagged text is withheld
+        return Scope.of_profiles(frozenset(ids), ro, list(names), who, tuple(paths), withheld)
 
 
 def unknown_profile(name: str) -> NotFound:

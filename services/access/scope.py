@@ -56,6 +56,9 @@ class Scope:
     #: inside the server's ARCHIVIST_ALLOWED_PATHS: services/access/paths.caller_roots); None = the server's
     #: setting (the local owner, a job), () = no files
     allowed_paths: tuple[str, ...] | None = ()
+    #: flagged stored text (services/flags) is withheld from this caller wherever it leaves the server:
+    #: any of its profiles says so (decided here once; services/flags/reading.py applies it to every reply)
+    exclude_flagged: bool = False
 
     @classmethod
     def owner(cls, who: str = "local") -> Scope:
@@ -87,6 +90,7 @@ class Scope:
         profiles: list[str],
         who: str,
         allowed_paths: tuple[str, ...] = (),
+        exclude_flagged: bool = False,
     ) -> Scope:
         return cls(
             source_ids=frozenset(source_ids),
@@ -94,6 +98,7 @@ class Scope:
             profiles=list(profiles),
             who=who,
             allowed_paths=tuple(allowed_paths),
+            exclude_flagged=exclude_flagged,
         )
 
     @property
@@ -108,10 +113,12 @@ class Scope:
             return ""
         return self.profiles[0] if self.profiles else f"caller:{self.who}"
 
-    def narrowed(self, source_ids: frozenset[UUID] | None, profiles: list[str]) -> Scope:
-        """This scope limited further to `source_ids` (e.g. one of its profiles): never wider."""
+    def narrowed(self, source_ids: frozenset[UUID] | None, profiles: list[str], exclude_flagged: bool = False) -> Scope:
+        """This scope limited further to `source_ids` (e.g. one of its profiles): never wider. Flagged text
+        stays withheld if it was, and is withheld too if the narrowing profile says so."""
         ids = source_ids if self.source_ids is None else (source_ids or frozenset()) & self.source_ids
-        return replace(self, source_ids=ids, profiles=list(profiles))
+        withheld = self.exclude_flagged or exclude_flagged
+        return replace(self, source_ids=ids, profiles=list(profiles), exclude_flagged=withheld)
 
     def allows(self, source_id: UUID | str | None) -> bool:
         if self.source_ids is None:

@@ -206,6 +206,16 @@ BUDGETS: dict[str, Budget] = {
             seconds=5,
         ),
         Budget("llms", input_bytes=2 * MB, output_chars=0, structure=20_000, counts="links", depth=0, seconds=5),
+        # --- the symbol table of synced code (services/code/symbols.py): capped, never refused ---
+        Budget(
+            "code-symbols",
+            input_bytes=4 * MB,  # a larger file (a minified bundle) keeps its chunks and lines, no symbols
+            output_chars=0,
+            structure=100_000,
+            counts="symbols kept per file (definitions, then references by line)",
+            depth=0,
+            seconds=10,
+        ),
         # --- git sources (services/sync/git) ---
         Budget(
             "git-tree",

@@ -156,6 +156,12 @@ def mismatch_error(stored: IndexConfig, wanted: IndexConfig) -> ConfigMismatch:
     )
 
 
+def migration_summary(text: str) -> str:
+    """A migration's first comment line: the progress line on stderr while a long conversion runs."""
+    first = text.lstrip().splitlines()[0] if text.strip() else ""
+    return first.removeprefix("--").strip()[:200]
+
+
 async def apply_migrations(conn: asyncpg.Connection, wanted: IndexConfig) -> IndexConfig:
     """Apply pending sql/NNN_*.sql files in order under an advisory lock; returns the config in force."""
     async with conn.transaction():
@@ -176,8 +182,9 @@ async def apply_migrations(conn: asyncpg.Connection, wanted: IndexConfig) -> Ind
             version = path.name.removesuffix(".sql")
             if version in applied:
                 continue
-            logger.info("applying migration %s", version)
-            sql = path.read_text().format(embedding_dim=stored.embedding_dim, fts_config=stored.fts_config)
+            text = path.read_text()
+            logger.info("applying migration %s: %s", version, migration_summary(text))
+            sql = text.format(embedding_dim=stored.embedding_dim, fts_config=stored.fts_config)
             await conn.execute(sql)
             await conn.execute("INSERT INTO schema_migrations (version) VALUES ($1)", version)
     return stored

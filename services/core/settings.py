@@ -54,6 +54,8 @@ class Settings(BaseSettings):
 
     # --- search ---
     hnsw_ef_search: int = 100
+    #: read the search indexes once in the background at start (services/search/warm.py)
+    warm_start: bool = True
     hybrid_candidates: int = 100
     rrf_k: int = 10
     hybrid_vector_weight: float = 0.8

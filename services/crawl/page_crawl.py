@@ -15,6 +15,7 @@ from uuid import UUID
 import asyncpg
 
 from models.jobs import CrawlJob, CrawlParams
+from services.code.symbol_store import write_documented
 from services.core.errors import NotFound, ServiceError
 from services.crawl.politeness import HostThrottle
 from services.crawl.robots_cache import RobotsCache
@@ -26,6 +27,7 @@ from services.flags.hidden import evidence
 from services.jobs.frontier import Frontier, FrontierRow, RowResult
 from services.jobs.run import short_error
 from services.net.urls import normalize_url
+from services.pages.api_names import API_NAMES
 from services.pages.indexing import NOFOLLOW, NOINDEX
 
 GONE_STATUSES = frozenset({404, 410})
@@ -179,6 +181,7 @@ class PageCrawler:
             await self._refresh_validators(document.id, known, page)
         async with self.pool.acquire() as conn:
             await self.documents.set_links(conn, document.id, self.source_id, page.links)
+            await write_documented(conn, document.id, self.source_id, page.metadata.get(API_NAMES))
         outcome = self._outcome_after_recovery(target, result.status, document.created_at, document.updated_at)
         await self._enqueue_links(target, page.links)  # before "done", so a killed worker loses no links
         await self.frontier.finish_row(

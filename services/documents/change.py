@@ -10,6 +10,8 @@ import asyncpg
 from models import IngestResult
 from services.access.scope import current_scope
 from services.chunking.base import Chunk
+from services.code.lines import write_lines
+from services.code.symbol_store import write_symbols
 from services.core.database import Database
 from services.core.errors import Conflict, InvalidArgument, NotFound
 from services.core.validation import parse_uuid
@@ -88,8 +90,13 @@ class Changer:
                 ) from None
             if reindex:
                 evidence = {**current.metadata, **(metadata or {})}  # hidden-text marks of the page
-                source_id = current.source_id
-                await self.ingestor.write_chunks(conn, current.id, source_id, new_title, chunks, vectors, evidence)
+                await self.ingestor.write_chunks(
+                    conn, current.id, current.source_id, new_title, chunks, vectors, evidence
+                )
+                if new_content is not None:  # the line index follows the text (services/code/lines.py)
+                    await write_lines(conn, current.id, current.source_id, new_content, evidence)
+                if new_content is not None:  # the symbol table follows the text (services/code)
+                    await write_symbols(conn, current.id, current.source_id, new_content, evidence)
             links = content_links(new_content, doc_type, url or current.url) if new_content is not None else None
             if links is not None:  # the new content's links replace the old
                 await write_links(conn, current.id, current.source_id, links)

@@ -13,6 +13,8 @@ import asyncpg
 from models import Document, IngestResult
 from services.chunking import get_chunker
 from services.chunking.base import Chunk
+from services.code.lines import write_lines
+from services.code.symbol_store import write_symbols
 from services.core.database import Database
 from services.core.errors import InvalidArgument
 from services.core.settings import Settings
@@ -191,6 +193,8 @@ class Ingestor:
                 len(chunks),
             )
             await self.write_chunks(conn, row["id"], source_id, item.title, chunks, vectors, item.metadata)
+            await write_lines(conn, row["id"], source_id, item.content, item.metadata)  # grep (services/code)
+            await write_symbols(conn, row["id"], source_id, item.content, item.metadata)  # services/code
             links = item.links if item.links is not None else content_links(item.content, item.document_type, item.url)
             if links is not None:  # the page graph of ingested text and files (crawls write theirs too)
                 await write_links(conn, row["id"], source_id, links)

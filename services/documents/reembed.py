@@ -30,7 +30,7 @@ async def _retype_embeddings(conn: asyncpg.Connection, wanted: IndexConfig) -> N
         await conn.execute("DROP INDEX IF EXISTS chunks_embedding_hnsw_idx")
         await conn.execute(
             f"ALTER TABLE chunks ALTER COLUMN embedding DROP NOT NULL, "
-            f"ALTER COLUMN embedding TYPE vector({int(wanted.embedding_dim)}) USING NULL"
+            f"ALTER COLUMN embedding TYPE halfvec({int(wanted.embedding_dim)}) USING NULL"
         )
         await write_index_config(conn, wanted)
 
@@ -72,7 +72,7 @@ async def reembed_all(settings: Settings) -> int:
             await _retype_embeddings(conn, IndexConfig(wanted.embedding_model, wanted.embedding_dim, stored.fts_config))
         count = await _embed_missing(conn, embedder)
         await conn.execute(
-            "CREATE INDEX IF NOT EXISTS chunks_embedding_hnsw_idx ON chunks USING hnsw (embedding vector_cosine_ops)"
+            "CREATE INDEX IF NOT EXISTS chunks_embedding_hnsw_idx ON chunks USING hnsw (embedding halfvec_cosine_ops)"
         )
         logger.info("re-embedded %d chunks with %s", count, embedder.name)
         return count

@@ -9,36 +9,50 @@ scanned when it is written and carries a short list of flag names (empty: nothin
   (display:none, visibility:hidden, zero size, off-screen, white on white, ...; evidence from the page
   pipeline, services/pages/hidden.py) or raw hidden markup (an HTML comment, a hidden element) left in a
   markdown or text source outside code.
-- `invisible_chars`: zero-width, bidirectional-control or Unicode tag characters inside the text.
+- `invisible_chars`: an invisible (default-ignorable) character inside a word, or bidirectional-control
+  or Unicode tag characters anywhere in the text (normal.py).
+- `mixed_script`: a word mixing Latin letters with look-alike letters of another script (normal.py).
 - `prompt_injection`: imperative phrasing aimed at assistants (rules.PROMPT_INJECTION).
 - `system_prompt`: chat-template role tokens or system-prompt markers.
 - `tool_call`: text shaped like a tool call an agent would parse.
 - `remote_shell`: a shell pipeline that runs a script fetched from a host (`curl ... | sh`).
 
-Chunks stored before flags existed are `unscanned` until the worker scans them (store.py). The scan is
-offline and deterministic: fixed, linear-time rules, no model. Flags inform; they never change text.
+The text rules read the text as stored and as a reader sees it (normal.py: NFKC, case-folded, invisible
+characters removed, confusables mapped to their Latin prototype), so a disguise that only changes the
+characters, not what is read, changes nothing. Chunks stored before flags existed are `unscanned` until
+the worker scans them (store.py). The scan is offline and deterministic: fixed, linear-time rules, no
+model. Flags inform; they never change the stored text (services/flags/reading.py decides what a caller
+receives).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from services.flags.hidden import MARKS_KEY, mark_hits
+from services.flags.hidden import MARKS_KEY, OVERFLOW_KEY, mark_hits
+from services.flags.markdown_hidden import has_unreferenced_definition, referenced_labels
+from services.flags.normal import invisible_inside_word, mixed_script_word, reader_view
 from services.flags.rules import CODE_FENCE, CODE_SPAN, HIDDEN_RULE, MARKDOWN_ESCAPE, TEXT_RULES
 
-FLAG_NAMES = ("hidden_text", "invisible_chars", "prompt_injection", "system_prompt", "tool_call", "remote_shell")
+FLAG_NAMES = (
+    "hidden_text",
+    "invisible_chars",
+    "mixed_script",
+    "prompt_injection",
+    "system_prompt",
+    "tool_call",
+    "remote_shell",
+)
 #: the pseudo-flag of a chunk stored before flags existed and not scanned yet
 UNSCANNED = "unscanned"
 
-#: zero-width and joiner characters; counted between two ASCII letters, where they split words (the
-#: PostgreSQL manual puts U+200B after `_`, `,` and between hex digit groups as line-break hints)
-ZERO_WIDTH = frozenset("\u200b\u200c\u200d\u2060\u2061\u2062\u2063\u2064\u180e\ufeff")
 #: bidirectional embeddings, overrides and isolates ("Trojan source"); marks (U+200E/F) are fine
 BIDI_CONTROLS = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
-#: zero-width characters inside words a chunk may hold before it is flagged (a stray one is common)
-ZERO_WIDTH_LIMIT = 2
 COMMENT_MIN_WORDS = 4
+#: a bidi control or a tag character (is_tag_character's ranges), found at C speed
+BIDI_OR_TAG = re.compile("[" + "".join(sorted(BIDI_CONTROLS)) + "\U000e0000-\U000e007f\U000e0100-\U000e01ef]")
 
 
 def is_tag_character(char: str) -> bool:
@@ -48,27 +62,13 @@ def is_tag_character(char: str) -> bool:
     return 0xE0000 <= code <= 0xE007F or 0xE0100 <= code <= 0xE01EF
 
 
-def ascii_letter(char: str) -> bool:
-    return ("a" <= char <= "z") or ("A" <= char <= "Z")
-
-
 def has_invisible_chars(text: str) -> bool:
-    """Tag or bidi-control characters anywhere, or more than ZERO_WIDTH_LIMIT zero-width characters
-    between ASCII letters (inside words)."""
-    if max(text, default=" ") < "\u180e":  # the common case, at C speed: nothing of the kind
+    """Tag or bidi-control characters anywhere, or an invisible character inside a word (normal.py)."""
+    if text.isascii():  # the common case, at C speed: nothing of the kind
         return False
-    inside = 0
-    for i, char in enumerate(text):
-        if char in ZERO_WIDTH:
-            before = text[i - 1] if i else " "
-            after = text[i + 1] if i + 1 < len(text) else " "
-            if ascii_letter(before) and (ascii_letter(after) or after in ZERO_WIDTH):
-                inside += 1
-                if inside > ZERO_WIDTH_LIMIT:
-                    return True
-        elif char in BIDI_CONTROLS or (char >= "\U000e0000" and is_tag_character(char)):
-            return True
-    return False
+    if BIDI_OR_TAG.search(text) is not None:
+        return True
+    return invisible_inside_word(text)
 
 
 def prose_only(text: str) -> str:
@@ -103,24 +103,33 @@ def has_hidden_comment(text: str) -> bool:
     return False
 
 
-def has_hidden_markup(text: str) -> bool:
-    if "<" not in text:
+def has_hidden_markup(text: str, referenced: frozenset[str] | None = None) -> bool:
+    """Raw markup a renderer hides, outside code: an HTML comment, a hidden element, or a markdown link
+    reference definition no link uses (`[//]: # (...)`: markdown_hidden.py; `referenced`: the labels
+    the whole document uses, when known)."""
+    if "<" not in text and "]:" not in text:
         return False
     prose = prose_only(text)
-    return has_hidden_comment(prose) or HIDDEN_RULE.search(prose) is not None
+    if "]:" in prose and has_unreferenced_definition(prose, referenced):
+        return True
+    return "<" in prose and (has_hidden_comment(prose) or HIDDEN_RULE.search(prose) is not None)
 
 
-def scan_text(text: str, marks: Iterable[str] = ()) -> list[str]:
+def scan_text(text: str, marks: Iterable[str] = (), referenced: frozenset[str] | None = None) -> list[str]:
     """The flags of one chunk's text (in FLAG_NAMES order); `marks` is its document's hidden-text
-    evidence from the page pipeline (services/flags/hidden.py)."""
+    evidence from the page pipeline (services/flags/hidden.py); `referenced` the link labels its
+    document uses (markdown_hidden.py)."""
     found = set()
-    if mark_hits(text, marks) or has_hidden_markup(text):
+    if mark_hits(text, marks) or has_hidden_markup(text, referenced):
         found.add("hidden_text")
     if has_invisible_chars(text):
         found.add("invisible_chars")
+    if mixed_script_word(text):
+        found.add("mixed_script")
     shown = MARKDOWN_ESCAPE.sub(r"\1", text) if "\\" in text else text
+    views = (shown,) if shown.isascii() else (shown, reader_view(shown))  # as stored, and as read
     for flag, rule in TEXT_RULES.items():
-        if rule.search(shown) is not None:
+        if any(rule.search(view) is not None for view in views):
             found.add(flag)
     return [name for name in FLAG_NAMES if name in found]
 
@@ -144,12 +153,17 @@ def chunk_flags(title: str, chunks: Sequence[Any], metadata: dict[str, Any] | No
     """Flags for each chunk of a document: its text with the heading path, and the title (shown with
     every hit), scanned with the document's hidden-text evidence."""
     marks = document_marks(metadata)
+    overflowed = bool((metadata or {}).get(OVERFLOW_KEY))  # more hidden text than marks: all of it flagged
     title_flags = scan_text(title) if title else []
+    referenced = referenced_labels(chunk.text for chunk in chunks)
     out = []
     for chunk in chunks:
         headings = " > ".join(chunk.heading_path or [])
-        flags = scan_text(f"{headings}\n{chunk.text}" if headings else chunk.text, marks)
-        out.append([n for n in FLAG_NAMES if n in flags or n in title_flags])
+        # a blank line after the headings: the chunk's first line starts a block (a definition may not
+        # interrupt a paragraph, markdown_hidden.py)
+        flags = scan_text(f"{headings}\n\n{chunk.text}" if headings else chunk.text, marks, referenced)
+        hidden = ["hidden_text"] if overflowed else []
+        out.append([n for n in FLAG_NAMES if n in flags or n in title_flags or n in hidden])
     return out
 
 

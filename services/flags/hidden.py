@@ -1,12 +1,18 @@
 """Text a person would not see in an HTML page, and how its trace is tied to the chunks it reaches.
 
 The page pipeline (services/pages/) removes comments, `hidden` and `aria-hidden` elements before the
-article becomes markdown, so those never reach an agent; it keeps elements hidden only by inline CSS
-(`style="display:none"`, zero size, off-screen, white on white, ...). Those are what an agent reads and
-a person does not. Their text is recorded before markdown is made, as *marks*: short hashes of its
-word n-grams (no text is stored), kept in the document's metadata (`hidden_marks`). At ingestion a
-chunk holding one of those n-grams is flagged `hidden_text`, wherever chunking put the boundaries.
-The count of removed hidden blocks is kept too (`hidden_removed`), as a document-level signal.
+article becomes markdown, so those never reach an agent; it keeps elements hidden only by CSS, inline
+(`style="display:none"`, zero size, off-screen, white on white, ...) or by a rule of the page's own
+`<style>` sheets (stylesheet.py). Those are what an agent reads and a person does not. Their text is
+recorded before markdown is made, as *marks*: short hashes of its word n-grams (no text is stored),
+kept in the document's metadata (`hidden_marks`). At ingestion a chunk holding one of those n-grams is
+flagged `hidden_text`, wherever chunking put the boundaries.
+
+Every n-gram of every hidden block is kept, so no amount of hidden filler thins out the marks of a
+short note elsewhere on the page (they used to be thinned to 96 for the whole page). A page with more
+than MAX_MARKS distinct hidden n-grams, or a sheet too large to evaluate, keeps no marks but
+`hidden_overflow`: every chunk of the document is then flagged (fails closed). The count of removed
+hidden blocks is kept too (`hidden_removed`), as a document-level signal.
 """
 
 from __future__ import annotations
@@ -18,12 +24,16 @@ from typing import Any
 
 from lxml.html import HtmlElement
 
+from services.flags.stylesheet import computed, declarations
+
 MARKS_KEY = "hidden_marks"
 REMOVED_KEY = "hidden_removed"
+OVERFLOW_KEY = "hidden_overflow"
 #: word n-grams a mark covers; hidden texts shorter than this use their whole length (down to MIN_WORDS)
 SHINGLE = 5
 MIN_WORDS = 3
-MAX_MARKS = 96
+#: distinct hidden n-grams a page keeps (~60 KB of metadata); past it, the page's evidence overflows
+MAX_MARKS = 4096
 _WORD = re.compile(r"\w+")
 
 WHITE = frozenset({"#fff", "#ffffff", "white", "rgb(255,255,255)", "rgba(255,255,255,1)", "#fffffe", "snow"})
@@ -33,17 +43,13 @@ TRANSPARENT = frozenset({"transparent", "rgba(0,0,0,0)", "rgba(255,255,255,0)"})
 def evidence(metadata: dict[str, Any]) -> dict[str, Any]:
     """The hidden-text evidence among a page's pipeline metadata: what every path that stores a page
     (crawl, single URL, HTML file) keeps in the document's metadata."""
-    return {k: metadata[k] for k in (MARKS_KEY, REMOVED_KEY) if k in metadata}
+    return {k: metadata[k] for k in (MARKS_KEY, REMOVED_KEY, OVERFLOW_KEY) if k in metadata}
 
 
-def style_of(element: HtmlElement) -> dict[str, str]:
-    """An element's inline CSS declarations, lower-cased and without spaces in values."""
-    declarations: dict[str, str] = {}
-    for part in (element.get("style") or "").split(";"):
-        name, colon, value = part.partition(":")
-        if colon:
-            declarations[name.strip().lower()] = "".join(value.lower().replace("!important", "").split())
-    return declarations
+def style_of(element: HtmlElement, sheet: dict[str, tuple[str, bool]] | None = None) -> dict[str, str]:
+    """An element's CSS declarations, lower-cased and without spaces in values: its inline style over
+    what the page's style sheets give it (`sheet`: stylesheet.cascade)."""
+    return computed(sheet, declarations(element.get("style") or ""))
 
 
 def length(value: str | None) -> float | None:
@@ -100,10 +106,12 @@ def hidden_by_style(style: dict[str, str], background: str | None) -> bool:
     return color is not None and (color == ground or (color in WHITE and (ground is None or ground in WHITE)))
 
 
-def hidden_element(element: HtmlElement, background: str | None) -> bool:
+def hidden_element(
+    element: HtmlElement, background: str | None, sheet: dict[str, tuple[str, bool]] | None = None
+) -> bool:
     if element.tag == "font" and (element.get("color") or "").strip().lower() in WHITE:
         return background is None or background in WHITE
-    return hidden_by_style(style_of(element), background)
+    return hidden_by_style(style_of(element, sheet), background)
 
 
 def words(text: str) -> list[str]:
@@ -116,21 +124,20 @@ def mark(gram: list[str]) -> str:
     return f"{len(gram)}{digest}"
 
 
-def marks_of(texts: Iterable[str], limit: int = MAX_MARKS) -> list[str]:
-    """Marks for hidden texts: every n-gram of each (n = SHINGLE, or the text's length if shorter),
-    thinned evenly to `limit`."""
-    found: list[str] = []
+def marks_of(texts: Iterable[str], limit: int = MAX_MARKS) -> list[str] | None:
+    """Marks for hidden texts, block by block: every n-gram of each (n = SHINGLE, or the text's length
+    if shorter). None when there are more than `limit` distinct ones (the evidence overflows)."""
+    found: dict[str, None] = {}
     for text in texts:
         tokens = words(text)
         if len(tokens) < MIN_WORDS:
             continue
         size = min(SHINGLE, len(tokens))
-        found += [mark(tokens[i : i + size]) for i in range(len(tokens) - size + 1)]
-    unique = list(dict.fromkeys(found))
-    if len(unique) <= limit:
-        return unique
-    step = len(unique) / limit
-    return [unique[int(i * step)] for i in range(limit)]
+        for i in range(len(tokens) - size + 1):
+            found[mark(tokens[i : i + size])] = None
+            if len(found) > limit:
+                return None
+    return list(found)
 
 
 def mark_hits(text: str, marks: Iterable[str]) -> bool:

@@ -27,7 +27,8 @@ BATCH = 500
 PAUSE_SECONDS = 0.05
 
 _SELECT = (
-    "SELECT c.id, c.text, c.heading_path, d.title, d.metadata->'hidden_marks' AS marks "
+    "SELECT c.id, c.text, c.heading_path, d.title, d.metadata->'hidden_marks' AS marks, "
+    "d.metadata->'hidden_overflow' AS overflow "
     "FROM chunks c JOIN documents d ON d.id = c.document_id "
 )
 CLAIM_SQL = _SELECT + "WHERE c.flags IS NULL LIMIT $1 FOR UPDATE OF c SKIP LOCKED"
@@ -55,7 +56,7 @@ class Stored:
 
 def flags_of(row: Any) -> str:
     marks = row["marks"]
-    metadata = {"hidden_marks": marks} if isinstance(marks, list) else None
+    metadata = {"hidden_marks": marks if isinstance(marks, list) else [], "hidden_overflow": row["overflow"]}
     return ",".join(chunk_flags(row["title"], [Stored(row["text"], list(row["heading_path"] or []))], metadata)[0])
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from services.core.markdown_lines import atx_heading
 from services.net.robots import parse_llms_txt
+from services.pages.api_names import ExtractApiNames
 from services.pages.base import EXTRACTOR_VERSION, ExtractedPage, PageContext, Step
 from services.pages.hidden import FindHiddenText
 from services.pages.indexing import DetectNoIndex
@@ -26,6 +27,7 @@ MARKDOWN_TYPES = frozenset({"text/markdown", "text/x-markdown"})
 HTML_STEPS: tuple[type[Step], ...] = (
     ParseHtml,
     ExtractMetadata,
+    ExtractApiNames,
     DetectNoIndex,
     ExtractLinks,
     SelectMainContent,

@@ -27,6 +27,7 @@ from services.core.database import Database
 from services.core.settings import Settings
 from services.search.base import HIT_COLUMNS, TS_QUERY_LEXEMES_SQL, SearchRequest, SearchStrategy, to_hit
 from services.search.bm25 import query_terms
+from services.search.breadth import SearchBreadth
 from services.search.legs import code_filter, keyword_leg, uses_topk
 from services.search.pending import pending_fusion, pending_leg
 
@@ -215,7 +216,7 @@ class HybridSearch(SearchStrategy):
         mode = request.keyword_mode
         (keyword, *bm25), exact = await self.keyword_args(request.query, depth, pending > 0, mode)
         vector_weight, keyword_weight = self.weights(request, exact)
-        return await self.db.pool.fetch(
+        return await SearchBreadth.of(self.db).fetch(
             self._sql(pending, mode, request.code_only),
             request.query_vector,
             request.source_ids,

@@ -10,7 +10,8 @@ for `max_tokens`. A new search type is one entry in `SearchQueries.runners` (a c
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
@@ -65,6 +66,16 @@ class SearchResult:
     max_tokens: int | None = None
 
 
+@dataclass(frozen=True)
+class Target:
+    """What a code search reads: the profile searched as, the library version served, the source ids
+    (None: every source the scope allows)."""
+
+    profile: Profile | None
+    served: ResolvedVersion | None
+    source_ids: list[UUID] | None
+
+
 Runner = Callable[[Plan], Awaitable[SearchOutcome]]
 
 
@@ -87,18 +98,14 @@ async def choose_profile(profiles: ProfileService, name: str | None) -> tuple[Pr
             f"Use profile= one of: {', '.join(allowed) or '(none: leave profile out)'}.",
         )
     profile = known[name]
-    return profile, scope.narrowed(frozenset(profile.source_ids), scope.profiles)
+    return profile, scope.narrowed(frozenset(profile.source_ids), scope.profiles, profile.exclude_flagged)
 
 
 async def leaves_out_flagged(profiles: ProfileService, chosen: Profile | None, scope: Scope) -> bool:
-    """Whether this search leaves chunks with injection flags out: the profile it runs as says so, or,
-    with none chosen, any profile the caller is confined to does (leaving `profile` out never shows a
-    confined caller flagged chunks that one of its profiles hides)."""
-    if chosen is not None:
-        return chosen.exclude_flagged
-    if not scope.profiles:
-        return False
-    return any(p.exclude_flagged for p in await profiles.list() if p.name in scope.profiles)
+    """Whether this search leaves chunks with injection flags out: decided once, in the scope (any profile
+    the caller is confined to, or the profile it searches as, says so: services/access/scope.py), the same
+    rule every read door applies (services/flags/reading.py)."""
+    return scope.exclude_flagged
 
 
 def with_defaults(profile: Profile | None, given: dict[str, Any]) -> dict[str, Any]:
@@ -170,6 +177,19 @@ class SearchQueries:
                 outcome = await self.runners.get(plan.search_type, self.ranked)(plan)
             packed = await self.packed(outcome, q.max_tokens) if q.max_tokens is not None else None
         return SearchResult(outcome, plan.search_type, plan.match_count, chosen, output, served, packed, q.max_tokens)
+
+    @asynccontextmanager
+    async def within(self, q: SearchQuery) -> AsyncIterator[Target]:
+        """The sources a code search (grep, definitions, references) reads for this query, chosen as
+        `run` chooses them: as the query's profile, inside the caller's scope narrowed to it (entered for
+        the block), at the library version asked for."""
+        if q.source_ids and (q.library or q.version):
+            raise InvalidArgument("source_ids cannot be combined with library/version.", "Pass one or the other.")
+        chosen, scope = await choose_profile(self.profiles, q.profile)
+        with use_scope(scope):
+            served = await self.resolve_version(q) if q.library or q.version else None
+            ids = [served.source_id] if served else await self.search.searched_sources(q.source_id, q.source_ids)
+            yield Target(chosen, served, ids)
 
     async def ranked(self, plan: Plan) -> SearchOutcome:
         """The knowledge-base search types: chunks ranked by SearchService's strategies."""

@@ -1,4 +1,5 @@
-"""Dense retrieval: pgvector HNSW, cosine distance. Chunks not embedded yet are not seen (the search
+"""Dense retrieval: pgvector HNSW over halfvec, cosine distance, as wide as the collection needs
+(services/search/breadth.py). Chunks not embedded yet are not seen (the search
 reply says how many: `pending_embeddings`)."""
 
 from __future__ import annotations
@@ -6,6 +7,7 @@ from __future__ import annotations
 from models import SearchHit
 from services.core.database import Database
 from services.search.base import HIT_COLUMNS, SearchRequest, SearchStrategy, to_hit
+from services.search.breadth import SearchBreadth
 
 _VECTOR_TEMPLATE = """
 WITH top AS (
@@ -32,5 +34,5 @@ class VectorSearch(SearchStrategy):
 
     async def search(self, request: SearchRequest) -> list[SearchHit]:
         sql = VECTOR_PENDING_SQL if request.pending_embeddings else VECTOR_SQL
-        rows = await self.db.pool.fetch(sql, request.query_vector, request.source_ids, request.limit)
+        rows = await SearchBreadth.of(self.db).fetch(sql, request.query_vector, request.source_ids, request.limit)
         return [to_hit(r, r["similarity"], self.name) for r in rows]

@@ -61,6 +61,14 @@ def parse_version(label: str | None) -> Version | None:
         return None
 
 
+def tag_version(ref: str | None) -> str | None:
+    """The version a git ref names, when it is a release tag ('v0.28.1', 'refs/tags/3.12.0'): a source
+    synced at it is that version of its library, so two tags of one repository, synced under one title,
+    are two versions that `library` + `version` choose between. None for a branch or HEAD."""
+    label = (ref or "").strip().removeprefix("refs/tags/")
+    return label if label and "/" not in label and parse_version(label) is not None else None
+
+
 def version_range(requested: str) -> SpecifierSet | None:
     """The specifier a range request stands for ('3.x' -> '==3.*'); None for an exact version."""
     text = requested.strip()

@@ -137,8 +137,9 @@ def test_hidden_text_that_reaches_the_markdown_is_flagged_where_it_lands() -> No
         assert ("hidden_text" in found) == carries, (chunk.text[:80], found)
 
 
-def test_zero_width_limit() -> None:
-    assert not has_invisible_chars("one stray zero\u200bwidth space")
+def test_one_invisible_character_inside_a_word_is_flagged() -> None:
+    """Issue 38, point 4: one zero-width character inside a word used to pass (up to two were allowed)."""
+    assert has_invisible_chars("one stray zero\u200bwidth space")
     assert has_invisible_chars("e\u200bv\u200bi\u200bl")
 
 
@@ -226,8 +227,11 @@ async def test_a_profile_leaves_flagged_chunks_out(settings: Settings, embedder:
     assert safe["results"] and not any(r.get("flags") for r in safe["results"]) and safe["flagged_left_out"] >= 2
     both = await ok_as(settings, embedder, ["pools_all", "pools_safe"], query)  # no profile named: fails closed
     assert not any(r.get("flags") for r in both["results"])
+    # the rule is the scope's (any of its profiles, issue 38 point 3): naming the other profile does not lift it
     chosen = await ok_as(settings, embedder, ["pools_all", "pools_safe"], {**query, "profile": "pools_all"})
-    assert any(r.get("flags") for r in chosen["results"])
+    assert chosen["results"] and not any(r.get("flags") for r in chosen["results"])
+    owner = await ok_as(settings, embedder, [], {**query, "profile": "pools_safe"})  # the owner, as a profile
+    assert owner["results"] and not any(r.get("flags") for r in owner["results"])
 
 
 async def ok_as(settings: Settings, embedder: Any, profiles: list[str], arguments: dict[str, Any]) -> dict[str, Any]:

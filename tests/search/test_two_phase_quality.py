@@ -9,6 +9,8 @@ SQL and its parameters are exactly what they were before pending chunks had thei
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 import pytest
@@ -68,11 +70,31 @@ class SpyPool:
         self.calls.append((sql, args))
         return await self.pool.fetch(sql, *args)
 
+    @asynccontextmanager
+    async def acquire(self) -> AsyncIterator[Any]:
+        """A connection whose `fetch` is recorded too (the vector legs run on one, services/search/breadth.py)."""
+        async with self.pool.acquire() as conn:
+            yield SpyConnection(conn, self.calls)
+
+
+class SpyConnection:
+    def __init__(self, conn: Any, calls: list[tuple[str, tuple[Any, ...]]]) -> None:
+        self.conn = conn
+        self.calls = calls
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.conn, name)
+
+    async def fetch(self, sql: str, *args: Any) -> Any:
+        self.calls.append((sql, args))
+        return await self.conn.fetch(sql, *args)
+
 
 class SpyDatabase:
     def __init__(self, db: Any) -> None:
         self.pool = SpyPool(db.pool)
         self.fts_config = db.fts_config
+        self.settings = db.settings
 
 
 @pytest_asyncio.fixture(scope="module")

@@ -405,3 +405,17 @@ def delta_fan_pack(file: Any, levels: int = 120, size: int = 16 * MB) -> tuple[l
     checksum = trailer.digest()
     file.write(checksum)
     return entries, checksum
+
+
+# ---------------------------------------------------------------- code symbols
+
+
+def python_symbol_flood(count: int = 150_000) -> str:
+    """A Python file of `count` one-line functions: more symbols than one file may keep (~3 MB)."""
+    return "".join(f"def f{i}(): g{i}\n" for i in range(count))
+
+
+def minified_line(size: int = 5 * MB) -> str:
+    """A minified bundle: one 5 MB line of short identifiers, over the symbol budget's input size."""
+    unit = "var a=b(c,d);"
+    return unit * (size // len(unit) + 1)

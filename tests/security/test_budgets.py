@@ -29,6 +29,7 @@ from dulwich.repo import Repo
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from services.code.symbols import Symbols, extract
 from services.core.budgets import BUDGETS
 from services.core.errors import OverBudget, ServiceError
 from services.core.settings import Settings
@@ -96,6 +97,10 @@ BOMBS: dict[str, list[Bomb]] = {
     "git-blob": [Bomb("inflating blob", lambda: 48 * MB, refused=True)],
     "git-pack": [Bomb("inflating pack", lambda: 48 * MB, refused=False, max_mb=32, worker_mb=96)],
     "git-deltas": [Bomb("delta fan", lambda: 120, refused=True, max_mb=32, worker_mb=256, max_seconds=90)],
+    "code-symbols": [  # capped, never refused: the file keeps its chunks and lines
+        Bomb("many.py", bombs.python_symbol_flood, refused=False, max_mb=200),
+        Bomb("minified.js", bombs.minified_line, refused=False, max_mb=200),
+    ],
 }
 FILE_BUDGETS = {entry.budget for entry in REGISTRY}
 
@@ -141,6 +146,16 @@ def test_every_budget_has_bombs() -> None:
 # ---------------------------------------------------------------- each bomb through its real path
 
 
+def capped_symbols(bomb: Bomb) -> Symbols:
+    """The symbol extraction of a bomb: it stops at the budget and says so."""
+    language = "python" if bomb.name.endswith(".py") else "javascript"
+    symbols = extract(bomb.build(), language, bomb.name)
+    limits = BUDGETS["code-symbols"]
+    kept = len(symbols.definitions) + sum(len(lines) for lines in symbols.references.values())
+    assert symbols.capped and kept <= limits.structure, (symbols.capped, kept)
+    return symbols
+
+
 async def run_bomb(budget: str, bomb: Bomb, settings: Settings, tmp_path: Path) -> Any:
     """Feed the bomb to its format's reader; the reader's result (a ServiceError is returned)."""
     try:
@@ -164,6 +179,8 @@ async def run_bomb(budget: str, bomb: Bomb, settings: Settings, tmp_path: Path) 
             return await land_inflating_pack(tmp_path, bomb.build(), settings)
         if budget == "git-deltas":
             return await land_in_pool(tmp_path, lambda file: bombs.delta_fan_pack(file, bomb.build()), settings)
+        if budget == "code-symbols":
+            return await asyncio.to_thread(capped_symbols, bomb)
         return await asyncio.to_thread(read_inflating_blob, tmp_path, bomb.build())
     except ServiceError as exc:
         return exc

@@ -18,6 +18,7 @@ from services.core.validation import check_patterns
 from services.jobs.queue import JobQueue
 from services.net.safety import check_url_allowed
 from services.sources.service import LIST_HINT, SourceService
+from services.sources.versions import tag_version
 from services.sync.git.config import (
     GitConfig,
     check_auth_env,
@@ -130,7 +131,8 @@ class GitService:
         if row is not None:
             return await self.sources.get(row["source_id"]), False
         name = (title or "").strip() or default_title(url, ref or "HEAD")
-        return await self.sources.create(name, url=url, source_type="git"), True
+        version = tag_version(ref)  # a release tag: this source is that version (services/sources/versions.py)
+        return await self.sources.create(name, url=url, source_type="git", version=version), True
 
     async def show(self, config: GitConfig, retype: bool = False) -> None:
         """Mirror the binding into the source's metadata (what manage_source get shows)."""

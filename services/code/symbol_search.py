@@ -1,0 +1,256 @@
+"""Reading the symbol table: definitions of a name, its references, the outline of a code file.
+
+A query is a symbol, bare (`copytree`) or qualified (`shutil.copytree`, `Path.read_text`,
+`tokio::spawn`): rows are found by the last part (an index on `name`), then ranked by how much of the
+qualifier they carry: the qualified name ends with the query's parts, else holds them in order, else
+its path names them; then public before private, outside tests before inside, shallow before deep.
+Paths come from the sync manifests (git_files, folder_files), else the document's metadata `path`,
+so a renamed file is found at its new path and identical files each at their own.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import PurePosixPath
+from typing import Any
+from uuid import UUID
+
+import re2
+
+from services.code.symbols import path_qualifier
+from services.core.database import Database
+from services.core.errors import InvalidArgument, NotFound
+
+MAX_QUERY = 300
+MAX_CANDIDATES = 5000  # definitions of one name read at most (then ranked)
+PARTS = re2.compile(r"::|\.|#|->")
+#: each indexed file's path(s): the manifests of git and folder syncs, else the document's own
+PATHS = (
+    "LEFT JOIN LATERAL (SELECT path FROM git_files g WHERE g.document_id = d.id UNION ALL "
+    "SELECT path FROM folder_files f WHERE f.document_id = d.id) m ON true"
+)
+PATH = "coalesce(m.path, d.metadata->>'path', d.url, d.title)"
+
+
+@dataclass
+class SymbolHit:
+    source_id: UUID
+    document_id: UUID
+    path: str
+    name: str
+    kind: str
+    qualified_name: str
+    parent: str | None
+    line_start: int | None
+    line_end: int | None
+    signature: str
+    doc: str
+    anchor: str | None = None
+    url: str | None = None
+    title: str = ""
+    commit: str | None = None
+    version: str | None = None
+
+
+@dataclass
+class ReferenceHit:
+    source_id: UUID
+    document_id: UUID
+    path: str
+    line: int
+    text: str = ""
+    commit: str | None = None
+    version: str | None = None
+
+
+@dataclass
+class Page:
+    hits: list[Any]
+    total: int
+    offset: int
+    next_offset: int | None
+    notes: list[str] = field(default_factory=list)
+
+
+def with_prefix(prefix: str, name: str) -> str:
+    return f"{prefix}.{name}" if prefix else name
+
+
+def qualified(hit: SymbolHit, language: str | None) -> SymbolHit:
+    """The hit with its file's path qualifier (a Python module) in front of its names."""
+    prefix = path_qualifier(language, hit.path)
+    if prefix:
+        hit.qualified_name = with_prefix(prefix, hit.qualified_name)
+        hit.parent = with_prefix(prefix, hit.parent) if hit.parent else None
+    return hit
+
+
+def split_symbol(query: str) -> list[str]:
+    """The parts of a written symbol (`a.b::C#d` -> [a, b, C, d]); InvalidArgument when there is none."""
+    text = query.strip()
+    parts = [p.strip() for p in PARTS.split(text)] if 0 < len(text) <= MAX_QUERY else []
+    if not parts or not parts[-1] or any(not p or " " in p for p in parts):
+        raise InvalidArgument(
+            f"'{query[:100]}' is not a symbol name.",
+            "Pass a name, bare or qualified: copytree, shutil.copytree, Path.read_text, tokio::spawn.",
+        )
+    return parts
+
+
+def qualifier_score(qualifiers: list[str], qualified_name: str, path: str) -> int:
+    """3: the qualified name ends with the query; 2: holds its parts in order; 1: with the path's
+    parts; 0: only the name matches."""
+    if not qualifiers:
+        return 3
+    held = PARTS.split(qualified_name)[:-1]
+    if held[-len(qualifiers) :] == qualifiers:
+        return 3
+    if _in_order(qualifiers, held):
+        return 2
+    where = [*PurePosixPath(path).with_suffix("").parts, *held]
+    return 1 if all(q in where for q in qualifiers) else 0
+
+
+def _in_order(wanted: list[str], held: list[str]) -> bool:
+    it = iter(held)
+    return all(any(w == h for h in it) for w in wanted)
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__")
+
+
+def _in_tests(path: str) -> bool:
+    return any(p in ("test", "tests", "testing") or p.startswith("test_") for p in PurePosixPath(path).parts)
+
+
+def rank_key(hit: SymbolHit, score: int) -> tuple[Any, ...]:
+    depth = len(PARTS.split(hit.qualified_name))
+    return (-score, hit.anchor is not None, _private(hit.name), _in_tests(hit.path), depth, hit.path, hit.line_start)
+
+
+class SymbolSearch:
+    """Definitions, references and outlines over the symbol table (sql/038_code_symbols.sql)."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    async def definitions(self, query: str, sources: list[UUID] | None, offset: int, limit: int) -> Page:
+        parts = split_symbol(query)
+        name, qualifiers = parts[-1], parts[:-1]
+        rows = await self.db.pool.fetch(
+            "SELECT s.source_id, s.document_id, s.name, s.kind, s.qualified_name, s.parent, s.line_start, "
+            f"s.line_end, s.signature, s.doc, s.anchor, d.url, d.title, {PATH} AS path, f.language "
+            f"FROM code_symbols s JOIN documents d ON d.id = s.document_id {PATHS} "
+            "LEFT JOIN code_symbol_files f ON f.document_id = s.document_id "
+            "WHERE s.name = $1 AND ($2::uuid[] IS NULL OR s.source_id = ANY($2)) LIMIT $3",
+            name,
+            sources,
+            MAX_CANDIDATES,
+        )
+        hits = [
+            qualified(SymbolHit(**{k: v for k, v in row.items() if k != "language"}), row["language"]) for row in rows
+        ]
+        scored = [(qualifier_score(qualifiers, h.qualified_name, h.path), h) for h in hits]
+        notes = []
+        if qualifiers and scored and not any(score for score, _ in scored):
+            notes.append(f"No definition of {name} is qualified as {query.strip()}: every definition of {name}.")
+        elif qualifiers:
+            scored = [(score, h) for score, h in scored if score]
+        scored.sort(key=lambda pair: rank_key(pair[1], pair[0]))
+        ranked = [h for _, h in scored]
+        page = ranked[offset : offset + limit]
+        await self._versions(page)
+        following = offset + limit if offset + limit < len(ranked) else None
+        return Page(page, len(ranked), offset, following, notes)
+
+    async def references(self, query: str, sources: list[UUID] | None, offset: int, limit: int) -> Page:
+        name = split_symbol(query)[-1]
+        rows = await self.db.pool.fetch(
+            f"SELECT r.source_id, r.document_id, r.lines, {PATH} AS path "
+            f"FROM code_references r JOIN documents d ON d.id = r.document_id {PATHS} "
+            "WHERE r.name = $1 AND ($2::uuid[] IS NULL OR r.source_id = ANY($2)) ORDER BY 4, r.document_id",
+            name,
+            sources,
+        )
+        total = sum(len(row["lines"]) for row in rows)
+        page: list[ReferenceHit] = []
+        seen = 0
+        for row in rows:
+            count = len(row["lines"])
+            if seen + count > offset and len(page) < limit:
+                for line in row["lines"][max(0, offset - seen) :][: limit - len(page)]:
+                    page.append(ReferenceHit(row["source_id"], row["document_id"], row["path"], line))
+            seen += count
+        await self._line_texts(page)
+        await self._versions(page)
+        following = offset + limit if offset + limit < total else None
+        return Page(page, total, offset, following)
+
+    async def document_at(self, sources: Any, source_id: str, path: str) -> UUID:
+        """The document of the file at `path` in a source (NotFound outside the caller's scope)."""
+        source = await sources.get(source_id)
+        clean = path.strip().lstrip("/")
+        found = await self.db.pool.fetchval(
+            "SELECT document_id FROM git_files WHERE source_id = $1 AND path = $2 UNION ALL "
+            "SELECT document_id FROM folder_files WHERE source_id = $1 AND path = $2 UNION ALL "
+            "SELECT id FROM documents WHERE source_id = $1 AND metadata->>'path' = $2 LIMIT 1",
+            source.id,
+            clean,
+        )
+        if found is None:
+            raise NotFound(
+                f"No file at path {clean[:200]} in source {source.id}.",
+                "Use manage_document(action='list', source_id=...) to see its documents.",
+            )
+        return UUID(str(found))
+
+    async def outline(self, document_id: UUID) -> dict[str, Any] | None:
+        """The code file's symbols in file order, None when the document is not an indexed code file."""
+        summary = await self.db.pool.fetchrow(
+            f"SELECT f.language, f.capped, {PATH} AS path FROM code_symbol_files f "
+            f"JOIN documents d ON d.id = f.document_id {PATHS} WHERE f.document_id = $1 LIMIT 1",
+            document_id,
+        )
+        if summary is None:
+            return None
+        rows = await self.db.pool.fetch(
+            "SELECT name, kind, qualified_name, parent, line_start, line_end, signature FROM code_symbols "
+            "WHERE document_id = $1 AND anchor IS NULL ORDER BY line_start, line_end DESC",
+            document_id,
+        )
+        prefix = path_qualifier(summary["language"], summary["path"])
+        symbols = [dict(r) for r in rows]
+        for symbol in symbols:
+            symbol["qualified_name"] = with_prefix(prefix, symbol["qualified_name"])
+            symbol["parent"] = with_prefix(prefix, symbol["parent"]) if symbol["parent"] else None
+        return {"language": summary["language"], "capped": summary["capped"], "symbols": symbols}
+
+    async def _line_texts(self, hits: list[ReferenceHit]) -> None:
+        wanted: dict[UUID, set[int]] = {}
+        for hit in hits:
+            wanted.setdefault(hit.document_id, set()).add(hit.line)
+        if not wanted:
+            return
+        rows = await self.db.pool.fetch("SELECT id, content FROM documents WHERE id = ANY($1)", list(wanted))
+        texts: dict[tuple[UUID, int], str] = {}
+        for row in rows:
+            split = (row["content"] or "").split("\n")
+            for line in wanted[row["id"]]:
+                texts[(row["id"], line)] = split[line - 1].rstrip("\r") if 0 < line <= len(split) else ""
+        for hit in hits:
+            hit.text = texts.get((hit.document_id, hit.line), "")
+
+    async def _versions(self, hits: list[Any]) -> None:
+        """Each hit's source commit (git) and version label."""
+        ids = list({h.source_id for h in hits})
+        if not ids:
+            return
+        rows = await self.db.pool.fetch(
+            "SELECT s.id, s.version, g.last_commit FROM sources s LEFT JOIN source_git g ON g.source_id = s.id "
+            "WHERE s.id = ANY($1)",
+            ids,
+        )
+        found = {r["id"]: (r["last_commit"], r["version"]) for r in rows}
+        for hit in hits:
+            hit.commit, hit.version = found.get(hit.source_id, (None, None))

@@ -1,0 +1,90 @@
+"""Writing the symbol table (sql/038_code_symbols.sql): one call from ingest, in its transaction.
+
+`write_symbols` replaces a document's rows with what its text holds now: for a code file (metadata
+`language` with tag queries) its definitions and references (services/code/symbols.py); a document of
+any other kind keeps no rows. `write_documented` records the names an API reference page documents
+(services/pages/api_names.py), which the crawl writes beside the page's links. Deleting a document
+drops its rows (ON DELETE CASCADE); a renamed file keeps them (paths come from the sync manifests).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from uuid import UUID
+
+import asyncpg
+
+from services.code.symbols import Symbols, extract, supports
+
+SYMBOL_COLUMNS = (
+    "source_id", "document_id", "name", "kind", "qualified_name", "parent", "line_start", "line_end", "signature",
+    "doc", "anchor",
+)  # fmt: skip
+REFERENCE_COLUMNS = ("source_id", "document_id", "name", "lines")
+FILE_COLUMNS = ("source_id", "document_id", "language", "definitions", "references", "capped")
+
+
+def file_symbols(content: str, metadata: dict[str, Any] | None) -> Symbols | None:
+    """The symbols of a code document, None for any other."""
+    metadata = metadata or {}
+    language = metadata.get("language")
+    if not supports(language):
+        return None
+    path = metadata.get("path")
+    return extract(content, str(language), path if isinstance(path, str) else None)
+
+
+async def write_symbols(
+    conn: asyncpg.Connection, document_id: UUID, source_id: UUID, content: str, metadata: dict[str, Any] | None
+) -> None:
+    """Replace the document's symbol rows (in the caller's transaction)."""
+    await conn.execute("DELETE FROM code_symbols WHERE document_id = $1", document_id)
+    await conn.execute("DELETE FROM code_references WHERE document_id = $1", document_id)
+    await conn.execute("DELETE FROM code_symbol_files WHERE document_id = $1", document_id)
+    symbols = file_symbols(content, metadata)
+    if symbols is not None:
+        await _write_code(conn, document_id, source_id, symbols)
+
+
+async def _write_code(conn: asyncpg.Connection, document_id: UUID, source_id: UUID, symbols: Symbols) -> None:
+    definitions = [
+        (
+            source_id,
+            document_id,
+            d.name,
+            d.kind,
+            d.qualified_name,
+            d.parent,
+            d.line_start,
+            d.line_end,
+            d.signature,
+            d.doc,
+            None,
+        )
+        for d in symbols.definitions
+    ]
+    references = [(source_id, document_id, name, lines) for name, lines in symbols.references.items()]
+    if definitions:
+        await conn.copy_records_to_table("code_symbols", records=definitions, columns=SYMBOL_COLUMNS)
+    if references:
+        await conn.copy_records_to_table("code_references", records=references, columns=REFERENCE_COLUMNS)
+    counted = sum(len(lines) for lines in symbols.references.values())
+    summary = [(source_id, document_id, symbols.language, len(definitions), counted, symbols.capped)]
+    await conn.copy_records_to_table("code_symbol_files", records=summary, columns=FILE_COLUMNS)
+
+
+async def write_documented(conn: asyncpg.Connection, document_id: UUID, source_id: UUID, documented: Any) -> None:
+    """Replace the names a page documents: [qualified name, anchor, kind] each."""
+    await conn.execute("DELETE FROM code_symbols WHERE document_id = $1 AND anchor IS NOT NULL", document_id)
+    if not isinstance(documented, list):
+        return
+    rows = []
+    for entry in documented:
+        if not (isinstance(entry, list | tuple) and len(entry) == 3 and all(isinstance(v, str) for v in entry)):
+            continue
+        qualified, anchor, kind = entry
+        name = qualified.replace("::", ".").rsplit(".", 1)[-1]
+        if name:
+            rows.append((source_id, document_id, name, kind, qualified, None, None, None, "", "", anchor))
+    if rows:
+        await conn.copy_records_to_table("code_symbols", records=rows, columns=SYMBOL_COLUMNS)
