@@ -36,7 +36,8 @@ def check_arguments(args: Any) -> None:
                 f"search_type='grep' does not take {', '.join(given)}.", "Leave them out, or use another search_type."
             )
         return
-    given = [name for name in GREP_ONLY if getattr(args, name) is not None]
+    pages = args.search_type in ("definition", "references")  # they page with offset too (tools/code_symbols.py)
+    given = [name for name in GREP_ONLY if getattr(args, name) is not None and not (pages and name == "offset")]
     if given:
         raise InvalidArgument(
             f"{', '.join(given)} apply to search_type='grep' only.", "Pass search_type='grep', or leave them out."
