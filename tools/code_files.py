@@ -5,8 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from services.access.scope import current_scope
 from services.app import Archivist
 from services.core.errors import InvalidArgument
+from services.flags.reading import govern_unstored
 from tools.common import document_uri
 
 
@@ -42,6 +44,8 @@ async def read_lines(app: Archivist, args: Any) -> dict[str, Any]:
             "next_line": read.line_end + 1 if read.line_end < read.total_lines else None,
         },
     }
+    content = govern_unstored(payload["content"]["text"], current_scope())  # the one reading policy
+    payload["content"].update(text=content.text, **content.fields())
     if read.cut_lines:
         payload["content"]["lines_cut"] = read.cut_lines
     if read.line_end < read.total_lines:

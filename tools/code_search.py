@@ -14,6 +14,7 @@ from services.app import Runtime
 from services.code.grep import GrepHit, GrepOutcome, GrepRequest
 from services.core.errors import InvalidArgument
 from services.core.validation import MAX_PER_PAGE
+from services.flags.reading import unstored_views
 from services.sources.versions import served_note
 from tools.common import TEXT_LIMIT, call_time_limit, document_uri
 
@@ -35,7 +36,8 @@ def check_arguments(args: Any) -> None:
                 f"search_type='grep' does not take {', '.join(given)}.", "Leave them out, or use another search_type."
             )
         return
-    given = [name for name in GREP_ONLY if getattr(args, name) is not None]
+    pages = args.search_type in ("definition", "references")  # they page with offset too (tools/code_symbols.py)
+    given = [name for name in GREP_ONLY if getattr(args, name) is not None and not (pages and name == "offset")]
     if given:
         raise InvalidArgument(
             f"{', '.join(given)} apply to search_type='grep' only.", "Pass search_type='grep', or leave them out."
@@ -104,6 +106,13 @@ def hit_view(hit: GrepHit) -> dict[str, Any]:
     return view
 
 
+def governed(payload: dict[str, Any]) -> None:
+    """Lines of stored files leave through the one reading policy (services/flags/reading.py): scanned as
+    they are returned, their flags attached, withheld under a scope that leaves flagged text out."""
+    payload["results"], note = unstored_views(payload["results"], ["text"])
+    payload.update(note)
+
+
 def grep_payload(outcome: GrepOutcome, request: GrepRequest) -> dict[str, Any]:
     results = [hit_view(h) for h in outcome.hits]
     payload: dict[str, Any] = {"results": results, "count": len(results), "search_type": "grep"}
@@ -137,7 +146,8 @@ async def grep(runtime: Runtime, args: Any) -> dict[str, Any]:
     async with app.queries.within(query) as target, call_time_limit(app, NAME), app.db.reading():
         outcome = await app.code.grep(request, target.source_ids)
         await app.code.fill(outcome.hits, request.context_lines)
-    payload = grep_payload(outcome, request)
+        payload = grep_payload(outcome, request)
+        governed(payload)  # the reading policy: flags attached, flagged lines withheld as the scope says
     payload["query"] = args.query
     served = target.served
     if served is not None:

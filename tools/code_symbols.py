@@ -17,6 +17,7 @@ from services.code.symbol_search import Page, ReferenceHit, SymbolHit
 from services.core.errors import InvalidArgument
 from services.core.validation import MAX_PER_PAGE
 from services.sources.versions import served_note
+from tools.code_search import governed
 from tools.common import TEXT_LIMIT, call_time_limit, cut, document_uri
 
 NAME = "search_knowledge_base"
@@ -120,8 +121,9 @@ async def symbol_search(runtime: Runtime, args: Any) -> dict[str, Any]:
     async with app.queries.within(query) as target, call_time_limit(app, NAME), app.db.reading():
         find = app.symbols.definitions if args.search_type == "definition" else app.symbols.references
         page = await find(args.query, target.source_ids, offset, limit)
+        payload = page_payload(page, args.search_type, args.query)
+        governed(payload)  # the reading policy, as for grep lines
     served, chosen = target.served, target.profile
-    payload = page_payload(page, args.search_type, args.query)
     if served is not None:
         payload.update(library=served.library, version=served.version, source_id=str(served.source_id))
         payload["requested_version"] = served.requested

@@ -72,7 +72,7 @@ async def test_a_created_source_that_received_the_document_stays(client: Client,
 
 async def test_a_failed_crawl_removes_its_empty_source_and_keeps_its_job(client: Client, site: FixtureSite) -> None:
     url = site.url_for("/missing")
-    started = await ok(client, "crawl_website", action="start", url=url, title="Never stored")
+    started = await ok(client, "crawl_website", action="start", url=url, title="Never stored", recursive=False)
     assert started["source_created"] is True
     job = (await ok(client, "crawl_website", action="status", job_id=started["crawl_job"]["id"], wait_seconds=30))[
         "crawl_job"
@@ -88,16 +88,21 @@ async def test_a_failed_crawl_removes_its_empty_source_and_keeps_its_job(client:
 async def test_a_failed_crawl_into_an_existing_source_keeps_it(client: Client, site: FixtureSite) -> None:
     kept = await ok(client, "manage_source", action="create", title="Kept on purpose")
     source_id = kept["source"]["id"]
-    started = await ok(client, "crawl_website", action="start", url=site.url_for("/missing"), source_id=source_id)
+    started = await ok(
+        client, "crawl_website", action="start", url=site.url_for("/missing"), source_id=source_id, recursive=False
+    )
     job_id = started["crawl_job"]["id"]
     job = (await ok(client, "crawl_website", action="status", job_id=job_id, wait_seconds=30))["crawl_job"]
     assert job["status"] == "failed" and job["source_id"] == source_id
     assert "Kept on purpose" in await source_titles(client)
 
 
-async def test_max_pages_without_recursive_says_one_page(client: Client, site: FixtureSite) -> None:
-    started = await ok(client, "crawl_website", action="start", url=site.url_for("/docs/b"), max_pages=5)
+async def test_max_pages_with_recursive_false_says_one_page(client: Client, site: FixtureSite) -> None:
+    started = await ok(
+        client, "crawl_website", action="start", url=site.url_for("/docs/b"), max_pages=5, recursive=False
+    )
     assert started["crawl_job"]["recursive"] is False
-    assert any("Only the start page" in n and "recursive=true" in n for n in started["notes"]), started
-    plain = await ok(client, "crawl_website", action="start", url=site.url_for("/docs/a"), recursive=True, max_pages=5)
+    assert any("Only the start page" in n and "recursive out" in n for n in started["notes"]), started
+    plain = await ok(client, "crawl_website", action="start", url=site.url_for("/docs/a"), max_pages=5)
+    assert plain["crawl_job"]["recursive"] is True  # links are followed by default
     assert not any("Only the start page" in n for n in plain.get("notes", []))
