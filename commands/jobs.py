@@ -36,6 +36,7 @@ def add_job_commands(sub: Any) -> None:
         "--source", default=None, help="source title or id to crawl into (default: a source named after the site)"
     )
     crawl.add_argument("--title", default=None, help="title of a new source")
+    crawl.add_argument("--source-must-exist", action="store_true", help="with --title: refuse a title naming no source")
     crawl.add_argument("--max-pages", type=int, default=None, metavar="N", help="stop after N pages (default: 20)")
     crawl.add_argument(
         "--max-depth", type=int, default=None, metavar="N", help="follow links N levels deep (default: 2)"
@@ -117,6 +118,7 @@ async def cli_crawl(app: Archivist, args: argparse.Namespace, stop: asyncio.Even
             url=args.url,
             source_id=await resolve_source_id(app, args.source),
             title=args.title,
+            source_must_exist=args.source_must_exist or None,
             recursive=False if args.single else None,
             max_depth=args.max_depth,
             max_pages=args.max_pages,

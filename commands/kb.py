@@ -37,6 +37,9 @@ def add_kb_commands(sub: Any) -> None:
     )
     ingest.add_argument("paths", nargs="+", metavar="PATH", help="a file or directory to ingest")
     ingest.add_argument("--source", required=True, help="source title (created if missing) or id")
+    ingest.add_argument(
+        "--source-must-exist", action="store_true", help="refuse a --source naming no source (never create one)"
+    )
     ingest.add_argument("--ext", action="append", metavar="EXT", help="only these extensions (repeatable), e.g. .md")
     search = sub.add_parser(
         "search",
@@ -92,7 +95,7 @@ async def cli_ingest(app: Archivist, args: argparse.Namespace) -> None:
     try:
         source = await app.sources.resolve(args.source)
     except NotFound:
-        source = (await app.sources.get_or_create(args.source))[0]
+        source = (await app.sources.get_or_create(args.source, must_exist=args.source_must_exist))[0]
     outcome = IngestOutcome()
     with progress_bar("files") as bar:
         task = bar.add_task("ingesting", total=sum(count_files(p, args.ext) for p in paths), extra="")

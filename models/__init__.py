@@ -107,9 +107,12 @@ class Page(BaseModel, Generic[T]):
     total_count: int
     page: int
     per_page: int
+    start: int | None = None  # set when the page was asked for by offset rather than by page number
 
     @property
     def has_more(self) -> bool:
+        if self.start is not None:
+            return self.start + len(self.items) < self.total_count
         return self.page * self.per_page < self.total_count
 
 

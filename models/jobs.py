@@ -123,6 +123,7 @@ class CrawlRequest(BaseModel):
     source_id: str | UUID | None = None
     job_id: str | UUID | None = None  # recrawl: repeat this job's settings
     title: str | None = None  # start: the source to find or create (default: the URL's host)
+    source_must_exist: bool | None = None  # start: a title naming no source is NOT_FOUND, never created
     recursive: bool | None = None
     max_depth: int | None = None
     max_pages: int | None = None

@@ -247,7 +247,7 @@ def clamp_per_page(args: A) -> tuple[A, str | None]:
 
 
 def page_fields(page: Page[Any], key: str, items: list[dict[str, Any]]) -> dict[str, Any]:
-    return {
+    fields = {
         key: items,
         "total_count": page.total_count,
         "count": len(items),
@@ -255,6 +255,9 @@ def page_fields(page: Page[Any], key: str, items: list[dict[str, Any]]) -> dict[
         "per_page": page.per_page,
         "has_more": page.has_more,
     }
+    if page.start is not None:  # asked for by offset: say where the next one starts
+        fields.update(offset=page.start, next_offset=page.start + len(items) if page.has_more else None)
+    return fields
 
 
 def metadata_view(metadata: dict[str, Any]) -> tuple[dict[str, Any] | str, bool]:

@@ -18,13 +18,12 @@ from tools.schemas import CrawlReply
 
 logger = logging.getLogger(__name__)
 NAME = "crawl_website"
-DESCRIPTION = """Jobs filling a source.
-start: url; into source_id or a source by title (default: host); follows links (recursive=false:
-one page) to max_depth (max 5), sitemaps, llms.txt; max_pages (max 100); include/exclude_patterns.
+DESCRIPTION = """start: url; into source_id or a source by title (default: host); follows links (recursive=false:
+one page) to max_depth (max 5); max_pages (max 100); include/exclude_patterns.
 Login: headers/cookies {name: 'env:VAR'}, auth_hosts.
-status: job_id, wait_seconds (max 30). list: status, source_id, page. cancel: job_id.
-recrawl: source_id, job_id or url. sync: folder_path, git_url (ref, auth_env: token env var
-NAME, browse_url with {commit} {path}) or source_id."""
+status: job_id, wait_seconds (max 30). list: status, source_id. cancel: job_id.
+recrawl: source_id, job_id or url. sync: folder_path, git_url (ref, auth_env: token env var,
+browse_url with {commit} {path}) or source_id."""
 
 
 class CrawlArguments(ToolArguments):
@@ -33,6 +32,7 @@ class CrawlArguments(ToolArguments):
     job_id: str | None = None
     source_id: str | None = None
     title: str | None = None
+    source_must_exist: bool | None = None  # start: a title naming no source is NOT_FOUND (docs/tools.md)
     recursive: bool | None = None
     max_depth: int | None = None
     max_pages: int | None = None

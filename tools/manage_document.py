@@ -25,9 +25,9 @@ from tools.schemas import DocumentReply
 NAME = "manage_document"
 DESCRIPTION = """create: content, file_path (file or folder: recursive, extensions) or url; into
 source_id or a source by title.
-get: document_id, url (+source_id) or chunk_id; max_chars (max 4000) from offset (number or
+get: document_id, url (+source_id) or chunk_id; max_chars (max 50000) from offset (number or
 heading); chunk_index; graph=true: links. source_id+path (+line_start/line_end): a file's lines.
-list: source_id (+path: a folder's files), page. outline: document_id or source_id+path: code
+list: source_id (+path: a folder's files), page/offset. outline: document_id or source_id+path:
 symbols or headings. update: document_id + fields. delete: document_id."""
 
 
@@ -50,6 +50,7 @@ class DocumentArguments(ToolArguments):
     recursive: bool = True
     order: str | None = None
     graph: bool | None = None
+    source_must_exist: bool | None = None  # create: a title naming no source is NOT_FOUND (docs/tools.md)
     path: str | None = None
     line_start: int | None = None
     line_end: int | None = None
@@ -130,7 +131,10 @@ async def create_document(app: Archivist, args: DocumentArguments) -> dict[str, 
     # a path the caller may not read is refused before any source is created for it
     path = resolve_caller_path(args.file_path, app.settings.allowed_paths) if args.file_path else None
     docs = app.documents
-    async with docs.source_for_write(args.source_id, args.title) as (source_id, source_created):
+    async with docs.source_for_write(args.source_id, args.title, bool(args.source_must_exist)) as (
+        source_id,
+        source_created,
+    ):
         extra = {"source_id": source_id, "source_created": source_created}
         result: IngestResult | SpecIngestResult
         if args.content:
@@ -182,8 +186,13 @@ async def get_document(app: Archivist, args: DocumentArguments) -> dict[str, Any
         return payload
     payload.update(await reader.window(document.id, args.offset, args.max_chars, args.page))
     payload["content"] = await ReadingPolicy(app.db).window_view(document.id, payload["content"])
-    if payload["content"]["next_offset"] is not None:
-        payload["hint"] = f"More content: offset={payload['content']['next_offset']}, or jump with offset='<heading>'."
+    following = payload["content"]["next_offset"]
+    if following is not None:
+        left = payload["content"]["total_length"] - following
+        payload["hint"] = (
+            f"{left:,} more characters: read on with offset={following} (max_chars up to {MAX_WINDOW:,}), "
+            "or jump with offset='<heading>'."
+        )
     links = await app.documents.links(document.id)
     if links is not None:
         payload["links"] = links
@@ -229,7 +238,7 @@ async def outline_document(app: Archivist, args: DocumentArguments) -> dict[str,
 async def list_documents(app: Archivist, args: DocumentArguments) -> dict[str, Any]:
     if args.path is not None:  # the files under a directory of a source
         return await code_files.list_files(app, args)
-    page = await app.documents.list(args.source_id, args.page, args.per_page, args.order)
+    page = await app.documents.list(args.source_id, args.page, args.per_page, args.order, start=args.offset)
     return page_fields(page, "documents", [document_view(d) for d in page.items])
 
 

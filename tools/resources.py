@@ -1,9 +1,10 @@
 """MCP resources: documents, sources and jobs (archivist://documents/{id}, archivist://sources/{id},
 archivist://jobs/{id}).
 
-A document resource is its content paged like manage_document get (4,000 characters from
-`offset`; the next page's URI is in `_meta`, with the window's injection flags and what was withheld:
-services/flags/reading.py); a source resource is its JSON description; a job
+A document resource is its whole content when it fits MAX_WINDOW (50,000 characters), else paged
+like manage_document get from `offset`: the next page's URI is in `_meta.next_uri` (with the window's
+injection flags and what was withheld: services/flags/reading.py) and, so a client that shows only the
+text is told too, in an HTML comment closing the text; a source resource is its JSON description; a job
 resource is what crawl_website(action="status") returns (subscribe to follow it: tools/subscriptions.py).
 `resources/list` pages through the usage guide's SKILL.md (tools/skills.py), then sources, then documents,
 20 per page.
@@ -53,7 +54,7 @@ def register(mcp: MCPServer, runtime: Runtime) -> None:
     @mcp.resource(
         "archivist://documents/{document_id}{?offset}",
         name="document",
-        description="A document's content, 4000 characters from offset; _meta.next_uri reads on.",
+        description="A document's content: whole up to 50,000 characters, else paged (the text names the next URI).",
         mime_type="text/markdown",
     )
     async def read_document(document_id: str, offset: int = 0) -> str:
@@ -65,18 +66,21 @@ def register(mcp: MCPServer, runtime: Runtime) -> None:
         except ServiceError as exc:
             raise service_error(exc) from None
         following = window["next_offset"]
+        next_uri = f"{document_uri(document.id)}?offset={following}" if following is not None else None
         LAST_WINDOW.set(
             {
                 "offset": window["offset"],
                 "next_offset": following,
                 "total_length": window["total_length"],
                 "heading_path": window["heading_path"],
-                "next_uri": f"{document_uri(document.id)}?offset={following}" if following is not None else None,
+                "next_uri": next_uri,
                 **{k: window[k] for k in ("flags", "withheld", "withheld_note", "flags_note") if k in window},
             }
         )
         text: str = window["text"]
-        return text
+        if next_uri is None:
+            return text
+        return text + read_on_note(window["offset"], following, window["total_length"], next_uri)
 
     @mcp.resource(
         "archivist://sources/{source_id}",
@@ -123,6 +127,12 @@ def register(mcp: MCPServer, runtime: Runtime) -> None:
         return await list_page(params.cursor)
 
     sdk_adapter.serve(mcp, "resources/list", PaginatedRequestParams, list_resources)  # with its cursor
+
+
+def read_on_note(start: int, end: int, total: int, next_uri: str) -> str:
+    """Where a paged document read stands, closing its text: an HTML comment, unseen when the markdown
+    is rendered, plain to an agent that reads only the text (and so never misses that more follows)."""
+    return f"\n\n<!-- characters {start:,}-{end:,} of {total:,}; read on: {next_uri} -->\n"
 
 
 def parse_cursor(cursor: str | None) -> int:

@@ -313,10 +313,12 @@ class Database:
         page: int,
         per_page: int,
         join: str = "",
+        start: int | None = None,
     ) -> tuple[list[asyncpg.Record], int]:
         """One page of `SELECT columns FROM from_where ORDER BY order_by`, and the total row count.
         `from_where` is "table [alias] [WHERE ...]" with $1..$n from `params`; `join` (for the page's
-        columns only, never counted) goes between the table and its WHERE. page/per_page are validated."""
+        columns only, never counted) goes between the table and its WHERE. page/per_page are validated.
+        `start` (a row offset, for a client paging by offset) replaces the page's own offset."""
         table, _, where = from_where.partition(" WHERE ")
         where = f"WHERE {where}" if where else ""
         n = len(params)
@@ -326,7 +328,7 @@ class Database:
                 f"SELECT {columns} FROM {table} {join} {where} ORDER BY {order_by} LIMIT ${n + 1} OFFSET ${n + 2}",
                 *params,
                 per_page,
-                (page - 1) * per_page,
+                (page - 1) * per_page if start is None else start,
             )
         return rows, total
 

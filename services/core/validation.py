@@ -35,6 +35,22 @@ def check_page(page: int, per_page: int) -> tuple[int, int]:
     return page, per_page
 
 
+def check_start(start: int | str | None, page: int) -> int | None:
+    """A row offset for a client paging by offset (None: page by number). It is honoured, never ignored:
+    ignoring it would serve the first page again and loop such a client."""
+    if start is None or start == "":
+        return None
+    text = str(start).strip()
+    if not text.isdigit():
+        raise InvalidArgument(
+            f"offset must be a number of items, 0 or more (got {text[:40]!r}).",
+            "Use offset=20 to list from the 21st item, or page=2.",
+        )
+    if page != 1:
+        raise InvalidArgument("Pass page or offset, not both.", "Use offset alone, or page alone.")
+    return int(text)
+
+
 def require_text(value: str | None, name: str, max_length: int | None = None) -> str:
     if value is None or not value.strip():
         raise InvalidArgument(f"{name} is required and must not be empty.", f"Provide a non-empty {name}.")

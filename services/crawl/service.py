@@ -45,7 +45,9 @@ class CrawlService:
             sid, created = (await self.sources.get(request.source_id)).id, False
         else:
             source_title = (request.title or "").strip() or default_source_title(params.url)
-            source, created = await self.sources.get_or_create(source_title, source_type="crawl", url=params.url)
+            source, created = await self.sources.get_or_create(
+                source_title, source_type="crawl", url=params.url, must_exist=bool(request.source_must_exist)
+            )
             sid = source.id
         job = await self._insert(sid, "crawl", params, created)
         return StartedJob(job=job, source_created=created, notes=notes)

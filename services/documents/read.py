@@ -9,7 +9,7 @@ from models import ChunkView, ContentWindow, Document, Page
 from services.access.scope import current_scope
 from services.core.database import Database
 from services.core.errors import InvalidArgument, NotFound
-from services.core.validation import check_page, parse_uuid
+from services.core.validation import check_page, check_start, parse_uuid
 from services.documents.links import link_graph, scoped_links
 from services.documents.text import (
     DOC_HINT,
@@ -81,11 +81,17 @@ class Reader:
         return ChunkView(**dict(row))
 
     async def list(
-        self, source_id: str | UUID | None, page: int = 1, per_page: int = 10, order: str | None = None
+        self,
+        source_id: str | UUID | None,
+        page: int = 1,
+        per_page: int = 10,
+        order: str | None = None,
+        start: int | str | None = None,
     ) -> Page[Document]:
         """A source's documents (every source for the unrestricted owner), oldest first, or newest first
-        with order="newest"."""
+        with order="newest"; from row `start` when given (a client paging by offset), else by `page`."""
         page, per_page = check_page(page, per_page)
+        row_start = check_start(start, page)
         if order not in LIST_ORDERS:
             raise InvalidArgument(f"Invalid order {str(order)[:40]!r}.", "Use order='newest' or order='oldest'.")
         sid = None
@@ -100,8 +106,10 @@ class Reader:
             [sid],
             page,
             per_page,
+            start=row_start,
         )
-        return Page[Document](items=[_to_document(r) for r in rows], total_count=total, page=page, per_page=per_page)
+        items = [_to_document(r) for r in rows]
+        return Page[Document](items=items, total_count=total, page=page, per_page=per_page, start=row_start)
 
     async def links(self, document_id: UUID, limit: int = 20) -> dict[str, Any] | None:
         """Outlinks and backlinks inside the caller's scope (None when the document has neither)."""

@@ -76,8 +76,11 @@ class DocumentService:
         self.touch_fetched = upkeep.touch_fetched
         self.move = upkeep.move
 
-    async def resolve_source(self, source_id: str | UUID | None, title: str | None) -> tuple[UUID, bool]:
-        """The target source: the given id (must exist), else one found or created by title."""
+    async def resolve_source(
+        self, source_id: str | UUID | None, title: str | None, must_exist: bool = False
+    ) -> tuple[UUID, bool]:
+        """The target source: the given id (must exist), else one found by title, or created unless
+        `must_exist` (then a title naming none is NOT_FOUND)."""
         if source_id:
             return (await self.sources.get(source_id)).id, False
         if not title:
@@ -85,16 +88,16 @@ class DocumentService:
                 "source_id is required (or a title, to create a source named after it).",
                 SOURCE_LIST_HINT + " Or pass title='My notes' to create one.",
             )
-        source, created = await self.sources.get_or_create(title)
+        source, created = await self.sources.get_or_create(title, must_exist=must_exist)
         return source.id, created
 
     @asynccontextmanager
     async def source_for_write(
-        self, source_id: str | UUID | None, title: str | None
+        self, source_id: str | UUID | None, title: str | None, must_exist: bool = False
     ) -> AsyncIterator[tuple[UUID, bool]]:
         """`resolve_source` for one write: a source created for it is removed again when the write fails
         (writes that fail create nothing), unless something else was stored in it meanwhile."""
-        sid, created = await self.resolve_source(source_id, title)
+        sid, created = await self.resolve_source(source_id, title, must_exist)
         try:
             yield sid, created
         except Exception:

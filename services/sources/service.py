@@ -135,15 +135,21 @@ class SourceService:
         return _to_source(row)
 
     async def get_or_create(
-        self, title: str, source_type: str = "upload", url: str | None = None
+        self, title: str, source_type: str = "upload", url: str | None = None, must_exist: bool = False
     ) -> tuple[Source, bool]:
         """The source this title (any case) names in the caller's scope (`source_titles.named`), or a new
         one in its namespace; the flag says whether it was created. Atomic across concurrent calls and
-        processes (an advisory lock on the title)."""
+        processes (an advisory lock on the title). With `must_exist` (a write's `source_must_exist`), a
+        title naming no source the caller can see is NOT_FOUND: a mistyped title creates nothing."""
         title = require_text(clean_text(title), "title", max_length=500)
         row = await named(self.db.pool, title)  # the common case: it exists (no lock)
         if row is not None:
             return _to_source(row), False
+        if must_exist:
+            raise NotFound(
+                f"No source titled '{title[:200]}' (source_must_exist is set, so none was created).",
+                LIST_HINT + " Or leave source_must_exist out to create it.",
+            )
         async with self.db.pool.acquire() as conn, conn.transaction():
             await lock_title(conn, title)
             row = await named(conn, title)

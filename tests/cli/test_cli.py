@@ -115,6 +115,12 @@ def test_ingest_own_files_outside_allowed_paths(kb: dict[str, str], notes: Path)
     assert "ARCHIVIST_ALLOWED_PATHS" not in missing.stderr and "server" not in missing.stderr
 
 
+def test_ingest_source_must_exist_refuses_a_mistyped_title(kb: dict[str, str], notes: Path) -> None:
+    refused = archivist("ingest", str(notes), "--source", "Kitchen nots", "--source-must-exist", env=kb, check=False)
+    assert refused.returncode != 0 and "Kitchen nots" in refused.stderr
+    assert all(s["title"] != "Kitchen nots" for s in as_json("sources", env=kb))  # nothing was created
+
+
 def test_read_commands_print_json(kb: dict[str, str], notes: Path) -> None:
     sources = as_json("sources", env=kb)
     kitchen = next(s for s in sources if s["title"] == "Kitchen notes")
