@@ -11,8 +11,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any, Literal
-from urllib.parse import urlsplit
-from urllib.request import url2pathname
+from urllib.parse import unquote, urlsplit
 from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -104,7 +103,7 @@ def stored_params(job_kind: str, params: Mapping[str, Any]) -> dict[str, Any]:
     patterns = {name: values.get(name) or [] for name in ("include_patterns", "exclude_patterns")}
     url = str(values.get("url") or "")
     if shape == "folder":
-        path = url2pathname(urlsplit(url).path) if url.startswith("file:") else url
+        path = unquote(urlsplit(url).path) if url.startswith("file:") else url  # urllib.request opens sockets
         return {"kind": "folder", "path": path, "recursive": values.get("recursive", True), **patterns}
     if shape == "git":
         return {"kind": "git", "url": url, **patterns}

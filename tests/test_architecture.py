@@ -285,7 +285,7 @@ def test_planted_document_write_is_caught(source: str) -> None:
 @pytest.mark.parametrize("source", JOB_SQL)
 def test_planted_jobs_sql_is_caught(source: str) -> None:
     """SQL on the jobs table (or its statements imported) outside services/jobs/ is refused."""
-    assert table_owner_problems("services.sources.x", source), source
+    assert table_owner_problems("services.crawl.x", source), source
     assert not table_owner_problems("services.jobs.x", source)
 
 

@@ -169,8 +169,9 @@ def _address(dsn: str) -> str:
 
 
 def connect_failure(exc: BaseException, setting: str, dsn: str) -> Unavailable | None:
-    """A failed first connection, naming the setting and the host:port tried. A refused address or an
-    unknown host is a setting to check (retrying cannot help); an unreachable one may come back."""
+    """A failed first connection, naming the setting and the host:port tried. A person is told what to
+    check; an unknown host, a bad login or a missing database is not retryable, a refused or unreachable
+    address is (a database that is starting answers soon)."""
     import socket
 
     import asyncpg
@@ -186,7 +187,7 @@ def connect_failure(exc: BaseException, setting: str, dsn: str) -> Unavailable |
         return Unavailable(
             f"Nothing accepts connections at {where}, the address in {setting}.",
             f"Check {setting} (host and port), and that PostgreSQL is running there.",
-            retryable=False,
+            retryable=True,  # for a program: a server that is starting answers soon; a person checks the address
         )
     if isinstance(exc, asyncpg.InvalidAuthorizationSpecificationError | asyncpg.InvalidPasswordError):
         return Unavailable(

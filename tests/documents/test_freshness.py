@@ -80,7 +80,9 @@ async def test_results_and_get_say_when_their_text_was_taken(client: Client, fil
 
 async def test_crawled_pages_carry_fetched_at_and_last_modified(client: Client) -> None:
     with FixtureSite() as site:
-        started = await ok(client, "crawl_website", action="start", url=site.url_for("/docs/a"), wait_seconds=30)
+        started = await ok(
+            client, "crawl_website", action="start", url=site.url_for("/docs/a"), wait_seconds=30, recursive=False
+        )
         assert started["crawl_job"]["status"] == "completed", started
         source_id = started["source_id"]
         found = await ok(client, "search_knowledge_base", query="bees", source_id=source_id, fields=["freshness"])
@@ -137,7 +139,9 @@ async def test_changes_since_a_time_and_since_a_job(client: Client) -> None:
 async def test_a_recrawl_links_to_its_changes(client: Client) -> None:
     with FixtureSite() as site:
         site.set_delay("/slow", 0)
-        first = await ok(client, "crawl_website", action="start", url=site.url_for("/docs/a"), wait_seconds=30)
+        first = await ok(
+            client, "crawl_website", action="start", url=site.url_for("/docs/a"), wait_seconds=30, recursive=False
+        )
         source_id = first["source_id"]
         site.set_page("/docs/a", html_page("Bees, revised", ["Worker bees dance to show where nectar is."]))
         job = (await ok(client, "crawl_website", action="recrawl", source_id=source_id, wait_seconds=30))["crawl_job"]

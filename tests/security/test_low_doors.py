@@ -121,6 +121,6 @@ async def test_a_tenant_sees_only_its_profiles_and_foreign_reads_as_unknown(base
     for name in ("low-beta", "low-zeta"):
         reply = await get(base, "/search", tenant, q="ferries", profile=name)
         answers.append((reply.status_code, reply.text.replace(name, "NAME")))
-    assert answers[0] == answers[1] and answers[0][0] == 404
+    assert answers[0] == answers[1] and answers[0][0] == 400  # an unknown profile is a bad argument
     own = await get(base, "/search", tenant, q="ferries", profile="low-alpha")
     assert own.status_code == 200 and "low quay" in own.text.lower()
