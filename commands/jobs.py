@@ -130,6 +130,9 @@ async def cli_crawl(app: Archivist, args: argparse.Namespace, stop: asyncio.Even
         note(message)
     if args.detach:
         say(f"queued crawl job {started.job.id}; follow it with: archivist jobs")
+        reason = await app.jobs.waiting_reason(started.job)
+        if reason:
+            note(f"warning: {reason}")
         return
     with progress_bar("pages") as bar:
         task = bar.add_task("crawling", total=started.job.shown_params.max_pages, extra="")

@@ -28,6 +28,7 @@ from services.core.errors import InvalidArgument, NotFound, RateLimited
 from services.core.settings import Settings
 from services.core.validation import check_page, parse_uuid
 from services.jobs import sql
+from services.jobs.registry import live_workers, no_worker_warning
 from services.jobs.rights import job_rights, process_name, worker_rights
 
 logger = logging.getLogger(__name__)
@@ -228,6 +229,10 @@ class JobQueue:
         if job.attempts > 1:
             logger.warning("worker %s resumes job %s (attempt %d)", worker_id, job.id, job.attempts)
         return ClaimedJob(job, row["started_by"], bool(row["local_owner"]))
+
+    async def waiting_reason(self, job: CrawlJob) -> str | None:
+        """Why a queued job would wait: no running worker (services/jobs/registry.py) can take it; None if one can."""
+        return no_worker_warning(job, await live_workers(self.db.pool, self.settings))
 
     async def fail_unhonoured(self) -> None:
         """Fail the queued jobs this worker cannot honour that no other worker took in

@@ -59,3 +59,12 @@ def honoured_settings(settings: Settings, rights: JobRights | None) -> Settings:
     if rights is None or rights.allow_private or not settings.crawl_allow_private:
         return settings
     return settings.model_copy(update={"crawl_allow_private": False})
+
+
+def honours(rights: JobRights | None, allow_private: bool, roots: list[str]) -> bool:
+    """Whether a worker with these settings can run a job with these rights (as sql.honours() asks)."""
+    if rights is None:
+        return True
+    if rights.allow_private and not allow_private:
+        return False
+    return all(any(path == root or path.startswith(root.rstrip("/") + "/") for root in roots) for path in rights.paths)

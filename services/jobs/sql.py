@@ -200,3 +200,19 @@ LATEST_CRAWL = (
 )
 #: the source of a job and the moment its changes are counted from
 SINCE_JOB = "SELECT source_id, coalesce(started_at, created_at) AS since FROM crawl_jobs WHERE id = $1"
+
+# ---------- the workers running now (registry.py) ----------
+
+REGISTER_WORKER = (
+    "INSERT INTO job_workers (id, allow_private, allowed_paths) VALUES ($1, $2, $3) "
+    "ON CONFLICT (id) DO UPDATE SET heartbeat_at = now(), allow_private = EXCLUDED.allow_private, "
+    "allowed_paths = EXCLUDED.allowed_paths"
+)
+BEAT_WORKER = "UPDATE job_workers SET heartbeat_at = now() WHERE id = $1 RETURNING id"
+LEAVE_WORKER = "DELETE FROM job_workers WHERE id = $1"
+#: workers that beat within $1 seconds (and the long-dead ones are forgotten)
+LIVE_WORKERS = (
+    "SELECT id, started_at, heartbeat_at, allow_private, allowed_paths FROM job_workers "
+    "WHERE heartbeat_at > now() - make_interval(secs => $1) ORDER BY started_at"
+)
+FORGET_DEAD_WORKERS = "DELETE FROM job_workers WHERE heartbeat_at < now() - interval '1 day'"

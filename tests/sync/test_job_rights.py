@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import subprocess
 import sys
@@ -167,3 +168,51 @@ async def test_a_job_queued_before_rights_runs_as_before(
     done = await finish_with(strict_app, started.job.id, "strict")  # the claiming worker's settings apply
     assert done.rights is None
     assert done.status == "failed" and done.pages_crawled == 0, done
+
+
+# ---------------------------------------------------------------- is any worker there to take it?
+
+
+def cli(*args: str, database_url: str, allowed: Path) -> subprocess.CompletedProcess[str]:
+    env = {
+        **os.environ,
+        "DATABASE_URL": database_url,
+        "ARCHIVIST_ALLOWED_PATHS": str(allowed),
+        "ARCHIVIST_CRAWL_ALLOW_PRIVATE": "true",
+    }
+    command = [sys.executable, "-c", "import cli; cli.main()", *args]
+    return subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=180)
+
+
+@pytest.mark.usefixtures("owner")
+async def test_detach_warns_without_a_worker_and_doctor_tells_workers_from_itself(
+    database_url: str, files_dir: Path, private_app: Archivist, site: FixtureSite
+) -> None:
+    url = site.url_for("/docs/a")
+    alone = await asyncio.to_thread(cli, "crawl", url, "--detach", database_url=database_url, allowed=files_dir)
+    assert alone.returncode == 0, alone.stderr[-2000:]
+    assert "No worker is running" in alone.stderr, alone.stderr
+    report = (await asyncio.to_thread(cli, "doctor", database_url=database_url, allowed=files_dir)).stdout
+    assert "none running" in report and "this process (doctor) runs no worker" in report, report
+    assert "in-process worker" not in report
+
+    stop = asyncio.Event()
+    worker = asyncio.create_task(run_worker(private_app, stop, "registry-test"))
+    try:
+        await asyncio.sleep(0.5)  # registered as it starts
+        taken = await asyncio.to_thread(cli, "crawl", url, "--detach", database_url=database_url, allowed=files_dir)
+        assert taken.returncode == 0, taken.stderr[-2000:]
+        assert "No worker" not in taken.stderr and "None of the" not in taken.stderr, taken.stderr
+        report = (await asyncio.to_thread(cli, "doctor", database_url=database_url, allowed=files_dir)).stdout
+        assert "1 running (registry-test)" in report, report
+        health = json.loads(
+            (await asyncio.to_thread(cli, "doctor", "--json", database_url=database_url, allowed=files_dir)).stdout
+        )
+        assert health["worker"]["live_workers"] == ["registry-test"]
+        jobs = await private_app.jobs.list(None, None, 1, 20)
+        for job in jobs.items:
+            await private_app.jobs.wait(job.id, 60, interval=0.1)
+    finally:
+        stop.set()
+        await worker
+    assert await private_app.db.pool.fetchval("SELECT count(*) FROM job_workers") == 0  # it left as it stopped
