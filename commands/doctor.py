@@ -37,6 +37,20 @@ def database_line(database: dict[str, Any], settings: Settings) -> str:
     return ", ".join(parts)
 
 
+def workers_row(worker: dict[str, Any], queue: dict[str, Any]) -> tuple[str, str]:
+    """The workers running on this database (any process), told apart from doctor's own, which runs none."""
+    live = worker.get("live_workers", [])
+    shown = ", ".join(live[:3]) + (f" and {len(live) - 3} more" if len(live) > 3 else "")
+    running = f"{len(live)} running ({shown})" if live else "none running"
+    text = f"{running}, {worker['running_jobs']} jobs running; this process (doctor) runs no worker"
+    if not live and queue.get("queued", 0):
+        return (
+            "[yellow]warning[/yellow]",
+            f"{text}; {queue['queued']} queued jobs wait for `archivist worker` or `archivist serve`",
+        )
+    return mark(True), text
+
+
 def queue_line(queue: dict[str, Any]) -> str:
     counts = {k: v for k, v in queue.items() if k != "ok"}
     return ", ".join(f"{n} {status}" for status, n in counts.items()) or "empty"
@@ -52,8 +66,7 @@ def show_report(body: dict[str, Any], settings: Settings) -> None:
     if "models" in body:
         models, worker, audit = body["models"], body["worker"], body["audit"]
         table.add_row("embedding", mark(True), f"{models['embedding_model']} ({models['embedding_dim']} dims)")
-        runs_here = "in-process worker" if worker["in_process"] else "no in-process worker (run `archivist worker`)"
-        table.add_row("worker", mark(True), f"{runs_here}, {worker['running_jobs']} jobs running")
+        table.add_row("workers", *workers_row(worker, body["queue"]))
         table.add_row("job queue", mark(body["queue"].get("ok", False)), queue_line(body["queue"]))
         table.add_row("audit log", mark(audit.get("dropped", 0) == 0), f"{audit['written']} written, "
                       f"{audit['dropped']} dropped")  # fmt: skip

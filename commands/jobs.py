@@ -13,13 +13,14 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from commands.output import fail, note, print_json, print_table, progress_bar, say, when
-from models.jobs import CrawlRequest
+from models.jobs import JOB_STATUSES as ALL_JOB_STATUSES
+from models.jobs import WARNING_STATUSES, CrawlRequest
 from services.core.settings import Settings
 
 if TYPE_CHECKING:
     from services.app import Archivist
 
-JOB_STATUSES = ["queued", "running", "completed", "failed", "cancelled"]
+JOB_STATUSES = list(ALL_JOB_STATUSES)
 
 
 def add_job_commands(sub: Any) -> None:
@@ -131,6 +132,9 @@ async def cli_crawl(app: Archivist, args: argparse.Namespace, stop: asyncio.Even
         note(message)
     if args.detach:
         say(f"queued crawl job {started.job.id}; follow it with: archivist jobs")
+        reason = await app.jobs.waiting_reason(started.job)
+        if reason:
+            note(f"warning: {reason}")
         return
     with progress_bar("pages") as bar:
         task = bar.add_task("crawling", total=started.job.shown_params.max_pages, extra="")
@@ -159,6 +163,8 @@ def report_job(job: Any, remark: Callable[[str], None] = note) -> None:
         f"{job.documents_updated} updated, {job.documents_unchanged} unchanged), {job.pages_failed} failed, "
         f"{job.pages_skipped} skipped"
     )
+    if job.status in WARNING_STATUSES:
+        remark(f"warning: {job.shown_kind} {job.id} completed with errors: {job.pages_failed} failed (listed below)")
     embedding = job.embedding_progress()
     if embedding:
         say(f"searchable by keyword now; {embedding}")

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from commands.jobs import exit_if_failed, follow, with_worker
 from commands.output import note, progress_bar, say, usage
-from models.jobs import GitSyncRequest
+from models.jobs import WARNING_STATUSES, GitSyncRequest
 from services.core.errors import NotFound
 
 if TYPE_CHECKING:
@@ -91,6 +91,8 @@ async def cli_sync(app: Archivist, args: argparse.Namespace, stop: asyncio.Event
         note(f"stopped: sync {job.id} is {job.status}; `archivist worker` or `archivist serve` finishes it")
         return
     say(f"sync {job.id} of {label}: {job.status}")
+    if job.status in WARNING_STATUSES:
+        note(f"warning: sync {job.id} completed with errors: {job.pages_failed} files failed (listed below)")
     say(
         f"{job.documents_created} created, {job.documents_updated} updated, {job.documents_unchanged} unchanged, "
         f"{job.documents_deleted} deleted, {job.pages_failed} failed, {job.chunks_embedded} chunks embedded"

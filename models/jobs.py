@@ -7,6 +7,7 @@ still load, read in the old shape by the job's kind (`stored_params`)."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from datetime import datetime
 from pathlib import Path
@@ -16,16 +17,51 @@ from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-JobStatus = Literal["queued", "running", "completed", "failed", "cancelled"]
+JobStatus = Literal["queued", "running", "completed", "completed_with_errors", "failed", "cancelled"]
 #: what a job does; a git sync ('git') shows as a sync ('sync'), which is what agents asked for
 JobKind = Literal["crawl", "recrawl", "sync", "git"]
 CrawlScope = Literal["same-host", "same-domain", "under-path"]
 
-JOB_STATUSES: tuple[str, ...] = ("queued", "running", "completed", "failed", "cancelled")
+JOB_STATUSES: tuple[str, ...] = ("queued", "running", "completed", "completed_with_errors", "failed", "cancelled")
 ACTIVE_STATUSES: tuple[str, ...] = ("queued", "running")
 #: The kinds that crawl a website (the others sync a folder or a git repository).
 CRAWL_KINDS: tuple[str, ...] = ("crawl", "recrawl")
-FINISHED_STATUSES: tuple[str, ...] = ("completed", "failed", "cancelled")
+FINISHED_STATUSES: tuple[str, ...] = ("completed", "completed_with_errors", "failed", "cancelled")
+#: ran to its end with some pages or files failed: shown as a warning, never as plain success
+WARNING_STATUSES: tuple[str, ...] = ("completed_with_errors",)
+
+
+def ended_status(failed: int) -> str:
+    """The status of a job whose work ran to its end: completed, or completed_with_errors if any item failed."""
+    return "completed_with_errors" if failed else "completed"
+
+
+class JobRights(BaseModel):
+    """What a job may do, decided when it is queued from the caller's settings and scope, stored with the
+    job (sql/041) and honoured by whichever worker runs it: a worker that cannot (a folder outside its
+    own allowed paths, private addresses its settings refuse) leaves the job to one that can."""
+
+    model_config = ConfigDict(frozen=True)
+
+    #: the folders the job reads (a folder sync's), resolved when it was queued
+    paths: list[str] = Field(default_factory=list)
+    #: the queueing process's ARCHIVIST_ALLOWED_PATHS (or the caller's profiles' paths)
+    allowed_paths: list[str] = Field(default_factory=list)
+    #: whether the queueing process allowed private and loopback addresses (ARCHIVIST_CRAWL_ALLOW_PRIVATE)
+    allow_private: bool = False
+    #: whom the job acts for (the caller's name) and through which profiles (none: the owner)
+    acts_for: str | None = None
+    profiles: list[str] = Field(default_factory=list)
+    #: the environment variables the job may read secrets from (a login's env: references)
+    secret_names: list[str] = Field(default_factory=list)
+    #: the process that queued it (host:pid), named when no worker can honour the job
+    queued_by: str = ""
+
+    def describe(self) -> str:
+        """The queueing process's settings, as a failure names them."""
+        paths = os.pathsep.join(self.allowed_paths) or "(none)"
+        private = "true" if self.allow_private else "false"
+        return f"ARCHIVIST_ALLOWED_PATHS={paths}, ARCHIVIST_CRAWL_ALLOW_PRIVATE={private}"
 
 
 class CrawlParams(BaseModel):
@@ -187,6 +223,8 @@ class Job(BaseModel):
     kind: JobKind
     status: JobStatus
     params: JobParams
+    #: None: queued before jobs carried their rights (run with the claiming worker's settings)
+    rights: JobRights | None = None
     pages_crawled: int = 0
     pages_failed: int = 0
     pages_pending: int = 0

@@ -6,6 +6,7 @@ import asyncio
 from typing import TYPE_CHECKING, Any, Protocol
 
 from services.core.errors import service_error_from
+from services.jobs.registry import live_workers
 from services.jobs.sources import status_counts
 
 if TYPE_CHECKING:
@@ -58,6 +59,14 @@ async def queue_state(app: HealthApp) -> dict[str, Any]:
     return {"ok": True, **counts}
 
 
+async def live_worker_ids(app: HealthApp) -> list[str]:
+    """The workers running now on this database (services/jobs/registry.py), any process."""
+    try:
+        return [w.id for w in await asyncio.wait_for(live_workers(app.db.pool, app.settings), 2)]
+    except Exception:
+        return []
+
+
 async def report(app: HealthApp) -> dict[str, Any]:
     """The whole report; `ok` is true when the database answers."""
     database = await database_state(app)
@@ -66,7 +75,11 @@ async def report(app: HealthApp) -> dict[str, Any]:
         "ok": database["ok"],
         "database": database,
         "models": {"embedding_model": app.embedder.name, "embedding_dim": app.embedder.dim},
-        "worker": {"in_process": bool(app.settings.run_worker), "running_jobs": queue.get("running", 0)},
+        "worker": {
+            "in_process": bool(app.settings.run_worker),
+            "running_jobs": queue.get("running", 0),
+            "live_workers": await live_worker_ids(app) if database["ok"] else [],
+        },
         "queue": queue,
         "audit": app.audit.stats(),
     }

@@ -48,7 +48,7 @@ class CrawlArguments(ToolArguments):
     auth_env: str | None = None
     browse_url: str | None = None
     wait_seconds: float = 0
-    status: Literal["queued", "running", "completed", "failed", "cancelled"] | None = None
+    status: Literal["queued", "running", "completed", "completed_with_errors", "failed", "cancelled"] | None = None
     page: int = 1
     per_page: int = 10
 
@@ -135,6 +135,12 @@ def stage_message(job: CrawlJob) -> str:
         return (
             f"Crawl completed: {counts}. Search it with search_knowledge_base(query=..., source_id='{job.source_id}')."
         )
+    if job.status == "completed_with_errors":
+        return (
+            f"Crawl completed with errors: {counts}; see recent_errors. The pages crawled are searchable "
+            f"(source_id='{job.source_id}'); retry the failed ones with "
+            f"crawl_website(action='recrawl', job_id='{job.id}')."
+        )
     if job.status == "cancelled":
         return f"Crawl cancelled: {counts}. Pages crawled before the cancel stay in the source."
     return (
@@ -156,6 +162,11 @@ def sync_message(job: CrawlJob) -> str:
     if job.status == "completed":
         return (
             f"Sync completed: {counts}. Search it with search_knowledge_base(query=..., source_id='{job.source_id}')."
+        )
+    if job.status == "completed_with_errors":
+        return (
+            f"Sync completed with errors: {counts}; see recent_errors. The files synced are searchable "
+            f"(source_id='{job.source_id}')."
         )
     if job.status == "cancelled":
         return f"Sync cancelled: {counts}. Files synced before the cancel stay in the source."

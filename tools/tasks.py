@@ -34,7 +34,13 @@ MODERN = frozenset({"2026-07-28"})
 MISSING_CAPABILITY = -32021
 POLL_INTERVAL_MS = 2000
 TASK_ACTIONS = frozenset({"start", "recrawl", "sync"})
-STATUS = {"queued": "working", "running": "working", "completed": "completed", "failed": "completed"}
+STATUS = {
+    "queued": "working",
+    "running": "working",
+    "completed": "completed",
+    "completed_with_errors": "completed",
+    "failed": "completed",
+}
 
 
 class TaskParams(RequestParams):

@@ -144,6 +144,8 @@ class Settings(BaseSettings):
     # --- jobs ---
     job_heartbeat_seconds: float = 2.0
     job_stale_seconds: float = 15.0
+    #: a queued job no worker could honour (its rights, sql/041) is failed after this long
+    job_unhonoured_seconds: float = 600.0
     job_poll_seconds: float = 1.0
 
     # --- folder sources ---

@@ -25,6 +25,7 @@ from dataclasses import dataclass, replace
 
 import asyncpg
 
+from models.jobs import ended_status
 from services.core.errors import ServiceError
 from services.core.memory import Trimmer, trim_async
 from services.core.settings import Settings
@@ -36,6 +37,7 @@ from services.documents import DocumentService
 from services.fetchers import create_fetcher
 from services.jobs.frontier import Frontier, FrontierRow, RowResult
 from services.jobs.queue import JobQueue
+from services.jobs.rights import honoured_settings
 from services.jobs.run import Claim, JobRun, short_error
 from services.jobs.sources import remove_if_empty
 from services.net import credentials
@@ -71,7 +73,7 @@ class CrawlRunner(JobRun):
         job = claim.job
         params = self.params = job.crawl_params()
         self.login = credentials.resolve(params.url, params.headers, params.cookies, params.auth_hosts)
-        self.settings = tools.settings
+        self.settings = honoured_settings(tools.settings, job.rights)
         self.pool = tools.pool
         self.documents = tools.documents
         self.frontier = Frontier(tools.pool, job.id, ordered=True, on_done=tools.documents.touch_fetched)
@@ -80,7 +82,7 @@ class CrawlRunner(JobRun):
                 f"Resumed by worker {self.worker_id} after the previous worker stopped (attempt {job.attempts})."
             )
         self.throttle = tools.throttle
-        self.robots = RobotsCache(tools.settings, self.throttle, self.warnings, self.login)
+        self.robots = RobotsCache(self.settings, self.throttle, self.warnings, self.login)
         self.unfetched: int | None = None  # discovered pages beyond max_pages, once the frontier is settled
         self.pages = PageCrawler(
             tools.pool, job, self.frontier, self.robots, self.throttle, tools.documents, self.refusal
@@ -215,7 +217,7 @@ class CrawlRunner(JobRun):
             await self._remove_unreached(complete=not left)
         crawled = await self.frontier.done_count()
         failed = await self.frontier.count("state = 'failed'")
-        status, error = "completed", None
+        status, error = ended_status(failed), None
         if crawled == 0 and failed:
             first = await self.frontier.first_error()
             detail = f" First error: {first[0]}: {first[1]}" if first else ""

@@ -20,7 +20,7 @@ from uuid import UUID
 import asyncpg
 
 from models import Page
-from models.jobs import ACTIVE_STATUSES, JOB_STATUSES, CrawlJob, PageError
+from models.jobs import ACTIVE_STATUSES, JOB_STATUSES, CrawlJob, JobRights, PageError
 from services.access.job_limits import RETRY_AFTER_SECONDS, running_limit, scoped_ids
 from services.access.scope import current_scope
 from services.core.database import Database
@@ -28,6 +28,8 @@ from services.core.errors import InvalidArgument, NotFound, RateLimited
 from services.core.settings import Settings
 from services.core.validation import check_page, parse_uuid
 from services.jobs import sql
+from services.jobs.registry import live_workers, no_worker_warning
+from services.jobs.rights import job_rights, process_name, worker_rights
 
 logger = logging.getLogger(__name__)
 
@@ -100,8 +102,9 @@ class JobQueue:
                         f"retry in {RETRY_AFTER_SECONDS:g} seconds.",
                         retry_after_seconds=RETRY_AFTER_SECONDS,
                     )
+            rights = job_rights(params, scope, self.settings).model_dump()
             job_id: UUID = await conn.fetchval(
-                sql.INSERT, source_id, kind, params, scope.who, scope.local_owner, created_source
+                sql.INSERT, source_id, kind, params, scope.who, scope.local_owner, created_source, rights
             )
         logger.info("queued %s job %s for %s", kind, job_id, params.get("url"))
         self.wakeup.set()
@@ -217,13 +220,35 @@ class JobQueue:
 
     async def claim(self, worker_id: str) -> ClaimedJob | None:
         """Take the oldest queued job, or a running one whose worker stopped heart-beating."""
-        row = await self.db.pool.fetchrow(sql.CLAIM, worker_id, float(self.settings.job_stale_seconds))
+        private, roots = worker_rights(self.settings)
+        row = await self.db.pool.fetchrow(sql.CLAIM, worker_id, float(self.settings.job_stale_seconds), private, roots)
         if row is None:
+            await self.fail_unhonoured()
             return None
         job = await self.get(row["id"])
         if job.attempts > 1:
             logger.warning("worker %s resumes job %s (attempt %d)", worker_id, job.id, job.attempts)
         return ClaimedJob(job, row["started_by"], bool(row["local_owner"]))
+
+    async def waiting_reason(self, job: CrawlJob) -> str | None:
+        """Why a queued job would wait: no running worker (services/jobs/registry.py) can take it; None if one can."""
+        return no_worker_warning(job, await live_workers(self.db.pool, self.settings))
+
+    async def fail_unhonoured(self) -> None:
+        """Fail the queued jobs this worker cannot honour that no other worker took in
+        `job_unhonoured_seconds`, naming both processes' settings."""
+        private, roots = worker_rights(self.settings)
+        rows = await self.db.pool.fetch(sql.UNHONOURED, private, roots, float(self.settings.job_unhonoured_seconds))
+        for row in rows:
+            rights = JobRights.model_validate(row["rights"])
+            error = (
+                f"No worker could run this job in {self.settings.job_unhonoured_seconds:g} s: it was queued by "
+                f"{rights.queued_by or 'another process'} with {rights.describe()}; this worker "
+                f"({process_name()}) has {JobRights(allowed_paths=roots, allow_private=private).describe()}. "
+                "Run `archivist worker` with the queueing process's settings, or start the job where they hold."
+            )
+            if await self.db.pool.fetchval(sql.FAIL_QUEUED, row["id"], error) is not None:
+                logger.warning("job %s failed: %s", row["id"], error)
 
     async def heartbeat(self, job_id: UUID, worker_id: str) -> Heartbeat:
         row = await self.db.pool.fetchrow(sql.HEARTBEAT, job_id, worker_id)

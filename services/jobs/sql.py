@@ -15,7 +15,7 @@ the job's chunks were embedded over the last minute.
 from __future__ import annotations
 
 JOB_COLUMNS = """
-    j.id, j.source_id, j.kind, j.status, j.params, j.error, j.warnings, j.cancel_requested,
+    j.id, j.source_id, j.kind, j.status, j.params, j.rights, j.error, j.warnings, j.cancel_requested,
     j.worker_id, j.attempts, j.created_at, j.started_at, j.completed_at, j.heartbeat_at,
     c.pages_crawled, c.pages_failed, c.pages_pending, c.pages_skipped, c.documents_created,
     c.documents_updated, c.documents_unchanged, c.documents_deleted, c.total_chunks, c.pages_searchable,
@@ -61,8 +61,8 @@ COUNTERS_JOIN = """
 LOCK_CALLER = "SELECT pg_advisory_xact_lock(hashtext('archivist-jobs:' || $1))"
 COUNT_ACTIVE_OF_CALLER = "SELECT count(*) FROM crawl_jobs WHERE started_by = $1 AND status = ANY($2::text[])"
 INSERT = (
-    "INSERT INTO crawl_jobs (source_id, kind, params, started_by, local_owner, created_source) "
-    "VALUES ($1, $2, $3, $4, $5, $6) RETURNING id"
+    "INSERT INTO crawl_jobs (source_id, kind, params, started_by, local_owner, created_source, rights) "
+    "VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id"
 )
 QUEUED_OF_SOURCE = (
     "SELECT id FROM crawl_jobs WHERE source_id = $1 AND kind = $2 AND status = 'queued' "
@@ -110,13 +110,40 @@ RECOVER_FETCHING = "UPDATE crawl_frontier SET state = 'pending' WHERE job_id = $
 
 # ---------- the worker's side ----------
 
+
+def honours(private: str, roots: str) -> str:
+    """Whether this worker can honour a job's rights (models.jobs.JobRights): it allows private addresses
+    if the job does (parameter `private`), and every folder the job reads lies under one of its own
+    allowed roots (parameter `roots`, resolved); a job queued before rights were stored (NULL) runs
+    anywhere, as before."""
+    return (
+        f"(j.rights IS NULL OR ((NOT coalesce((j.rights->>'allow_private')::boolean, false) OR {private}::boolean) "
+        " AND NOT EXISTS (SELECT 1 FROM jsonb_array_elements_text(coalesce(j.rights->'paths', '[]'::jsonb)) p "
+        f"   WHERE NOT EXISTS (SELECT 1 FROM unnest({roots}::text[]) r "
+        "     WHERE p.value = r OR starts_with(p.value, rtrim(r, '/') || '/')))))"
+    )
+
+
+#: the oldest job this worker can honour, queued or left by a worker that stopped heart-beating
 CLAIM = (
     "UPDATE crawl_jobs SET status = 'running', worker_id = $1, heartbeat_at = now(), "
     "attempts = attempts + 1, started_at = coalesce(started_at, now()), updated_at = now() "
-    "WHERE id = (SELECT id FROM crawl_jobs WHERE status = 'queued' "
-    "  OR (status = 'running' AND heartbeat_at < now() - make_interval(secs => $2)) "
-    "  ORDER BY created_at FOR UPDATE SKIP LOCKED LIMIT 1) "
+    "WHERE id = (SELECT j.id FROM crawl_jobs j WHERE (j.status = 'queued' "
+    "  OR (j.status = 'running' AND j.heartbeat_at < now() - make_interval(secs => $2))) "
+    f"  AND {honours('$3', '$4')} "
+    "  ORDER BY j.created_at FOR UPDATE SKIP LOCKED LIMIT 1) "
     "RETURNING id, started_by, local_owner"
+)
+#: queued jobs this worker cannot honour that have waited longer than $3 seconds for one that can
+UNHONOURED = (
+    "SELECT j.id, j.rights FROM crawl_jobs j WHERE j.status = 'queued' AND NOT j.cancel_requested "
+    "  AND j.created_at < now() - make_interval(secs => $3) "
+    f"  AND NOT {honours('$1', '$2')} ORDER BY j.created_at LIMIT 5"
+)
+#: fail a job nobody could honour (still queued: no worker took it meanwhile)
+FAIL_QUEUED = (
+    "UPDATE crawl_jobs SET status = 'failed', error = $2, completed_at = now(), updated_at = now() "
+    "WHERE id = $1 AND status = 'queued' RETURNING id"
 )
 HEARTBEAT = (
     "UPDATE crawl_jobs SET heartbeat_at = now() WHERE id = $1 AND worker_id = $2 AND status = 'running' "
@@ -173,3 +200,19 @@ LATEST_CRAWL = (
 )
 #: the source of a job and the moment its changes are counted from
 SINCE_JOB = "SELECT source_id, coalesce(started_at, created_at) AS since FROM crawl_jobs WHERE id = $1"
+
+# ---------- the workers running now (registry.py) ----------
+
+REGISTER_WORKER = (
+    "INSERT INTO job_workers (id, allow_private, allowed_paths) VALUES ($1, $2, $3) "
+    "ON CONFLICT (id) DO UPDATE SET heartbeat_at = now(), allow_private = EXCLUDED.allow_private, "
+    "allowed_paths = EXCLUDED.allowed_paths"
+)
+BEAT_WORKER = "UPDATE job_workers SET heartbeat_at = now() WHERE id = $1 RETURNING id"
+LEAVE_WORKER = "DELETE FROM job_workers WHERE id = $1"
+#: workers that beat within $1 seconds (and the long-dead ones are forgotten)
+LIVE_WORKERS = (
+    "SELECT id, started_at, heartbeat_at, allow_private, allowed_paths FROM job_workers "
+    "WHERE heartbeat_at > now() - make_interval(secs => $1) ORDER BY started_at"
+)
+FORGET_DEAD_WORKERS = "DELETE FROM job_workers WHERE heartbeat_at < now() - interval '1 day'"

@@ -25,6 +25,7 @@ from services.access.job_limits import job_scope
 from services.access.scope import server_scope, use_scope
 from services.core.errors import ServiceError
 from services.jobs.queue import JobQueue
+from services.jobs.registry import WorkerRegistry
 from services.jobs.run import Claim, RunnerFactory, run_job, wait_any
 
 logger = logging.getLogger(__name__)
@@ -62,6 +63,7 @@ class Worker:
         self.poll_seconds = poll_seconds
         self.concurrent_jobs = concurrent_jobs
         self.running: set[asyncio.Task[None]] = set()
+        self.registry = WorkerRegistry(queue.db.pool, queue.settings, self.worker_id)
 
     async def run(self, stop: asyncio.Event, chores: Mapping[str, Chore] | None = None) -> None:
         """Claim and run jobs (up to `concurrent_jobs` at once) until `stop` is set, with the `chores`
@@ -72,6 +74,7 @@ class Worker:
         """
         logger.info("crawl worker %s started", self.worker_id)
         helpers = [asyncio.create_task(chore(stop), name=name) for name, chore in (chores or {}).items()]
+        await self._registry_step(self.registry.register)
         try:
             with use_scope(server_scope("worker")):  # claiming sees every job; each job runs in its own scope
                 await self._work_until_stopped(stop)
@@ -79,15 +82,24 @@ class Worker:
             await finish_running(self.running)
             for helper in helpers:
                 await stop_chore(helper, stop)
+            await self._registry_step(self.registry.leave)
             logger.info("crawl worker %s stopped", self.worker_id)
 
     async def _work_until_stopped(self, stop: asyncio.Event) -> None:
         while not stop.is_set():
             self.queue.wakeup.clear()
+            await self._registry_step(self.registry.beat)
             await self._claim_jobs(stop)
             await wait_any((stop, self.queue.wakeup), self.poll_seconds)
             for task in [t for t in self.running if t.done()]:
                 self.running.discard(task)
+
+    async def _registry_step(self, step: Callable[[], Coroutine[Any, Any, None]]) -> None:
+        """Register, beat or leave (services/jobs/registry.py): a database hiccup is only logged."""
+        try:
+            await step()
+        except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, ServiceError) as exc:
+            logger.warning("worker %s could not update the worker registry: %s", self.worker_id, exc)
 
     async def _claim_jobs(self, stop: asyncio.Event) -> None:
         """Claim jobs while there are free slots; a database hiccup is logged and retried at the next poll."""

@@ -24,6 +24,7 @@ from uuid import UUID
 
 import asyncpg
 
+from models.jobs import ended_status
 from services.access.paths import resolve_allowed_path
 from services.core.errors import NotFound, ServiceError
 from services.core.settings import Settings
@@ -101,7 +102,7 @@ class SourceSync(JobRun):
         failed = await self.frontier.count("state = 'failed'")
         if failed:
             self.warnings.append(f"{failed} files could not be read; see recent_errors.")
-        await self.queue.finish(self.job.id, self.worker_id, "completed", None, self.warnings)
+        await self.queue.finish(self.job.id, self.worker_id, ended_status(failed), None, self.warnings)
         logger.info("sync %s completed", self.job.id)
 
 

@@ -70,11 +70,11 @@ async def test_agent_crawls_watches_searches_and_recrawls(client: Client, site: 
     result = await client.call_tool("crawl_website", arguments, progress_callback=on_progress)
     status = json.loads(result.content[0].text)
     job = status["crawl_job"]
-    assert job["status"] == "completed", status
+    assert job["status"] == "completed_with_errors", status  # /missing failed: a warning (issue 39.1)
     assert (job["pages_crawled"], job["pages_failed"], job["documents_created"]) == (9, 1, 9)
     assert job["skipped_by_reason"] == {"robots": 1, "non-text": 1, "off-scope": 1}
     assert job["recent_errors"] == [{"url": site.url_for("/missing"), "error": "HTTP 404", "http_status": 404}]
-    assert job["started_at"] and job["completed_at"] and "search_knowledge_base" in status["message"]
+    assert job["started_at"] and job["completed_at"] and "completed with errors" in status["message"]
     assert updates, "no progress notification was sent while waiting"
     assert [p for p, _, _ in updates] == sorted({p for p, _, _ in updates})  # strictly increasing
 
@@ -86,7 +86,7 @@ async def test_agent_crawls_watches_searches_and_recrawls(client: Client, site: 
 
     site.set_page("/docs/a", html_page("Brewing Espresso", ["Pre-infusion soaks the puck gently."], [("/", "Home")]))
     again = (await crawl(client, action="recrawl", source_id=source_id, wait_seconds=30))["crawl_job"]
-    assert (again["kind"], again["status"]) == ("recrawl", "completed")
+    assert (again["kind"], again["status"]) == ("recrawl", "completed_with_errors")
     counts = [again[f"documents_{k}"] for k in ("created", "updated", "unchanged", "deleted")]
     assert counts == [0, 1, 8, 0]
 

@@ -51,7 +51,7 @@ async def test_recrawl_with_new_settings(client: Client, site: FixtureSite) -> N
         wait_seconds=30,
     )
     job = wider["crawl_job"]
-    assert job["kind"] == "recrawl" and job["status"] == "completed", job
+    assert job["kind"] == "recrawl" and job["status"] == "completed_with_errors", job  # /missing, /slow fail
     assert job["params"]["recursive"] is True and job["params"]["max_depth"] == 1
     assert job["params"]["exclude_patterns"] == ["/archive/*"] and job["params"]["max_pages"] == 50
     assert job["documents_unchanged"] == 1 and job["documents_created"] > 1, job

@@ -45,7 +45,8 @@ async def run_sync(app: Archivist, source_id: Any, timeout: float = 60.0) -> Cra
     finally:
         stop.set()
         await task
-    assert job.status == "completed", job
+    # a file that cannot be read leaves the sync completed_with_errors (a warning, issue 39.1)
+    assert job.status == ("completed_with_errors" if job.pages_failed else "completed"), job
     return job
 
 
@@ -164,7 +165,7 @@ async def test_bad_file_fails_alone_and_cancel(sync_app: Archivist, files_dir: P
     (folder / "broken.pdf").write_bytes(b"%PDF-1.4 this is not really a pdf")
     config, _ = await sync_app.sync.bind(str(folder))
     job = await run_sync(sync_app, config.source_id)
-    assert job.documents_created == 1 and job.pages_failed == 1
+    assert job.documents_created == 1 and job.pages_failed == 1 and job.status == "completed_with_errors"
     assert job.recent_errors and job.recent_errors[0].url == "broken.pdf"
     queued = await sync_app.sync.queue(config.source_id)
     again = await sync_app.sync.queue(config.source_id)

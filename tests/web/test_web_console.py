@@ -149,6 +149,10 @@ def test_forged_cross_site_post_is_refused(page: Any, base_url: str) -> None:
     expect(page.locator("main")).not_to_contain_text("Forged")
 
 
+#: the fixture site has pages that fail (/missing): such a crawl ends completed_with_errors (issue 39.1)
+ENDED = re.compile(r"^completed(_with_errors)?$")
+
+
 def test_crawl_reaches_completed_without_reload(page: Any, base_url: str) -> None:
     with FixtureSite() as site:
         page.goto(f"{base_url}/add")
@@ -159,7 +163,7 @@ def test_crawl_reaches_completed_without_reload(page: Any, base_url: str) -> Non
         page.wait_for_url(re.compile(r"/jobs/[0-9a-f-]+$"))
         marker = page.evaluate("window.__notReloaded = true")
         del marker
-        expect(page.locator("#job-status")).to_have_text("completed", timeout=60_000)
+        expect(page.locator("#job-status")).to_have_text(ENDED, timeout=60_000)
         assert page.evaluate("window.__notReloaded") is True  # progress came in without a reload
         crawled = int(page.locator("#c-pages_crawled").inner_text())
         assert crawled >= 2
@@ -174,7 +178,7 @@ def test_crawl_reaches_completed_without_reload(page: Any, base_url: str) -> Non
         page.goto(first_job)
         page.click("#recrawl-job")
         page.wait_for_url(lambda url: url != first_job and "/jobs/" in url)
-        expect(page.locator("#job-status")).to_have_text("completed", timeout=60_000)
+        expect(page.locator("#job-status")).to_have_text(ENDED, timeout=60_000)
     page.goto(f"{base_url}/jobs")
     expect(page.locator("tbody tr").first).to_contain_text("completed")
     screenshot(page, "jobs")
