@@ -48,7 +48,7 @@ class CrawlArguments(ToolArguments):
     auth_env: str | None = None
     browse_url: str | None = None
     wait_seconds: float = 0
-    status: Literal["queued", "running", "completed", "completed_with_errors", "failed", "cancelled"] | None = None
+    status: str | None = None  # one of JOB_STATUSES (services/jobs checks it; the enum would crowd tools/list)
     page: int = 1
     per_page: int = 10
 
