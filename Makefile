@@ -40,8 +40,11 @@ chromium:
 	@test -x $(CHROMIUM) || { SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); \
 		$$SUDO apt-get update && $$SUDO apt-get install -y --no-install-recommends chromium; }
 
+# Two workers (pytest-xdist), a test file at a time on one of them: each worker has its own embedded
+# PostgreSQL and fixtures, module-scoped databases stay whole, and most tests wait on I/O and processes.
+TEST_WORKERS ?= 2
 test: install-dev chromium
-	PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 $(BIN)/python -m pytest -q -p no:cacheprovider
+	PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 $(BIN)/python -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile
 
 # Screenshots for the docs (docs/screenshots/*.png: the console and the MCP App), on request only:
 # `make test` runs the same browser tests without writing them, so it leaves the tree clean.
