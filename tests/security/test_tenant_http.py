@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -119,6 +120,11 @@ async def test_every_gated_request_is_audited_as_the_token(pub: Any, app: Any, w
     await pub.list_resource_templates()
     await pub.list_prompts()
     rows = await audit_rows(app, "pub-reader", before + 4, "resources/")
+    for _ in range(50):  # rows of earlier calls may land late (the writer batches): wait for this call's last
+        if "resources/templates/list" in [r["tool"] for r in rows[before:]]:
+            break
+        await asyncio.sleep(0.1)
+        rows = await audit_rows(app, "pub-reader", before + 4, "resources/")
     tools = [r["tool"] for r in rows[before:]]
     assert tools.count("resources/list") >= 1 and tools.count("resources/read") >= 2, tools
     assert "resources/templates/list" in tools
