@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -12,6 +13,7 @@ from commands.output import fail, note, print_json, progress_bar, say
 from commands.owner import open_archivist
 from models import SEARCH_TYPES
 from models.search import SearchQuery
+from services.access.gate import Outcome, admitted, caller_from_token
 from services.core.errors import ServiceError
 from services.core.settings import Settings
 
@@ -258,8 +260,51 @@ async def run_human_command(args: argparse.Namespace, settings: Settings, stop: 
     app = await open_archivist(settings)
     try:
         if args.command in stoppable:
-            await stoppable[args.command](app, args, stop)
+            await as_owner(app, args, lambda: stoppable[args.command](app, args, stop))
         else:
-            await commands[args.command](app, args)
+            await as_owner(app, args, lambda: commands[args.command](app, args))
     finally:
         await app.close()
+
+
+async def as_owner(app: Archivist, args: argparse.Namespace, run: Callable[[], Awaitable[None]]) -> None:
+    """Run a command through the one gate as the local owner: unscoped, no rate limit (the person at
+    the keyboard), and one audit record ("cli", the command and its operation) whatever the outcome;
+    reading the audit log is not itself recorded."""
+
+    async def opened() -> Archivist:
+        return app
+
+    def refuse(exc: Exception) -> None:
+        raise exc
+
+    def measure(_: None, outcome: Outcome) -> None:
+        outcome.code = None
+
+    operation = getattr(args, "op", None)
+    action = f"{args.command} {operation}" if operation else args.command
+    await admitted(
+        opened,
+        caller_from_token(None, transport="cli"),
+        "cli",
+        command_arguments(args),
+        run,
+        refuse=refuse,
+        measure=measure,
+        action=action,
+        rate=False,
+        audit=args.command != "audit",
+    )
+
+
+def command_arguments(args: argparse.Namespace) -> dict[str, Any]:
+    """A command's options as the audit stores them (plain values; the audit redacts secrets)."""
+
+    def plain(value: Any) -> Any:
+        if value is None or isinstance(value, (str, int, float, bool)):
+            return value
+        if isinstance(value, (list, tuple)):
+            return [plain(v) for v in value]
+        return str(value)
+
+    return {k: plain(v) for k, v in vars(args).items() if k not in ("command", "op") and not callable(v)}

@@ -82,3 +82,21 @@ def test_the_consoles_desktop_entry_never_sets_an_empty_allowed_paths(database_u
     desktop = next(e for e in entries if "claude_desktop" in json.dumps(e) or "claude-desktop" in json.dumps(e))
     text = json.dumps(desktop)
     assert "ARCHIVIST_ALLOWED_PATHS" not in text, text
+
+
+def test_cli_commands_pass_the_one_gate_and_are_audited(database_url: str, files_dir: Path) -> None:
+    env = server_env(database_url, files_dir)
+    assert run_cli(["search", "gate-probe-words"], env).returncode == 0
+    assert run_cli(["sources", "list"], env).returncode == 0
+    missing = run_cli(["documents", "get", "00000000-0000-0000-0000-000000000000"], env)
+    assert missing.returncode == 1
+    for _ in range(2):  # reading the log is not itself recorded
+        audit = run_cli(["audit", "--since", "1h", "--tool", "cli", "--json"], env)
+        assert audit.returncode == 0, audit.stderr
+    entries = json.loads(audit.stdout)["items"]
+    seen = {(e["action"], e["error_code"]) for e in entries if e["who"] == "cli"}
+    assert ("search", None) in seen and ("sources list", None) in seen
+    assert ("documents get", "NOT_FOUND") in seen
+    assert not any(e["action"] == "audit" for e in entries)
+    searched = next(e for e in entries if e["action"] == "search")
+    assert "gate-probe-words" in json.dumps(searched["arguments"])
