@@ -150,7 +150,9 @@ BEGIN
         DELETE FROM chunk_seqs s WHERE s.chunk_id = ANY(ids) RETURNING s.seq, s.chunk_id, s.source_id, s.dl, s.merged, s.names
     ),
     tot AS (INSERT INTO bm25_totals (chunks, length) SELECT -count(*), -coalesce(sum(dl), 0) FROM gone HAVING count(*) > 0),
-    fresh AS (DELETE FROM term_delta d USING gone g WHERE d.seq = g.seq AND NOT g.merged)
+    fresh AS (  -- an array, not a join: term_delta grows fast between analyzes, a join plan could scan it per chunk
+        DELETE FROM term_delta d WHERE d.seq = ANY(ARRAY(SELECT g.seq FROM gone g WHERE NOT g.merged))
+    )
     INSERT INTO term_dead (term, source_id, seq)
     SELECT u.lexeme, g.source_id, g.seq
     FROM gone g JOIN unnest(ids, tsvs) AS o(id, tsv) ON o.id = g.chunk_id,
