@@ -223,7 +223,8 @@ $$;
 
 -- Fold term_delta and term_dead into term_blocks. A new posting goes to the block of its term and
 -- source whose lowest impact is the highest at or below its own (else the lowest block); each block
--- touched is rewritten without its dead postings. Returns the postings folded (-1: a merge is running).
+-- touched is rewritten without its dead postings. Returns the postings folded in and dropped (-1: a
+-- merge is running).
 CREATE OR REPLACE FUNCTION bm25_merge(block_size integer DEFAULT 128) RETURNS bigint LANGUAGE plpgsql AS $$
 DECLARE
     folded bigint;
@@ -232,7 +233,6 @@ BEGIN
     IF NOT pg_try_advisory_xact_lock(1112354102) THEN
         RETURN -1;
     END IF;
-    DROP TABLE IF EXISTS bm25_seqs, bm25_add, bm25_dead, bm25_blocks, bm25_pack;
     CREATE TEMP TABLE bm25_seqs (seq integer) ON COMMIT DROP;
     WITH s AS (UPDATE chunk_seqs SET merged = true WHERE NOT merged RETURNING seq)
     INSERT INTO bm25_seqs SELECT seq FROM s;
@@ -245,6 +245,7 @@ BEGIN
     INSERT INTO bm25_dead SELECT * FROM d;
     GET DIAGNOSTICS dead = ROW_COUNT;
     IF folded = 0 AND dead = 0 THEN
+        DROP TABLE bm25_seqs, bm25_add, bm25_dead;
         RETURN 0;
     END IF;
     UPDATE bm25_add a SET blk = coalesce(
@@ -252,11 +253,17 @@ BEGIN
          ORDER BY b.impact_min DESC LIMIT 1),
         (SELECT b.ctid FROM term_blocks b WHERE b.term = a.term AND b.source_id = a.source_id
          ORDER BY b.impact_min LIMIT 1));
+    ANALYZE bm25_dead;
+    -- the blocks holding a dead posting: each list with dead postings unnested once, joined on (term, seq)
+    -- (linear in those lists, also when a whole source goes)
     CREATE TEMP TABLE bm25_blocks ON COMMIT DROP AS
         SELECT blk FROM bm25_add WHERE blk IS NOT NULL
         UNION
-        SELECT b.ctid FROM bm25_dead d JOIN term_blocks b
-            ON b.term = d.term AND b.source_id = d.source_id AND d.seq = ANY(b.seqs);
+        SELECT b.ctid
+        FROM (SELECT DISTINCT term, source_id FROM bm25_dead) k
+        JOIN term_blocks b ON b.term = k.term AND b.source_id = k.source_id
+        CROSS JOIN LATERAL (SELECT unnest(b.seqs) AS seq) s
+        JOIN bm25_dead d ON d.term = b.term AND d.seq = s.seq;
     CREATE TEMP TABLE bm25_pack ON COMMIT DROP AS
         SELECT b.term, b.source_id, b.ctid::text AS grp, u.seq, u.tf, u.impact
         FROM term_blocks b CROSS JOIN LATERAL unnest(b.seqs, b.tfs, b.impacts) AS u(seq, tf, impact)
@@ -266,7 +273,8 @@ BEGIN
         SELECT term, source_id, coalesce(blk::text, ''), seq, tf, impact FROM bm25_add;
     DELETE FROM term_blocks WHERE ctid = ANY(ARRAY(SELECT blk FROM bm25_blocks));
     PERFORM bm25_write_blocks(block_size);
-    RETURN folded;
+    DROP TABLE bm25_seqs, bm25_add, bm25_dead, bm25_blocks, bm25_pack;  -- a second merge in this transaction
+    RETURN folded + dead;
 END
 $$;
 
@@ -278,7 +286,6 @@ DECLARE
     blocks bigint;
 BEGIN
     PERFORM pg_advisory_xact_lock(1112354102);  -- no merge meanwhile
-    DROP TABLE IF EXISTS bm25_pack;
     TRUNCATE chunk_seqs, term_blocks, term_delta, term_dead, bm25_totals RESTART IDENTITY;
     DROP INDEX IF EXISTS term_blocks_term_idx;
     INSERT INTO chunk_seqs (chunk_id, source_id, dl, names, merged)

@@ -46,7 +46,7 @@ async def rebuild(conn: asyncpg.Connection, vacuum: bool = True) -> dict[str, fl
 
 
 async def merge(conn: asyncpg.Connection) -> int:
-    """Fold the postings written since the last merge into blocks (sql/042 `bm25_merge`); returns the
-    postings folded, -1 when another merge is running."""
+    """Fold the postings written and deleted since the last merge into blocks (sql/042 `bm25_merge`);
+    returns how many, -1 when another merge is running."""
     async with conn.transaction():
         return int(await conn.fetchval("SELECT bm25_merge($1)", BLOCK_SIZE))

@@ -42,7 +42,7 @@ class PostingsMerger:
         return int(await self.db.pool.fetchval(WAITING_SQL, self.threshold))
 
     async def step(self) -> int:
-        """One check; returns the postings folded (0 when nothing was merged)."""
+        """One check; returns the postings folded in or dropped (0 when nothing was merged)."""
         waiting = await self.waiting()
         due = waiting >= self.threshold or (waiting > 0 and waiting == self._last)
         self._last = waiting

@@ -306,3 +306,8 @@ async def test_the_worker_chore_merges_when_enough_waits_or_writes_pause(app: Ar
     async with app.db.pool.acquire() as conn:  # a rebuild gives the same postings
         await bm25_index.rebuild(conn)
     assert set(await app.db.pool.fetch(POSTINGS)) == {r for r in before if r["source_id"] != source.id}
+    # two merges in one transaction (their work tables are dropped, not only at commit)
+    await app.documents.ingest(source.id, "m2", "beta gamma", "markdown", "m:2", embed=False)
+    async with app.db.pool.acquire() as conn, conn.transaction():
+        assert await conn.fetchval("SELECT bm25_merge()") > 0
+        assert await conn.fetchval("SELECT bm25_merge()") == 0
