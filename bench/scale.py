@@ -38,7 +38,13 @@ from bench.common import CACHE_DIR, machine_info, settings_summary, slug  # noqa
 from bench.metrics import percentile  # noqa: E402
 from bench.scale_build import GIN_INDEX, HNSW_INDEX, load_chunks, load_passages  # noqa: E402
 from bench.scale_keyword import keyword_agreement, keyword_matches  # noqa: E402
-from bench.scale_storage import after_restart, bytes_per_chunk  # noqa: E402
+from bench.scale_storage import (  # noqa: E402
+    POSTINGS_BYTES_SQL,
+    POSTINGS_COUNT_SQL,
+    POSTINGS_TABLES,
+    after_restart,
+    bytes_per_chunk,
+)
 from bench.scale_vector import build_bit_index, vector_recall  # noqa: E402
 from services.access.scope import Scope, use_scope  # noqa: E402
 from services.app import Archivist  # noqa: E402
@@ -86,8 +92,8 @@ async def check_indexes(app: Archivist, query: str, vector: np.ndarray, source_i
         "vector_uses_hnsw": HNSW_INDEX in vec,
         "hybrid_uses_hnsw": HNSW_INDEX in hyb,
         "hybrid_uses_gin": GIN_INDEX in hyb,
-        "hybrid_uses_chunk_terms_pkey": "chunk_terms_pkey" in hyb,  # exhaustive BM25, and exact rescoring
-        "hybrid_uses_chunk_terms_impact_idx": "chunk_terms_impact_idx" in hyb,  # impact-ordered postings
+        "hybrid_uses_term_blocks_idx": "term_blocks_term_idx" in hyb,  # the postings' blocks (sql/042)
+        "hybrid_uses_chunk_seqs_pkey": "chunk_seqs_pkey" in hyb,  # candidates' seqs to chunks
         "vector_plan_indexes": sorted(vec),
         "hybrid_plan_indexes": sorted(hyb),
     }
@@ -103,14 +109,13 @@ async def storage_sizes(app: Archivist) -> dict[str, Any]:
         "chunks_table_total_mb": await app.db.pool.fetchval(
             "SELECT round(pg_total_relation_size('chunks'::regclass) / 1048576.0)::int"
         ),
-        "chunk_terms_total_mb": await app.db.pool.fetchval(
-            "SELECT round(pg_total_relation_size('chunk_terms'::regclass) / 1048576.0)::int"
-        ),
-        "chunk_terms_rows_estimate": await app.db.pool.fetchval(
-            "SELECT reltuples::bigint FROM pg_class WHERE relname = 'chunk_terms'"
-        ),
+        "postings_total_mb": round(await app.db.pool.fetchval(POSTINGS_BYTES_SQL, list(POSTINGS_TABLES)) / 1048576),
+        "postings": await app.db.pool.fetchval(POSTINGS_COUNT_SQL),
     }
-    for name in (HNSW_INDEX, GIN_INDEX, "chunk_terms", "chunk_terms_pkey", "chunk_terms_impact_idx"):
+    out["postings_bytes_each"] = round(
+        await app.db.pool.fetchval(POSTINGS_BYTES_SQL, list(POSTINGS_TABLES)) / max(out["postings"], 1), 1
+    )
+    for name in (HNSW_INDEX, GIN_INDEX, "term_blocks", "term_blocks_term_idx", "chunk_seqs", "chunk_seqs_pkey"):
         out[f"{name}_mb"] = await app.db.pool.fetchval(mb, name)
     return out
 

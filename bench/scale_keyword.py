@@ -13,6 +13,7 @@ from bench.metrics import percentile
 from services.app import Archivist
 from services.search.bm25 import BM25_LEG, BM25_TOPK_LEG, query_terms
 from services.search.hybrid import HybridSearch
+from services.search.legs import code_filter
 
 
 async def keyword_matches(app: Archivist, queries: Sequence[str]) -> dict[str, Any]:
@@ -30,7 +31,7 @@ async def keyword_matches(app: Archivist, queries: Sequence[str]) -> dict[str, A
         start = time.perf_counter()
         kept = await query_terms(app.db, q, s.keyword_max_term_frequency, await hybrid.term_stats.frequencies())
         stats_ms.append((time.perf_counter() - start) * 1000)
-        dfs = [await app.db.pool.fetchval("SELECT count(*) FROM chunk_terms WHERE term = $1", t) for t in kept.terms]
+        dfs = [await app.db.pool.fetchval("SELECT bm25_df($1)", t) for t in kept.terms]
         terms.append(len(kept.terms))
         postings.append(sum(dfs))
     cap = s.bm25_postings_per_term
@@ -68,10 +69,11 @@ async def keyword_agreement(app: Archivist, queries: Sequence[str], source_id: A
             args = (None, source_id and [source_id], depth, kept.terms, None, None, None, None, kept.idfs)
             args += (float(s.bm25_k1), float(s.bm25_b), kept.avgdl)
             start = time.perf_counter()
-            exact = await conn.fetch(KEYWORD_ONLY_SQL.format(leg=BM25_LEG), *args)
+            exact = await conn.fetch(code_filter(KEYWORD_ONLY_SQL.format(leg=BM25_LEG), False), *args)
             t_exact.append((time.perf_counter() - start) * 1000)
             start = time.perf_counter()
-            approx = await conn.fetch(KEYWORD_ONLY_SQL.format(leg=BM25_TOPK_LEG), *args, per_term or 1000, cand)
+            topk_sql = code_filter(KEYWORD_ONLY_SQL.format(leg=BM25_TOPK_LEG), False)
+            approx = await conn.fetch(topk_sql, *args, per_term or 1000, cand)
             t_topk.append((time.perf_counter() - start) * 1000)
             if not exact:  # no chunk has any kept term (here, in this source)
                 continue

@@ -19,11 +19,17 @@ import time
 from pathlib import Path
 from typing import Any
 
-POSTINGS_TABLES = ("chunk_terms", "bm25_totals")
+#: The BM25 postings (sql/042), with their indexes and TOAST.
+POSTINGS_TABLES = ("chunk_seqs", "term_blocks", "term_delta", "term_dead", "bm25_totals")
 SIZES_SQL = """
 SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0)::bigint
 FROM pg_class c WHERE c.relkind = 'r' AND c.relname = ANY($1::text[])
 """
+POSTINGS_BYTES_SQL = SIZES_SQL
+POSTINGS_COUNT_SQL = (
+    "SELECT (SELECT coalesce(sum(n), 0) FROM term_blocks) + (SELECT count(*) FROM term_delta)"
+    " - (SELECT count(*) FROM term_dead)"
+)
 VECTOR_BYTES_SQL = (
     "SELECT coalesce(avg(pg_column_size(embedding)), 0)::float8 FROM (SELECT embedding FROM chunks LIMIT 5000) s"
 )

@@ -202,14 +202,17 @@ def job_runners(app: Archivist) -> dict[str, RunnerFactory]:
 
 def worker_chores(app: Archivist) -> Mapping[str, Chore]:
     """What every worker (the server's and `archivist worker`) does beside jobs: embed pending chunks
-    (services/documents/backlog.py) and flag chunks stored before flags existed (services/flags)."""
+    (services/documents/backlog.py), flag chunks stored before flags existed (services/flags) and fold
+    new keyword postings into blocks (services/search/merge.py; one merge at a time across workers)."""
     from services.flags.store import run_scanner
+    from services.search.merge import PostingsMerger
 
     chores: dict[str, Chore] = {}
     lanes = app.settings.embedding_backlog_lanes
     if lanes > 0:
         chores["embedding-backlog"] = partial(app.documents.backlog.run, lanes=lanes)
     chores["flag-scan"] = partial(run_scanner, app.db)
+    chores["postings-merge"] = PostingsMerger(app.db, app.settings.bm25_merge_postings).run
     return chores
 
 

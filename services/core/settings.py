@@ -171,11 +171,14 @@ class Settings(BaseSettings):
     keyword_ranking: Literal["bm25", "ts_rank"] = "bm25"
     bm25_k1: float = 1.2
     bm25_b: float = 0.75
-    #: BM25 reads at most this many postings per query term, best impact first (sql/012); 0 reads
+    #: BM25 reads at most this many postings per query term, best impact first (sql/042); 0 reads
     #: every posting of every kept term (exhaustive, slow past ~100k chunks).
     bm25_postings_per_term: int = Field(default=1000, ge=0)
     #: Chunks (at least hybrid_candidates) scored with exact BM25 after the impact-ordered read.
     bm25_candidates: int = Field(default=300, ge=1)
+    #: Postings written or deleted since the last merge at which the server folds them into blocks
+    #: (services/search/merge.py); fewer are merged once the writes pause.
+    bm25_merge_postings: int = Field(default=50000, ge=1)
     #: How hybrid combines its legs: "rrf" (rank fusion, rrf_k) or "convex" (min-max normalised scores,
     #: weighted by hybrid_vector_weight / hybrid_keyword_weight).
     hybrid_fusion: Literal["rrf", "convex"] = "convex"

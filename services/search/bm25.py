@@ -1,4 +1,4 @@
-"""BM25 keyword ranking inside PostgreSQL, over the `chunk_terms` inverted index (sql/004_bm25.sql).
+"""BM25 keyword ranking inside PostgreSQL, over the compact postings of sql/042_compact_postings.sql.
 
     score(chunk) = sum over query terms t of  idf(t) * tf * (k1 + 1) / (tf + k1 * (1 - b + b * dl / avgdl))
     idf(t) = ln(1 + (N - df + 0.5) / (df + 0.5))
@@ -22,9 +22,9 @@ from dataclasses import dataclass, field
 
 from services.core.database import Database
 
-#: Query lexemes with their document frequency (counted up to `$2` chunks; NULL for the lexemes in
-#: `$3`, whose df the statistics estimate), the corpus totals, and the query words (split at white
-#: space, numbered from 1) each lexeme comes from.
+#: Query lexemes with their document frequency (up to `$2`; NULL for the lexemes in `$3`, whose df the
+#: statistics estimate), the corpus totals, and the query words (split at white space, numbered from 1)
+#: each lexeme comes from. bm25_df sums the term's block lengths and delta rows (sql/042).
 TERM_STATS_SQL = """
 WITH tot AS (SELECT coalesce(sum(chunks), 0)::float8 AS n, coalesce(sum(length), 0)::float8 AS len FROM bm25_totals),
 terms AS (SELECT DISTINCT unnest(tsvector_to_array(archivist_tsvector('{fts_config}'::regconfig, $1))) AS term),
@@ -34,72 +34,88 @@ words AS (
 )
 SELECT terms.term, tot.n, tot.len,
        CASE WHEN terms.term = ANY($3::text[]) THEN NULL  -- estimated from the statistics: not counted
-            ELSE (SELECT count(*) FROM (SELECT 1 FROM chunk_terms t WHERE t.term = terms.term LIMIT $2) x) END AS df,
+            ELSE least(bm25_df(terms.term), $2::bigint) END AS df,
        ARRAY(SELECT words.i FROM words WHERE words.term = terms.term) AS words
 FROM terms, tot
 ORDER BY terms.term
 """
-EXACT_DF_SQL = "SELECT count(*) FROM chunk_terms WHERE term = $1"
+EXACT_DF_SQL = "SELECT bm25_df($1)"
 MIN_TERMS = 2
 
-# The keyword leg of the hybrid query: $3 depth, $4 terms, $9 idfs, $10 k1, $11 b, $12 avgdl.
-BM25_LEG = """
+#: A chunk's BM25 over the query terms: from postings (`p.tf`) or from the chunk itself (`f.tf`); s is
+#: its chunk_seqs row (dl). $10 k1, $11 b, $12 avgdl.
+SCORE = (
+    "sum(q.idf * {tf} * ($10::float8 + 1)"
+    " / ({tf} + $10::float8 * (1 - $11::float8 + $11::float8 * s.dl / $12::float8)))"
+)
+POSTING_SCORE = SCORE.format(tf="p.tf")
+EXACT_SCORE = SCORE.format(tf="f.tf")
+
+
+def exact_terms(chunk: str, terms: str = "$4", idfs: str = "$9") -> str:
+    """Joins giving each query term's tf in a chunk (`f`, with its idf `q`), read from the chunk's own
+    tsv and names (sql/042 bm25_tfs): `chunk` is the join condition on chunk_seqs `s`."""
+    return (
+        f"JOIN chunk_seqs s ON {chunk} JOIN chunks fc ON fc.id = s.chunk_id\n"
+        f"        CROSS JOIN LATERAL bm25_tfs(fc.tsv, s.names, {terms}::text[]) f\n"
+        f"        JOIN unnest({terms}::text[], {idfs}::float8[]) AS q(term, idf) ON q.term = f.term"
+    )
+
+
+# The keyword leg of the hybrid query: $3 depth, $4 terms, $9 idfs, $10 k1, $11 b, $12 avgdl. Every
+# live posting of each term (bm25_postings with no cut), scored from its tf and its chunk's dl.
+BM25_LEG = f"""
 kw AS (
     SELECT id, rank AS kscore, row_number() OVER (ORDER BY rank DESC, id) AS rnk FROM (
-        SELECT t.chunk_id AS id,
-               sum(q.idf * t.tf * ($10::float8 + 1)
-                   / (t.tf + $10::float8 * (1 - $11::float8 + $11::float8 * t.dl / $12::float8))) AS rank
+        SELECT s.chunk_id AS id, {POSTING_SCORE} AS rank
         FROM unnest($4::text[], $9::float8[]) AS q(term, idf)
-        CROSS JOIN LATERAL (  -- OFFSET 0: kept a per-term index range scan, never a hash join
-            SELECT chunk_id, tf, dl FROM chunk_terms t
-            WHERE t.term = q.term AND ($2::uuid[] IS NULL OR t.source_id = ANY($2::uuid[])){code:t.chunk_id} OFFSET 0
-        ) t
-        GROUP BY t.chunk_id ORDER BY rank DESC LIMIT $3
+        CROSS JOIN LATERAL (  -- OFFSET 0: per term, never a hash join over all blocks
+            SELECT p.seq, p.tf FROM bm25_postings(q.term, $2::uuid[], NULL) p WHERE true{{codeseq:p.seq}} OFFSET 0
+        ) p
+        JOIN chunk_seqs s ON s.seq = p.seq
+        GROUP BY s.chunk_id ORDER BY rank DESC LIMIT $3
     ) k
 )"""
 
 
-# The same leg over impact-ordered postings (sql/012): each term's $13 highest-impact postings
-# (chunk_terms_impact_idx, index only), the $14 chunks with the largest sum(idf * impact) as
-# candidates, and exact BM25 for those candidates only (primary-key lookups for tf and dl).
-BM25_TOPK_LEG = """
+# The same leg over impact-ordered blocks (sql/042): each term's $13 highest-impact postings (ties by
+# seq; only the blocks above the term's theta are read), the $14 chunks with the largest
+# sum(idf * impact) as candidates, and exact BM25 for those candidates only. `{cut:$13}` is the cut
+# bm25_postings may use (none when a code filter drops postings after it).
+BM25_TOPK_LEG = f"""
 kw AS (
     SELECT id, rank AS kscore, row_number() OVER (ORDER BY rank DESC, id) AS rnk FROM (
-        SELECT e.chunk_id AS id,
-               sum(q.idf * e.tf * ($10::float8 + 1)
-                   / (e.tf + $10::float8 * (1 - $11::float8 + $11::float8 * e.dl / $12::float8))) AS rank
+        SELECT s.chunk_id AS id, {EXACT_SCORE} AS rank
         FROM (
-            SELECT p.chunk_id FROM unnest($4::text[], $9::float8[]) AS q(term, idf)
+            SELECT p.seq FROM unnest($4::text[], $9::float8[]) AS q(term, idf)
             CROSS JOIN LATERAL (
-                SELECT t.chunk_id, t.impact FROM chunk_terms t
-                WHERE t.term = q.term AND ($2::uuid[] IS NULL OR t.source_id = ANY($2::uuid[])){code:t.chunk_id}
-                ORDER BY t.impact DESC LIMIT $13
+                SELECT p.seq, p.impact FROM bm25_postings(q.term, $2::uuid[], {{cut:$13}}) p WHERE true{{codeseq:p.seq}}
+                ORDER BY p.impact DESC, p.seq LIMIT $13::integer
             ) p
-            GROUP BY p.chunk_id ORDER BY sum(q.idf * p.impact) DESC, p.chunk_id LIMIT $14
+            GROUP BY p.seq ORDER BY sum(q.idf * p.impact) DESC, p.seq LIMIT $14::integer
         ) cand
-        CROSS JOIN unnest($4::text[], $9::float8[]) AS q(term, idf)
-        JOIN chunk_terms e ON e.term = q.term AND e.chunk_id = cand.chunk_id
-        GROUP BY e.chunk_id ORDER BY rank DESC LIMIT $3
+        {exact_terms("s.seq = cand.seq")}
+        GROUP BY s.chunk_id ORDER BY rank DESC LIMIT $3
     ) k
 )"""
 
 
-# keyword_mode="all": only chunks holding every term. Driven from the postings of $4[1] (the terms come
-# rarest first), each candidate's other terms looked up by primary key; exact, no impact cut-off.
-BM25_ALL_LEG = """
+# keyword_mode="all": only chunks holding every term, exact: the chunks in every term's postings,
+# scored from the postings' tf (each chunk's idfs and tfs gathered while intersecting).
+BM25_ALL_LEG = f"""
 kw AS (
     SELECT id, rank AS kscore, row_number() OVER (ORDER BY rank DESC, id) AS rnk FROM (
-        SELECT e.chunk_id AS id,
-               sum(q.idf * e.tf * ($10::float8 + 1)
-                   / (e.tf + $10::float8 * (1 - $11::float8 + $11::float8 * e.dl / $12::float8))) AS rank
+        SELECT s.chunk_id AS id, {SCORE.format(tf="q.tf")} AS rank
         FROM (
-            SELECT t.chunk_id FROM chunk_terms t
-            WHERE t.term = ($4::text[])[1] AND ($2::uuid[] IS NULL OR t.source_id = ANY($2::uuid[])){code:t.chunk_id}
-        ) cand
-        CROSS JOIN unnest($4::text[], $9::float8[]) AS q(term, idf)
-        JOIN chunk_terms e ON e.term = q.term AND e.chunk_id = cand.chunk_id
-        GROUP BY e.chunk_id HAVING count(*) = cardinality($4::text[])
-        ORDER BY rank DESC LIMIT $3
+            SELECT p.seq, array_agg(q.idf) AS idfs, array_agg(p.tf) AS tfs
+            FROM unnest($4::text[], $9::float8[]) AS q(term, idf)
+            CROSS JOIN LATERAL (SELECT p.seq, p.tf FROM bm25_postings(q.term, $2::uuid[], NULL) p OFFSET 0) p
+            GROUP BY p.seq HAVING count(*) = cardinality($4::text[])
+        ) every
+        JOIN chunk_seqs s ON s.seq = every.seq
+        CROSS JOIN LATERAL unnest(every.idfs, every.tfs) AS q(idf, tf)
+        WHERE true{{codeseq:every.seq}}
+        GROUP BY s.chunk_id ORDER BY rank DESC LIMIT $3
     ) k
 )"""
 

@@ -1,5 +1,5 @@
 """Keyword-only retrieval (`search_type="keyword"`): the hybrid query's keyword leg alone (BM25 over
-`chunk_terms` by default, ts_rank with `keyword_ranking = "ts_rank"`), no vector leg.
+compact postings (sql/042) by default, ts_rank with `keyword_ranking = "ts_rank"`), no vector leg.
 
 score = the chunk's keyword score / the best one's (the top result is 1.0); `similarity` is still
 the query-chunk cosine, so `similarity_threshold` means what it means for every search type.

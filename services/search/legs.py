@@ -33,11 +33,21 @@ CODE_ONLY = (
     " AND EXISTS (SELECT 1 FROM chunks fc JOIN documents fd ON fd.id = fc.document_id "
     "WHERE fc.id = {chunk} AND fd.document_type = 'code')"
 )
+#: `{codeseq:X}`: the same for a posting's chunk seq X (sql/042 chunk_seqs); `{cut:X}`: the impact cut a
+#: posting read may use, X, or none (NULL) when the code filter drops postings after it.
+CODE_SEQ_MARK = re.compile(r"\{codeseq:([a-z_.]+)\}")
+CODE_SEQ_ONLY = (
+    " AND EXISTS (SELECT 1 FROM chunk_seqs fs JOIN chunks fc ON fc.id = fs.chunk_id JOIN documents fd"
+    " ON fd.id = fc.document_id WHERE fs.seq = {seq} AND fd.document_type = 'code')"
+)
+CUT_MARK = re.compile(r"\{cut:(\$[0-9]+)\}")
 
 
 def code_filter(sql: str, code_only: bool) -> str:
     """The query with its code marks filled (code documents only) or dropped."""
-    return CODE_MARK.sub(lambda m: CODE_ONLY.format(chunk=m.group(1)) if code_only else "", sql)
+    sql = CODE_MARK.sub(lambda m: CODE_ONLY.format(chunk=m.group(1)) if code_only else "", sql)
+    sql = CODE_SEQ_MARK.sub(lambda m: CODE_SEQ_ONLY.format(seq=m.group(1)) if code_only else "", sql)
+    return CUT_MARK.sub(lambda m: "NULL" if code_only else f"{m.group(1)}::integer", sql)
 
 
 def uses_topk(settings: Settings, mode: str = "any") -> bool:

@@ -24,85 +24,81 @@ none of this is in the SQL.
 
 from __future__ import annotations
 
-#: Pending chunks only: a posting counts when its chunk has no vector (primary-key lookup).
-PENDING_FILTER = "EXISTS (SELECT 1 FROM chunks pc WHERE pc.id = t.chunk_id AND pc.embedding IS NULL)"
+from services.search.bm25 import EXACT_SCORE, POSTING_SCORE, exact_terms
+
+#: Pending chunks only: a posting counts when its chunk has no vector (primary-key lookups).
+PENDING_FILTER = (
+    "EXISTS (SELECT 1 FROM chunk_seqs ps JOIN chunks pc ON pc.id = ps.chunk_id"
+    " WHERE ps.seq = p.seq AND pc.embedding IS NULL)"
+)
+EXACT = exact_terms("s.seq = cand.seq", "{terms}", "{idfs}")
 
 # The pending leg, exhaustive: {terms} / {idfs} are the parameters of the pending terms and their idf;
 # $2 sources, $3 depth, $10 k1, $11 b, $12 avgdl as in the keyword leg.
-PENDING_BM25_LEG = """
+PENDING_BM25_LEG = f"""
 kwp AS (
     SELECT id, rank AS kscore, row_number() OVER (ORDER BY rank DESC, id) AS rnk FROM (
-        SELECT t.chunk_id AS id,
-               sum(q.idf * t.tf * ($10::float8 + 1)
-                   / (t.tf + $10::float8 * (1 - $11::float8 + $11::float8 * t.dl / $12::float8))) AS rank
-        FROM unnest({terms}::text[], {idfs}::float8[]) AS q(term, idf)
+        SELECT s.chunk_id AS id, {POSTING_SCORE} AS rank
+        FROM unnest({{terms}}::text[], {{idfs}}::float8[]) AS q(term, idf)
         CROSS JOIN LATERAL (
-            SELECT chunk_id, tf, dl FROM chunk_terms t
-            WHERE t.term = q.term AND ($2::uuid[] IS NULL OR t.source_id = ANY($2::uuid[])) AND {pending}
-                {{code:t.chunk_id}} OFFSET 0
-        ) t
-        GROUP BY t.chunk_id ORDER BY rank DESC LIMIT $3
+            SELECT p.seq, p.tf FROM bm25_postings(q.term, $2::uuid[], NULL) p
+            WHERE {{pending}}{{{{codeseq:p.seq}}}} OFFSET 0
+        ) p
+        JOIN chunk_seqs s ON s.seq = p.seq
+        GROUP BY s.chunk_id ORDER BY rank DESC LIMIT $3
     ) k
 )"""
 
-# The same driven from the pending chunks (the partial index chunks_pending_idx), exact: one
-# primary-key lookup in chunk_terms per pending chunk and term. For a small backlog (at most
-# PENDING_SCAN_MAX chunks in scope), whatever the size of the rest of the corpus.
-PENDING_SCAN_LEG = """
+# The same driven from the pending chunks (the partial index chunks_pending_idx), exact: each pending
+# chunk's term frequencies read from the chunk itself. For a small backlog (at most PENDING_SCAN_MAX
+# chunks in scope), whatever the size of the rest of the corpus.
+PENDING_SCAN_LEG = f"""
 kwp AS (
     SELECT id, rank AS kscore, row_number() OVER (ORDER BY rank DESC, id) AS rnk FROM (
-        SELECT t.chunk_id AS id,
-               sum(q.idf * t.tf * ($10::float8 + 1)
-                   / (t.tf + $10::float8 * (1 - $11::float8 + $11::float8 * t.dl / $12::float8))) AS rank
+        SELECT s.chunk_id AS id, {EXACT_SCORE} AS rank
         FROM (
             SELECT pc.id FROM chunks pc
-            WHERE pc.embedding IS NULL AND ($2::uuid[] IS NULL OR pc.source_id = ANY($2::uuid[])){{code:pc.id}} OFFSET 0
-        ) p
-        CROSS JOIN unnest({terms}::text[], {idfs}::float8[]) AS q(term, idf)
-        JOIN chunk_terms t ON t.term = q.term AND t.chunk_id = p.id
-        GROUP BY t.chunk_id ORDER BY rank DESC LIMIT $3
+            WHERE pc.embedding IS NULL AND ($2::uuid[] IS NULL OR pc.source_id = ANY($2::uuid[]))
+                {{{{code:pc.id}}}} OFFSET 0
+        ) cand
+        {exact_terms("s.chunk_id = cand.id", "{terms}", "{idfs}")}
+        GROUP BY s.chunk_id ORDER BY rank DESC LIMIT $3
     ) k
 )"""
 #: Pending chunks in scope up to which the pending leg starts from them rather than from the postings.
 PENDING_SCAN_MAX = 5000
 
-# The same over impact-ordered postings ($13 per term, $14 candidates), as BM25_TOPK_LEG.
-PENDING_BM25_TOPK_LEG = """
+# The same over impact-ordered postings ($13 per term, $14 candidates), as BM25_TOPK_LEG; no impact cut
+# (the pending filter drops postings after it).
+PENDING_BM25_TOPK_LEG = f"""
 kwp AS (
     SELECT id, rank AS kscore, row_number() OVER (ORDER BY rank DESC, id) AS rnk FROM (
-        SELECT e.chunk_id AS id,
-               sum(q.idf * e.tf * ($10::float8 + 1)
-                   / (e.tf + $10::float8 * (1 - $11::float8 + $11::float8 * e.dl / $12::float8))) AS rank
+        SELECT s.chunk_id AS id, {EXACT_SCORE} AS rank
         FROM (
-            SELECT p.chunk_id FROM unnest({terms}::text[], {idfs}::float8[]) AS q(term, idf)
+            SELECT p.seq FROM unnest({{terms}}::text[], {{idfs}}::float8[]) AS q(term, idf)
             CROSS JOIN LATERAL (
-                SELECT t.chunk_id, t.impact FROM chunk_terms t
-                WHERE t.term = q.term AND ($2::uuid[] IS NULL OR t.source_id = ANY($2::uuid[])) AND {pending}
-                    {{code:t.chunk_id}}
-                ORDER BY t.impact DESC LIMIT $13
+                SELECT p.seq, p.impact FROM bm25_postings(q.term, $2::uuid[], NULL) p
+                WHERE {{pending}}{{{{codeseq:p.seq}}}}
+                ORDER BY p.impact DESC, p.seq LIMIT $13::integer
             ) p
-            GROUP BY p.chunk_id ORDER BY sum(q.idf * p.impact) DESC, p.chunk_id LIMIT $14
+            GROUP BY p.seq ORDER BY sum(q.idf * p.impact) DESC, p.seq LIMIT $14::integer
         ) cand
-        CROSS JOIN unnest({terms}::text[], {idfs}::float8[]) AS q(term, idf)
-        JOIN chunk_terms e ON e.term = q.term AND e.chunk_id = cand.chunk_id
-        GROUP BY e.chunk_id ORDER BY rank DESC LIMIT $3
+        {EXACT}
+        GROUP BY s.chunk_id ORDER BY rank DESC LIMIT $3
     ) k
 )"""
 
-# The candidates of the three legs, and every candidate's BM25 over the pending leg's terms (primary-key
-# lookups, a few hundred chunks): the one scale on which a pending chunk is set against embedded ones.
-_SCORED = """cand AS (
+# The candidates of the three legs, and every candidate's BM25 over the pending leg's terms (read from
+# the chunks, a few hundred): the one scale on which a pending chunk is set against embedded ones.
+_SCORED = f"""cand AS (
     SELECT coalesce(vec.id, kw.id, kwp.id) AS id, vec.rnk AS vrank, coalesce(kw.rnk, kwp.rnk) AS krank,
            vec.dist, kw.kscore
     FROM vec FULL OUTER JOIN kw ON vec.id = kw.id FULL OUTER JOIN kwp ON kwp.id = coalesce(vec.id, kw.id)
 ),
 every AS (
-    SELECT e.chunk_id AS id,
-           sum(q.idf * e.tf * ($10::float8 + 1)
-               / (e.tf + $10::float8 * (1 - $11::float8 + $11::float8 * e.dl / $12::float8))) AS es
-    FROM cand CROSS JOIN unnest({terms}::text[], {idfs}::float8[]) AS q(term, idf)
-    JOIN chunk_terms e ON e.term = q.term AND e.chunk_id = cand.id
-    GROUP BY e.chunk_id
+    SELECT s.chunk_id AS id, {EXACT_SCORE} AS es
+    FROM cand {exact_terms("s.chunk_id = cand.id", "{terms}", "{idfs}")}
+    GROUP BY s.chunk_id
 ),
 scored AS (
     SELECT cand.id, cand.vrank, cand.krank, coalesce(cand.kscore, 0) AS ks, coalesce(every.es, 0) AS es,

@@ -30,8 +30,10 @@ logger = logging.getLogger(__name__)
 #: What a search reads, most useful first: the HNSW graph, the BM25 postings, the hits' rows.
 SEARCH_RELATIONS = (
     "chunks_embedding_hnsw_idx",
-    "chunk_terms_impact_idx",
-    "chunk_terms_pkey",
+    "term_blocks_term_idx",
+    "term_blocks",
+    "chunk_seqs_pkey",
+    "chunk_seqs",
     "chunks_pkey",
     "chunks",
     "documents_pkey",

@@ -28,7 +28,7 @@ async def index_state(app: Archivist, source_id) -> tuple[dict, tuple[int, int]]
     stored = {
         (r["term"], r["chunk_id"]): (r["tf"], r["dl"])
         for r in await app.db.pool.fetch(
-            "SELECT term, chunk_id, tf, dl FROM chunk_terms WHERE source_id = $1", source_id
+            "SELECT term, chunk_id, tf, dl FROM chunk_postings WHERE source_id = $1", source_id
         )
     }
     expected = {
@@ -40,6 +40,12 @@ async def index_state(app: Archivist, source_id) -> tuple[dict, tuple[int, int]]
         )
     }
     assert stored == expected
+    # every stored posting is live (a dead one left in a block and not listed dead would show here)
+    raw = (
+        "SELECT (SELECT coalesce(sum(n), 0) FROM term_blocks) + (SELECT count(*) FROM term_delta)"
+        " - (SELECT count(*) FROM term_dead)"
+    )
+    assert await app.db.pool.fetchval(raw) == await app.db.pool.fetchval("SELECT count(*) FROM chunk_postings")
     totals = await app.db.pool.fetchrow("SELECT sum(chunks) AS n, sum(length) AS len FROM bm25_totals")
     real = await app.db.pool.fetchrow(
         f"SELECT count(*) AS n, coalesce(sum(tsvector_length(c.terms)), 0) AS len FROM {CHUNKS} c"
@@ -76,7 +82,7 @@ async def test_term_statistics_follow_insert_update_and_delete(app: Archivist) -
     stored, _ = await index_state(app, source.id)
     assert not any(term == "tomato" for term, _ in stored)
     await app.db.pool.execute("DELETE FROM sources WHERE id = $1", source.id)
-    assert await app.db.pool.fetchval("SELECT count(*) FROM chunk_terms WHERE source_id = $1", source.id) == 0
+    assert await app.db.pool.fetchval("SELECT count(*) FROM chunk_postings WHERE source_id = $1", source.id) == 0
     await index_state(app, source.id)
 
 

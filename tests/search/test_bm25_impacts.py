@@ -90,7 +90,7 @@ async def test_new_chunks_get_impacts_and_are_found(app: Archivist) -> None:
         source.id, "Sourdough sourdough sourdough: ferment, ferment.", title="new", url="impacts-incremental:new"
     )
     rows = await app.db.pool.fetch(
-        "SELECT t.tf, t.dl, t.impact FROM chunk_terms t JOIN chunks c ON c.id = t.chunk_id WHERE c.document_id = $1",
+        "SELECT t.tf, t.dl, t.impact FROM chunk_postings t JOIN chunks c ON c.id = t.chunk_id WHERE c.document_id = $1",
         doc.document.id,
     )
     assert rows and all(r["impact"] is not None for r in rows)
@@ -118,34 +118,34 @@ async def test_source_filter_reads_that_source_s_postings(app: Archivist) -> Non
 async def test_bulk_rebuild_reproduces_the_trigger_maintained_postings(app: Archivist) -> None:
     await _corpus(app, "impacts-rebuild")
     columns = "term, chunk_id, source_id, tf, dl"
-    before = set(await app.db.pool.fetch(f"SELECT {columns} FROM chunk_terms"))
+    before = set(await app.db.pool.fetch(f"SELECT {columns} FROM chunk_postings"))
     totals = await app.db.pool.fetchrow("SELECT sum(chunks) AS n, sum(length) AS len FROM bm25_totals")
     async with app.db.pool.acquire() as conn:
         await bm25_index.set_triggers(conn, False)
         await conn.execute(
             "UPDATE chunks SET text = text || ' unindexed' WHERE id = (SELECT id FROM chunks ORDER BY id LIMIT 1)"
         )
-        assert set(await conn.fetch(f"SELECT {columns} FROM chunk_terms")) == before  # triggers off
+        assert set(await conn.fetch(f"SELECT {columns} FROM chunk_postings")) == before  # triggers off
         await conn.execute(
             "UPDATE chunks SET text = left(text, -10) WHERE id = (SELECT id FROM chunks ORDER BY id LIMIT 1)"
         )
         timings = await bm25_index.rebuild(conn)
         await bm25_index.set_triggers(conn, True)
-    assert set(timings) >= {"postings_seconds", "primary_key_seconds", "impact_index_seconds"}
-    assert set(await app.db.pool.fetch(f"SELECT {columns} FROM chunk_terms")) == before
+    assert set(timings) >= {"postings_seconds", "vacuum_seconds"}
+    assert set(await app.db.pool.fetch(f"SELECT {columns} FROM chunk_postings")) == before
     assert tuple(await app.db.pool.fetchrow("SELECT sum(chunks), sum(length) FROM bm25_totals")) == tuple(totals)
     avgdl = float(totals["len"]) / float(totals["n"])
-    for r in await app.db.pool.fetch("SELECT tf, dl, impact FROM chunk_terms"):
+    for r in await app.db.pool.fetch("SELECT tf, dl, impact FROM chunk_postings"):
         assert math.isclose(r["impact"], bm25_term(r["tf"], r["dl"], avgdl, 1.0, 1.2, 0.75), rel_tol=1e-5)
     indexes = {
         r["indexname"]
-        for r in await app.db.pool.fetch("SELECT indexname FROM pg_indexes WHERE tablename = 'chunk_terms'")
+        for r in await app.db.pool.fetch("SELECT indexname FROM pg_indexes WHERE tablename = 'term_blocks'")
     }
-    assert indexes == {"chunk_terms_pkey", "chunk_terms_impact_idx"}
+    assert indexes == {"term_blocks_term_idx"}
     # triggers are back: a new document is indexed
     source = await app.sources.create("impacts-after-rebuild")
     await app.documents.create_from_text(source.id, "Rye sourdough.", title="rye", url="after:rye")
-    assert await app.db.pool.fetchval("SELECT count(*) FROM chunk_terms WHERE source_id = $1", source.id) > 0
+    assert await app.db.pool.fetchval("SELECT count(*) FROM chunk_postings WHERE source_id = $1", source.id) > 0
 
 
 @pytest.mark.usefixtures("owner")
@@ -160,7 +160,7 @@ async def test_statistics_estimate_df_of_common_terms_and_rank_as_exact_counts(a
     estimates = await hybrid.term_stats.frequencies()
     chunks = await app.db.pool.fetchval("SELECT sum(chunks) FROM bm25_totals")
     for term in ("kiln", "glaze"):
-        true_df = await app.db.pool.fetchval("SELECT count(*) FROM chunk_terms WHERE term = $1", term)
+        true_df = await app.db.pool.fetchval("SELECT count(*) FROM chunk_postings WHERE term = $1", term)
         assert term in estimates and abs(estimates[term] * float(chunks) - true_df) <= max(2, 0.1 * true_df)
     query = "kiln glaze kimchi"
     exact = await query_terms(app.db, query, 1.0)

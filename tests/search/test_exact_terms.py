@@ -126,7 +126,8 @@ async def test_names_are_found_while_chunks_wait_for_vectors(database_url: str, 
         await app.close()
 
 
-POSTINGS = "SELECT count(*) FROM chunk_terms WHERE term = $1"
+POSTINGS = "SELECT bm25_df($1)"
+OLD_POSTINGS = "SELECT count(*) FROM chunk_terms WHERE term = $1"
 
 
 @pytest.fixture
@@ -138,15 +139,20 @@ async def own_database(pg_server: Any) -> AsyncIterator[str]:
 
 @pytest.mark.usefixtures("owner")
 async def test_an_upgraded_database_finds_names_by_part(own_database: str, tmp_path: Path, embedder: Any) -> None:
-    """A database indexed before sql/030 (plain to_tsvector) is re-analysed when the server starts."""
+    """A database indexed before sql/030 (plain to_tsvector, one row per posting in chunk_terms) is
+    re-analysed and converted to compact postings (sql/042) when the server starts."""
     settings = make_settings(own_database, tmp_path)
     app = await Archivist.open(settings, embedder)
     try:
         source = await _source(app, "Old notes")
         for title, text in CODE_NOTES.items():
             await app.documents.create_from_text(source.id, text, title)
-        async with app.db.pool.acquire() as conn:  # back to the postings before the migration: plain tsv
-            await conn.execute("TRUNCATE chunk_terms, bm25_totals")
+        async with app.db.pool.acquire() as conn:  # back to the postings before the migrations: plain tsv
+            await conn.execute(
+                "CREATE TABLE chunk_terms (term text, chunk_id uuid, source_id uuid, tf integer, dl integer, "
+                "impact real, PRIMARY KEY (term, chunk_id))"
+            )
+            await conn.execute("TRUNCATE chunk_seqs, term_blocks, term_delta, term_dead, bm25_totals")
             await conn.execute(
                 "INSERT INTO bm25_totals (chunks, length) SELECT count(*), sum(tsvector_length(tsv)) FROM chunks"
             )
@@ -155,13 +161,16 @@ async def test_an_upgraded_database_finds_names_by_part(own_database: str, tmp_p
                 "SELECT u.lexeme, c.id, c.source_id, coalesce(array_length(u.positions, 1), 1), "
                 "tsvector_length(c.tsv), 1 FROM chunks c, unnest(c.tsv) u"
             )
-            await conn.execute("DELETE FROM schema_migrations WHERE version = '030_identifier_terms'")
-        assert await app.db.pool.fetchval(POSTINGS, "patch.object") == 0
+            await conn.execute(
+                "DELETE FROM schema_migrations WHERE version IN ('030_identifier_terms', '042_compact_postings')"
+            )
+        assert await app.db.pool.fetchval(OLD_POSTINGS, "patch.object") == 0
     finally:
         await app.close()
     app = await Archivist.open(settings, embedder)  # the migration runs again
     try:
         assert await app.db.pool.fetchval(POSTINGS, "patch.object") == 1
+        assert await app.db.pool.fetchval("SELECT to_regclass('chunk_terms')") is None
         after = await app.search.search("patch.object", source.id, 5, "keyword")
         assert after.hits and after.hits[0].document_title == "Patching"
     finally:

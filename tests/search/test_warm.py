@@ -27,7 +27,7 @@ async def stored(app: Archivist) -> None:
 async def test_the_search_indexes_are_read_within_the_budget(app: Archivist) -> None:
     warmed = await warm_search_indexes(app.db)
     assert warmed.method == "files"  # the embedded server ships no pg_prewarm
-    assert warmed.relations[:2] == ["chunks_embedding_hnsw_idx", "chunk_terms_impact_idx"]
+    assert warmed.relations[:2] == ["chunks_embedding_hnsw_idx", "term_blocks_term_idx"]
     assert warmed.bytes > 0 and warmed.bytes <= memory_budget()
     small = await warm_search_indexes(app.db, budget=warmed.bytes // 4)
     assert small.bytes <= warmed.bytes // 4 and small.skipped
