@@ -23,6 +23,10 @@ from services.access.scope import use_scope
 from services.app import Archivist, run_worker
 from tests.conftest import make_settings
 from tests.support.fixture_site import FixtureSite
+from tests.support.git_server import GitServer
+from tests.support.git_support import TOKEN
+
+pytest_plugins = ("tests.support.git_fixtures",)  # the git_server and git_app fixtures
 
 ROOT = Path(__file__).resolve().parents[2]
 SECRET = "DOCS_RIGHTS_TEST_TOKEN"
@@ -141,3 +145,18 @@ async def test_a_tenants_job_writes_only_where_its_profiles_reach(app: Archivist
         kept_job = await app.crawl.start(CrawlRequest(url=site.url_for("/"), source_id=str(kept.id), max_pages=2))
     done = await finish_with(app, kept_job.job.id)
     assert done.status in ("completed", "completed_with_errors") and done.pages_crawled > 0, done
+
+
+@pytest.mark.usefixtures("owner")
+async def test_a_git_sync_carries_its_token_variable(
+    git_app: Archivist, git_server: GitServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A git source's auth_env lives with its binding, not in the job's params: the job still names it,
+    so only a worker whose environment sets it claims the sync."""
+    repo = git_server.add("rights", private=True)
+    repo.commit({"keeper.md": "# Keeper\n\nThe keeper trims the wick.\n"})
+    monkeypatch.setenv("RIGHTS_GIT_TOKEN", TOKEN)
+    config, _ = await git_app.git.bind(git_server.url("rights"), auth_env="RIGHTS_GIT_TOKEN")
+    job = (await git_app.git.queue(config.source_id)).job
+    assert job.rights is not None and job.rights.secret_names == ["RIGHTS_GIT_TOKEN"], job.rights
+    await git_app.jobs.cancel(job.id)
