@@ -250,11 +250,13 @@ class JobQueue:
         for row in await self.db.pool.fetch(sql.UNHONOURED, private, roots, secrets, wait):
             rights = JobRights.model_validate(row["rights"])
             held = [name for name in rights.secret_names if name in secrets]
+            missing = [name for name in rights.secret_names if name not in secrets]
             mine = JobRights(allowed_paths=roots, allow_private=private, secret_names=held)
+            lacks = f" (not {', '.join(missing)})" if missing else ""
             error = (
                 f"No worker could run this job in {self.settings.job_unhonoured_seconds:g} s: it was queued by "
                 f"{rights.queued_by or 'another process'} with {rights.describe()}; this worker "
-                f"({process_name()}) has {mine.describe(secrets=bool(rights.secret_names))}. "
+                f"({process_name()}) has {mine.describe(secrets=bool(rights.secret_names))}{lacks}. "
                 "Run `archivist worker` with the queueing process's settings, or start the job where they hold."
             )
             if await self.db.pool.fetchval(sql.FAIL_QUEUED, row["id"], error) is not None:

@@ -121,7 +121,7 @@ async def test_a_job_no_worker_holds_the_secret_for_fails_naming_it(
         job = await app.jobs.get(started.job.id)
     assert job.status == "failed" and job.error is not None, job
     assert f"secret variables set: {SECRET}" in job.error, job.error  # the queueing process
-    assert "secret variables set: (none)" in job.error, job.error  # the worker
+    assert f"secret variables set: (none) (not {SECRET})" in job.error, job.error  # the worker
     assert job.error.count("ARCHIVIST_ALLOWED_PATHS=") == 2
 
 
