@@ -57,11 +57,15 @@ class JobRights(BaseModel):
     #: the process that queued it (host:pid), named when no worker can honour the job
     queued_by: str = ""
 
-    def describe(self) -> str:
-        """The queueing process's settings, as a failure names them."""
+    def describe(self, secrets: bool = False) -> str:
+        """A process's settings, as a failure names them; with the secret variables set when the job
+        sends any (`secrets`: name them even when there are none, for the worker's side)."""
         paths = os.pathsep.join(self.allowed_paths) or "(none)"
         private = "true" if self.allow_private else "false"
-        return f"ARCHIVIST_ALLOWED_PATHS={paths}, ARCHIVIST_CRAWL_ALLOW_PRIVATE={private}"
+        described = f"ARCHIVIST_ALLOWED_PATHS={paths}, ARCHIVIST_CRAWL_ALLOW_PRIVATE={private}"
+        if self.secret_names or secrets:
+            described += f", secret variables set: {', '.join(self.secret_names) or '(none)'}"
+        return described
 
 
 class CrawlParams(BaseModel):

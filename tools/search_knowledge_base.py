@@ -119,7 +119,7 @@ def context_payload(
             uri=document_uri(p.span.hit.document_id),
             citation={**p.citation, **p.span.hit.freshness},
             flags=p.span.hit.flags,
-            untrusted=True if p.span.hit.flags else None,  # `unscanned` included
+            untrusted=bool(p.span.hit.flags),  # `unscanned` included
         ).item()
         for p in passages
     ]

@@ -84,10 +84,17 @@ class JobQueue:
     # ---------- queueing ----------
 
     async def insert(
-        self, source_id: UUID, kind: str, params: dict[str, Any], *, created_source: bool = False
+        self,
+        source_id: UUID,
+        kind: str,
+        params: dict[str, Any],
+        *,
+        created_source: bool = False,
+        secret_names: Sequence[str] = (),
     ) -> CrawlJob:
         """Queue one job for the current caller, within its running-jobs limit (RATE_LIMITED past it).
-        `created_source`: the source exists for this job (a crawl that stores nothing removes it again)."""
+        `created_source`: the source exists for this job (a crawl that stores nothing removes it again).
+        `secret_names`: variables it reads beyond its params' `env:` references (a git token)."""
         scope = current_scope()
         limit = running_limit(scope, self.settings)
         async with self.db.pool.acquire() as conn, conn.transaction():
@@ -102,7 +109,7 @@ class JobQueue:
                         f"retry in {RETRY_AFTER_SECONDS:g} seconds.",
                         retry_after_seconds=RETRY_AFTER_SECONDS,
                     )
-            rights = job_rights(params, scope, self.settings).model_dump()
+            rights = job_rights(params, scope, self.settings, secret_names).model_dump()
             job_id: UUID = await conn.fetchval(
                 sql.INSERT, source_id, kind, params, scope.who, scope.local_owner, created_source, rights
             )
@@ -220,8 +227,9 @@ class JobQueue:
 
     async def claim(self, worker_id: str) -> ClaimedJob | None:
         """Take the oldest queued job, or a running one whose worker stopped heart-beating."""
-        private, roots = worker_rights(self.settings)
-        row = await self.db.pool.fetchrow(sql.CLAIM, worker_id, float(self.settings.job_stale_seconds), private, roots)
+        private, roots, secrets = worker_rights(self.settings)
+        stale = float(self.settings.job_stale_seconds)
+        row = await self.db.pool.fetchrow(sql.CLAIM, worker_id, stale, private, roots, secrets)
         if row is None:
             await self.fail_unhonoured()
             return None
@@ -237,14 +245,18 @@ class JobQueue:
     async def fail_unhonoured(self) -> None:
         """Fail the queued jobs this worker cannot honour that no other worker took in
         `job_unhonoured_seconds`, naming both processes' settings."""
-        private, roots = worker_rights(self.settings)
-        rows = await self.db.pool.fetch(sql.UNHONOURED, private, roots, float(self.settings.job_unhonoured_seconds))
-        for row in rows:
+        private, roots, secrets = worker_rights(self.settings)
+        wait = float(self.settings.job_unhonoured_seconds)
+        for row in await self.db.pool.fetch(sql.UNHONOURED, private, roots, secrets, wait):
             rights = JobRights.model_validate(row["rights"])
+            held = [name for name in rights.secret_names if name in secrets]
+            missing = [name for name in rights.secret_names if name not in secrets]
+            mine = JobRights(allowed_paths=roots, allow_private=private, secret_names=held)
+            lacks = f" (not {', '.join(missing)})" if missing else ""
             error = (
                 f"No worker could run this job in {self.settings.job_unhonoured_seconds:g} s: it was queued by "
                 f"{rights.queued_by or 'another process'} with {rights.describe()}; this worker "
-                f"({process_name()}) has {JobRights(allowed_paths=roots, allow_private=private).describe()}. "
+                f"({process_name()}) has {mine.describe(secrets=bool(rights.secret_names))}{lacks}. "
                 "Run `archivist worker` with the queueing process's settings, or start the job where they hold."
             )
             if await self.db.pool.fetchval(sql.FAIL_QUEUED, row["id"], error) is not None:

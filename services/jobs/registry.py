@@ -45,7 +45,7 @@ class WorkerRegistry:
         self._last_beat = 0.0
 
     async def register(self) -> None:
-        private, roots = worker_rights(self.settings)
+        private, roots, _secrets = worker_rights(self.settings)  # secrets: names only this process checks
         await self.pool.execute(sql.REGISTER_WORKER, self.worker_id, private, roots)
         await self.pool.execute(sql.FORGET_DEAD_WORKERS)
         self._last_beat = time.monotonic()

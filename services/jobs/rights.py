@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import socket
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -31,12 +31,16 @@ def resolved(paths: list[Path] | tuple[str, ...] | list[str]) -> list[str]:
     return [str(Path(p).expanduser().resolve()) for p in paths]
 
 
-def job_rights(params: Mapping[str, Any], scope: Scope, settings: Settings) -> JobRights:
-    """The rights of a job queued now by the caller `scope` in this process."""
+def job_rights(
+    params: Mapping[str, Any], scope: Scope, settings: Settings, secret_names: Sequence[str] = ()
+) -> JobRights:
+    """The rights of a job queued now by the caller `scope` in this process. `secret_names`: variables
+    the job reads beyond its login's `env:` references (a git sync's auth_env, kept with its binding)."""
     roots = settings.allowed_paths if scope.allowed_paths is None else list(scope.allowed_paths)
     folders = [params["path"]] if params.get("kind") == "folder" and params.get("path") else []
     references = [*dict(params.get("headers") or {}).values(), *dict(params.get("cookies") or {}).values()]
-    secrets = sorted({str(v)[len(ENV_PREFIX) :] for v in references if str(v).startswith(ENV_PREFIX)})
+    named = {str(v)[len(ENV_PREFIX) :] for v in references if str(v).startswith(ENV_PREFIX)}
+    secrets = sorted(named | {name for name in secret_names if name})
     return JobRights(
         paths=resolved(folders),
         allowed_paths=resolved(roots),
@@ -48,9 +52,16 @@ def job_rights(params: Mapping[str, Any], scope: Scope, settings: Settings) -> J
     )
 
 
-def worker_rights(settings: Settings) -> tuple[bool, list[str]]:
-    """What this worker can honour: private addresses, and folders under its own allowed roots."""
-    return settings.crawl_allow_private, resolved(settings.allowed_paths)
+def worker_rights(settings: Settings) -> tuple[bool, list[str], list[str]]:
+    """What this worker can honour: private addresses, folders under its own allowed roots, and the
+    secrets it holds (the names of its environment variables that are set; never their values)."""
+    return settings.crawl_allow_private, resolved(settings.allowed_paths), held_secrets()
+
+
+def held_secrets() -> list[str]:
+    """The names of this process's environment variables that hold a value (a job's secret is one of
+    them, or the worker cannot send it: services/access/secret_gate.secret_value)."""
+    return sorted(name for name, value in os.environ.items() if value.strip())
 
 
 def honoured_settings(settings: Settings, rights: JobRights | None) -> Settings:
@@ -61,10 +72,13 @@ def honoured_settings(settings: Settings, rights: JobRights | None) -> Settings:
     return settings.model_copy(update={"crawl_allow_private": False})
 
 
-def honours(rights: JobRights | None, allow_private: bool, roots: list[str]) -> bool:
-    """Whether a worker with these settings can run a job with these rights (as sql.honours() asks)."""
+def honours(rights: JobRights | None, allow_private: bool, roots: list[str], secrets: list[str] | None = None) -> bool:
+    """Whether a worker with these settings can run a job with these rights (as sql.honours() asks).
+    `secrets` None: not known (another process's registry entry), not checked."""
     if rights is None:
         return True
     if rights.allow_private and not allow_private:
+        return False
+    if secrets is not None and not set(rights.secret_names) <= set(secrets):
         return False
     return all(any(path == root or path.startswith(root.rstrip("/") + "/") for root in roots) for path in rights.paths)

@@ -111,16 +111,19 @@ RECOVER_FETCHING = "UPDATE crawl_frontier SET state = 'pending' WHERE job_id = $
 # ---------- the worker's side ----------
 
 
-def honours(private: str, roots: str) -> str:
+def honours(private: str, roots: str, secrets: str) -> str:
     """Whether this worker can honour a job's rights (models.jobs.JobRights): it allows private addresses
-    if the job does (parameter `private`), and every folder the job reads lies under one of its own
-    allowed roots (parameter `roots`, resolved); a job queued before rights were stored (NULL) runs
-    anywhere, as before."""
+    if the job does (parameter `private`), every folder the job reads lies under one of its own
+    allowed roots (parameter `roots`, resolved), and it holds every secret the job sends (parameter
+    `secrets`: the names of its set environment variables); a job queued before rights were stored
+    (NULL) runs anywhere, as before."""
     return (
         f"(j.rights IS NULL OR ((NOT coalesce((j.rights->>'allow_private')::boolean, false) OR {private}::boolean) "
         " AND NOT EXISTS (SELECT 1 FROM jsonb_array_elements_text(coalesce(j.rights->'paths', '[]'::jsonb)) p "
         f"   WHERE NOT EXISTS (SELECT 1 FROM unnest({roots}::text[]) r "
-        "     WHERE p.value = r OR starts_with(p.value, rtrim(r, '/') || '/')))))"
+        "     WHERE p.value = r OR starts_with(p.value, rtrim(r, '/') || '/'))) "
+        " AND NOT EXISTS (SELECT 1 FROM jsonb_array_elements_text(coalesce(j.rights->'secret_names', '[]'::jsonb)) s "
+        f"   WHERE s.value <> ALL({secrets}::text[]))))"
     )
 
 
@@ -130,15 +133,15 @@ CLAIM = (
     "attempts = attempts + 1, started_at = coalesce(started_at, now()), updated_at = now() "
     "WHERE id = (SELECT j.id FROM crawl_jobs j WHERE (j.status = 'queued' "
     "  OR (j.status = 'running' AND j.heartbeat_at < now() - make_interval(secs => $2))) "
-    f"  AND {honours('$3', '$4')} "
+    f"  AND {honours('$3', '$4', '$5')} "
     "  ORDER BY j.created_at FOR UPDATE SKIP LOCKED LIMIT 1) "
     "RETURNING id, started_by, local_owner"
 )
-#: queued jobs this worker cannot honour that have waited longer than $3 seconds for one that can
+#: queued jobs this worker cannot honour that have waited longer than $4 seconds for one that can
 UNHONOURED = (
     "SELECT j.id, j.rights FROM crawl_jobs j WHERE j.status = 'queued' AND NOT j.cancel_requested "
-    "  AND j.created_at < now() - make_interval(secs => $3) "
-    f"  AND NOT {honours('$1', '$2')} ORDER BY j.created_at LIMIT 5"
+    "  AND j.created_at < now() - make_interval(secs => $4) "
+    f"  AND NOT {honours('$1', '$2', '$3')} ORDER BY j.created_at LIMIT 5"
 )
 #: fail a job nobody could honour (still queued: no worker took it meanwhile)
 FAIL_QUEUED = (

@@ -115,7 +115,15 @@ class Worker:
             if source_id is None:  # its source was removed while it waited: nothing to run
                 await self.queue.finish(job.id, self.worker_id, "failed", "Its source was removed.")
                 continue
-            scope = job_scope(source_id, claimed.started_by, claimed.local_owner)
+            try:
+                scope = await job_scope(self.queue.db, source_id, claimed.started_by, claimed.local_owner, job.rights)
+            except ServiceError as exc:  # its caller's profiles no longer reach its source: it writes nothing
+                logger.warning("job %s: %s", job.id, exc.message)
+                await self.queue.finish(job.id, self.worker_id, "failed", exc.message)
+                continue
+            except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError) as exc:  # resumed once it is stale
+                logger.warning("worker %s could not check job %s: %s", self.worker_id, job.id, exc)
+                return
             with use_scope(scope):  # the job's task copies this scope
                 task = asyncio.create_task(self._run_claimed(Claim(job, self.worker_id, stop)), name=f"job-{job.id}")
             self.running.add(task)

@@ -95,8 +95,13 @@ def site(secrets: dict[str, str], other: FixtureSite) -> Iterator[LoginSite]:
 
 @pytest_asyncio.fixture(scope="module")
 async def login_app(database_url: str, files_dir: Path, embedder: Any) -> AsyncIterator[Archivist]:
-    settings = make_settings(
-        database_url, files_dir, crawl_delay_seconds=0, crawl_page_timeout=2.0, job_poll_seconds=0.1
+    settings = make_settings(  # a job no worker here can honour fails after 2 s (test_a_missing_variable_is_named)
+        database_url,
+        files_dir,
+        crawl_delay_seconds=0,
+        crawl_page_timeout=2.0,
+        job_poll_seconds=0.1,
+        job_unhonoured_seconds=2.0,
     )
     app = await Archivist.open(settings, embedder)
     yield app
@@ -246,9 +251,11 @@ async def test_a_missing_variable_is_named(
     started = await login_app.crawl.start(
         CrawlRequest(url=site.url_for("/"), title="Members missing", headers=HEADERS, cookies=COOKIES)
     )
-    monkeypatch.delenv(COOKIE_VAR)  # gone before a worker starts the job
-    job = await run_until_finished(login_app, started.job.id)
-    assert job.status == "failed" and COOKIE_VAR in (job.error or ""), job
+    monkeypatch.delenv(COOKIE_VAR)  # gone before a worker starts the job: no worker holds it, none claims it
+    job = await run_until_finished(login_app, started.job.id)  # failed once it waited job_unhonoured_seconds
+    assert job.status == "failed" and job.pages_crawled == 0, job
+    assert f"secret variables set: {COOKIE_VAR}, {TOKEN_VAR}" in (job.error or ""), job.error  # queued with both
+    assert f"secret variables set: {TOKEN_VAR} (not {COOKIE_VAR})" in (job.error or ""), job.error  # this worker
     with pytest.raises(InvalidArgument, match=COOKIE_VAR):
         await login_app.crawl.recrawl(CrawlRequest(source_id=started.job.source_id))
 

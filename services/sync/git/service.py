@@ -181,7 +181,9 @@ class GitService:
         params = GitSyncParams(
             url=config.url, include_patterns=config.include_patterns, exclude_patterns=config.exclude_patterns
         )
-        return StartedJob(job=await self.jobs.insert(config.source_id, "git", params.model_dump()))
+        secrets = [config.auth_env] if config.auth_env else []  # only a worker holding the token can fetch
+        job = await self.jobs.insert(config.source_id, "git", params.model_dump(), secret_names=secrets)
+        return StartedJob(job=job)
 
     async def prune_clones(self) -> int:
         """Remove the clones of sources that are no longer git sources (deleting a source leaves its
