@@ -12,7 +12,7 @@ STAMP := $(VENV)/.installed
 DEV_STAMP := $(VENV)/.installed-dev
 TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
 
-.PHONY: install install-dev run test docs lint typecheck chromium screenshots app-bridge bench-beir bench-scale bench-crawl bench-cluster bench-docs bench-arrival bench-ingest-cpu bench-keyword-only bench-extraction
+.PHONY: install install-dev run test docs lint typecheck chromium screenshots app-bridge bench-beir bench-scale bench-crawl bench-cluster bench-docs bench-arrival bench-ingest-cpu bench-keyword-only bench-extraction bench-openapi
 
 $(STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "need $(PYTHON) (set PYTHON=...)"; exit 1; }
@@ -97,3 +97,7 @@ bench-keyword-only: install
 
 bench-extraction: install
 	nice -n 10 $(BIN)/python bench/extraction.py --pages 30
+
+# A 1,100-operation OpenAPI spec ingested and re-ingested, timed (the suite checks 60 operations).
+bench-openapi: install
+	nice -n 10 $(BIN)/python bench/openapi_ingest.py --resources 220
