@@ -12,7 +12,7 @@ STAMP := $(VENV)/.installed
 DEV_STAMP := $(VENV)/.installed-dev
 TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
 
-.PHONY: install install-dev run test docs lint typecheck chromium screenshots app-bridge bench-beir bench-scale bench-crawl bench-cluster bench-docs bench-arrival bench-ingest-cpu bench-keyword-only bench-extraction
+.PHONY: install install-dev run test docs lint typecheck chromium screenshots app-bridge bench-beir bench-scale bench-crawl bench-cluster bench-docs bench-arrival bench-ingest-cpu bench-keyword-only bench-extraction bench-openapi
 
 $(STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "need $(PYTHON) (set PYTHON=...)"; exit 1; }
@@ -42,9 +42,13 @@ chromium:
 
 # Two workers (pytest-xdist), a test file at a time on one of them: each worker has its own embedded
 # PostgreSQL and fixtures, module-scoped databases stay whole, and most tests wait on I/O and processes.
+# Bytecode is cached (in the ignored __pycache__ folders) even where the environment sets
+# PYTHONDONTWRITEBYTECODE: the suite starts a few hundred Pythons (servers, commands, parser workers),
+# and each would compile the project again (~0.3 s of CPU each).
 TEST_WORKERS ?= 2
 test: install-dev chromium
-	PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 $(BIN)/python -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile
+	PYTHONDONTWRITEBYTECODE= PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 \
+		$(BIN)/python -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile
 
 # Screenshots for the docs (docs/screenshots/*.png: the console and the MCP App), on request only:
 # `make test` runs the same browser tests without writing them, so it leaves the tree clean.
@@ -97,3 +101,7 @@ bench-keyword-only: install
 
 bench-extraction: install
 	nice -n 10 $(BIN)/python bench/extraction.py --pages 30
+
+# A 1,100-operation OpenAPI spec ingested and re-ingested, timed (the suite checks 60 operations).
+bench-openapi: install
+	nice -n 10 $(BIN)/python bench/openapi_ingest.py --resources 220

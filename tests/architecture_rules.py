@@ -8,6 +8,7 @@ module (`"services.crawl.runner:run_job"`)."""
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -39,6 +40,19 @@ LOOPBACK_HOME = "services.access.hosts"
 #: "does any token exist" (and every other statement on the tokens table) lives in services/access/tokens.py
 TOKENS_HOME = "services.access.tokens"
 REGISTRY_STRING = re.compile(r"([A-Za-z_][\w.]*):[A-Za-z_]\w*")
+
+
+@functools.cache
+def parse(source: str) -> ast.Module:
+    """One tree per source for every rule (read only): each rule parsed and walked every module again,
+    ~20 s of CPU a rule on a loaded 2-core machine."""
+    return ast.parse(source)
+
+
+@functools.cache
+def every_node(tree: ast.AST) -> tuple[ast.AST, ...]:
+    """`ast.walk(tree)` (the same order), walked once per tree."""
+    return tuple(ast.walk(tree))
 
 
 def module_files() -> dict[str, Path]:
@@ -81,15 +95,15 @@ def imported_names(source: str, module: str, is_package: bool = False) -> set[st
     """Every module name the source imports, anywhere (relative imports resolved, constant dynamic imports
     and "module:attr" registry strings included)."""
     names: set[str] = set()
-    tree = ast.parse(source)
+    tree = parse(source)
     loaders = {"import_module", "__import__"} | {
         alias.asname or alias.name
-        for node in ast.walk(tree)
+        for node in every_node(tree)
         if isinstance(node, ast.ImportFrom) and node.module == "importlib"
         for alias in node.names
         if alias.name == "import_module"
     }
-    for node in ast.walk(tree):
+    for node in every_node(tree):
         if isinstance(node, ast.Import):
             names.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
@@ -158,13 +172,13 @@ def transport_problems(module: str, source: str, is_package: bool = False) -> li
     (stdout belongs to the MCP stdio transport; logging goes to stderr)."""
     if group(module) not in ("services", "app", "models"):
         return []
-    tree = ast.parse(source)
+    tree = parse(source)
     wrong = [
         f"{module} imports {name}"
         for name in sorted(imported_names(source, module, is_package))
         if name.split(".")[0] in FORBIDDEN_IN_SERVICES
     ]
-    for node in ast.walk(tree):
+    for node in every_node(tree):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("print", "input"):
             wrong.append(f"{module}:{node.lineno} calls {node.func.id}()")
         elif isinstance(node, ast.Attribute) and node.attr in STD_STREAMS and ast.unparse(node.value) == "sys":
@@ -184,7 +198,7 @@ class ScopeNames:
         self.copiers: set[str] = set()  # replace, copy, deepcopy imported by name
         self.copier_modules: dict[str, str] = {}  # local name -> dataclasses / copy
         self.scopeish: set[str] = set()
-        for node in ast.walk(tree):
+        for node in every_node(tree):
             if isinstance(node, ast.ImportFrom):
                 self.bind_from(resolve(module, is_package, node.level, node.module), node.names)
             elif isinstance(node, ast.Import):
@@ -194,7 +208,7 @@ class ScopeNames:
                     elif alias.name == SCOPE_MODULE and alias.asname:
                         self.modules.add(alias.asname)
         for _ in range(3):  # aliases of aliases
-            for node in ast.walk(tree):
+            for node in every_node(tree):
                 if isinstance(node, ast.Assign | ast.AnnAssign) and node.value is not None:
                     targets = node.targets if isinstance(node, ast.Assign) else [node.target]
                     for target in (t for t in targets if isinstance(t, ast.Name)):
@@ -258,7 +272,7 @@ class ScopeNames:
 def identity_problems(module: str, source: str, is_package: bool = False) -> list[str]:
     """Rule 5: only access/guard.py reads the SDK's verified token; only services/access/ builds, copies or
     changes a Scope (its named constructors included); `Scope.owner()` elsewhere only at the CLI's entry."""
-    tree = ast.parse(source)
+    tree = parse(source)
     wrong = []
     if module != "access.guard":
         wrong += [f"{module}:{line} reads the SDK's access token ({what})" for line, what in token_reads(tree)]
@@ -267,7 +281,7 @@ def identity_problems(module: str, source: str, is_package: bool = False) -> lis
     if module.startswith("services.access"):
         return wrong
     names = ScopeNames(module, tree, is_package)
-    for node in ast.walk(tree):
+    for node in every_node(tree):
         if isinstance(node, ast.Call) and names.is_class(node.func):
             wrong.append(f"{module}:{node.lineno} builds a Scope")
         elif isinstance(node, ast.Attribute) and node.attr in SCOPE_CONSTRUCTORS and names.is_class(node.value):
@@ -283,7 +297,7 @@ def identity_problems(module: str, source: str, is_package: bool = False) -> lis
 
 
 def token_reads(tree: ast.Module) -> Iterator[tuple[int, str]]:
-    for node in ast.walk(tree):
+    for node in every_node(tree):
         if isinstance(node, ast.Name) and node.id in TOKEN_READERS:
             yield node.lineno, node.id
         elif isinstance(node, ast.Attribute) and node.attr in TOKEN_READERS:
@@ -298,10 +312,10 @@ def loopback_problems(module: str, source: str) -> list[str]:
     """One home each for "is this host loopback" (services/access/hosts.py) and "does any token exist"
     (services/access/tokens.py): a second copy of either is refused where it shows, i.e. a loopback
     literal compared or listed, an `.is_loopback` test, SQL on the tokens table."""
-    tree = ast.parse(source)
+    tree = parse(source)
     wrong = []
     ssrf_check = module.startswith("services.net")  # every kind of address, for outbound requests
-    for node in ast.walk(tree):
+    for node in every_node(tree):
         if module != LOOPBACK_HOME:
             if isinstance(node, ast.Compare) and any(loopback_words(n) for n in (node.left, *node.comparators)):
                 wrong.append(f"{module}:{node.lineno} compares with a loopback name")
@@ -327,10 +341,10 @@ def seam_problems(module: str, source: str, is_package: bool = False) -> list[st
     """The seams of issue 40: a scope is narrowed only below the edges (services/: a search's profile,
     services/search/query.py), and only services/access/ builds a `Caller` (from a token:
     services/access/gate.caller_from_token), so a caller is worked out one way for every edge."""
-    tree = ast.parse(source)
+    tree = parse(source)
     wrong = []
     if not module.startswith("services."):
-        for node in ast.walk(tree):
+        for node in every_node(tree):
             if isinstance(node, ast.Attribute) and node.attr == "narrowed":
                 wrong.append(f"{module}:{node.lineno} narrows a scope (.narrowed: services/ decide a search's scope)")
             elif isinstance(node, ast.Call) and called_name(node) == "getattr" and len(node.args) > 1:
@@ -339,7 +353,7 @@ def seam_problems(module: str, source: str, is_package: bool = False) -> list[st
     if module.startswith("services.access"):
         return wrong
     callers = {"Caller"}
-    for node in ast.walk(tree):
+    for node in every_node(tree):
         if isinstance(node, ast.ImportFrom):
             base = resolve(module, is_package, node.level, node.module)
             for alias in node.names:
@@ -347,7 +361,7 @@ def seam_problems(module: str, source: str, is_package: bool = False) -> list[st
                     callers.add(alias.asname or alias.name)
         elif isinstance(node, ast.Assign) and isinstance(node.value, ast.Name) and node.value.id in callers:
             callers.update(t.id for t in node.targets if isinstance(t, ast.Name))
-    for node in ast.walk(tree):
+    for node in every_node(tree):
         if not isinstance(node, ast.Call):
             continue
         func = node.func
@@ -386,7 +400,7 @@ def in_package(module: str, package: str) -> bool:
 def sql_texts(tree: ast.Module) -> Iterator[tuple[int, str]]:
     """(line, text) of every string in the source: constants (implicitly joined ones are one), f-strings
     with their fields as `{}`, and constants joined with `+`."""
-    for node in ast.walk(tree):
+    for node in every_node(tree):
         if isinstance(node, ast.JoinedStr):
             parts = [constant_text(v) if isinstance(v, ast.Constant) else "{}" for v in node.values]
             yield node.lineno, "".join(p or "" for p in parts)
@@ -410,7 +424,7 @@ def table_owner_problems(module: str, source: str, is_package: bool = False) -> 
     """One owner per table: INSERT / UPDATE / DELETE / COPY on `documents` or `chunks` outside services/
     documents/ (and the flag scanner), and any SQL on the jobs table, or an import of its statements,
     outside services/jobs/."""
-    tree = ast.parse(source)
+    tree = parse(source)
     wrong = []
     documents_home = in_package(module, DOCUMENTS_HOME) or module in DOCUMENT_WRITERS_BESIDE
     jobs_home = in_package(module, JOBS_HOME)
@@ -420,7 +434,7 @@ def table_owner_problems(module: str, source: str, is_package: bool = False) -> 
             wrong.append(f"{module}:{line} writes the {table} table (only services/documents/ does)")
         if not jobs_home and JOBS_TABLE.search(text):
             wrong.append(f"{module}:{line} runs SQL on the jobs table (only services/jobs/ does)")
-    for node in ast.walk(tree):
+    for node in every_node(tree):
         if not documents_home and isinstance(node, ast.Call) and copied_table(node) in DOCUMENT_TABLES:
             wrong.append(
                 f"{module}:{node.lineno} copies into the {copied_table(node)} table (only services/documents/)"

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import json
 import socket
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,6 +17,7 @@ import httpx
 import pytest
 
 from tests.cli.test_cli import ROOT, archivist, cli_env, free_port
+from tests.support.cli_process import run_in_process
 from tests.support.web_helpers import console_server
 
 METADATA = ("/.well-known/oauth-protected-resource", "/.well-known/oauth-protected-resource/mcp")
@@ -99,9 +98,9 @@ def test_config_http_with_the_server_down_says_one_thing(tmp_path: Path) -> None
 
 
 def stdio_entry(*args: str, env: dict[str, str], cwd: Path) -> tuple[dict[str, Any], str]:
-    command = [sys.executable, "-c", "import cli; cli.main()", "config", *args]
-    run_env = {**env, "PYTHONPATH": str(ROOT)}
-    done = subprocess.run(command, cwd=cwd, env=run_env, capture_output=True, text=True, timeout=60, check=True)
+    """`archivist config ARGS` run from `cwd` (through cli.main in this process)."""
+    done = run_in_process(["config", *args], {**env, "PYTHONPATH": str(ROOT)}, cwd=cwd)
+    assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)["mcpServers"]["archivist"], done.stderr
 
 

@@ -1,11 +1,13 @@
-"""`archivist config` without secrets; `archivist token|profile|audit` through the real CLI."""
+"""`archivist config` without secrets; `archivist token|profile|audit` through the CLI's entry function
+(in this process: tests/support/cli_process.py)."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
-from tests.e2e.test_e2e import run_cli, server_env
+from tests.e2e.test_e2e import server_env
+from tests.support.cli_process import run_in_process
 
 CLIENTS = ["claude-code", "claude-desktop", "cursor", "vscode"]
 
@@ -15,7 +17,7 @@ def test_configs_parse_and_hold_no_secret(database_url: str, files_dir: Path) ->
     env["DATABASE_URL"] = "postgresql://archuser:s3cretpw@127.0.0.1:5432/kb"
     for client in CLIENTS:
         for extra in ([], ["--http", "http://127.0.0.1:8000/mcp", "--token-header"], ["--profile", "docs"]):
-            done = run_cli(["config", client, *extra], env)
+            done = run_in_process(["config", client, *extra], env)
             assert done.returncode == 0, done.stderr
             parsed = json.loads(done.stdout)
             text = json.dumps(parsed)
@@ -29,32 +31,34 @@ def test_configs_parse_and_hold_no_secret(database_url: str, files_dir: Path) ->
 
 def test_token_profile_audit_cli(database_url: str, files_dir: Path) -> None:
     env = server_env(database_url, files_dir)
-    made = run_cli(["profile", "create", "cli-docs", "--description", "CLI docs", "--read-only"], env)
+    made = run_in_process(["profile", "create", "cli-docs", "--description", "CLI docs", "--read-only"], env)
     assert made.returncode == 0, made.stderr
-    assert "cli-docs" in run_cli(["profile", "list"], env).stdout
-    created = run_cli(["token", "create", "--name", "cli-t", "--profile", "cli-docs", "--expires", "1d"], env)
+    assert "cli-docs" in run_in_process(["profile", "list"], env).stdout
+    created = run_in_process(["token", "create", "--name", "cli-t", "--profile", "cli-docs", "--expires", "1d"], env)
     assert created.returncode == 0, created.stderr
     secret = next(w for w in created.stdout.split() if w.startswith("arch_"))
-    listed = run_cli(["token", "list"], env).stdout
+    listed = run_in_process(["token", "list"], env).stdout
     assert "cli-t" in listed and "active" in listed and secret not in listed
-    assert "revoked" in run_cli(["token", "revoke", "cli-t"], env).stdout
-    audit = run_cli(["audit", "--since", "1h"], env)
+    assert "revoked" in run_in_process(["token", "revoke", "cli-t"], env).stdout
+    audit = run_in_process(["audit", "--since", "1h"], env)
     assert audit.returncode == 0 and "entries" in audit.stdout
-    bad = run_cli(["token", "create", "--name", "x", "--profile", "nope"], env)
+    bad = run_in_process(["token", "create", "--name", "x", "--profile", "nope"], env)
     assert bad.returncode == 1 and "nope" in bad.stderr  # a failure (unknown profile), not a usage error
 
 
 def test_profile_output_settings_cli(database_url: str, files_dir: Path) -> None:
     """Issue 32.1: `profile create|update --snippet-chars N --hit-fields LIST` (checked by the service)."""
     env = server_env(database_url, files_dir)
-    made = run_cli(["profile", "create", "cli-out", "--snippet-chars", "250", "--hit-fields", "metadata,score"], env)
+    made = run_in_process(
+        ["profile", "create", "cli-out", "--snippet-chars", "250", "--hit-fields", "metadata,score"], env
+    )
     assert made.returncode == 0, made.stderr
     assert "250 chars; metadata, score" in made.stdout and "no sources" in made.stdout
-    bad = run_cli(["profile", "update", "cli-out", "--hit-fields", "metadata,password"], env)
+    bad = run_in_process(["profile", "update", "cli-out", "--hit-fields", "metadata,password"], env)
     assert bad.returncode != 0 and "password" in bad.stderr
-    cleared = run_cli(["profile", "update", "cli-out", "--snippet-chars", "0", "--hit-fields", "default"], env)
+    cleared = run_in_process(["profile", "update", "cli-out", "--snippet-chars", "0", "--hit-fields", "default"], env)
     assert cleared.returncode == 0, cleared.stderr
-    shown = json.loads(run_cli(["profile", "show", "cli-out", "--json"], env).stdout)
+    shown = json.loads(run_in_process(["profile", "show", "cli-out", "--json"], env).stdout)
     assert (shown["snippet_chars"], shown["hit_fields"]) == (None, None)
 
 
@@ -63,11 +67,11 @@ def test_a_local_wheel_in_uvx_and_pipx_becomes_an_absolute_path(database_url: st
     env = server_env(database_url, files_dir)
     root = Path(__file__).resolve().parents[2]
     for flag in ("--uvx", "--pipx"):
-        done = run_cli(["config", "claude-desktop", flag, "../dist/x.whl"], env)
+        done = run_in_process(["config", "claude-desktop", flag, "../dist/x.whl"], env)
         assert done.returncode == 0, done.stderr
         args = json.loads(done.stdout)["mcpServers"]["archivist"]["args"]
         assert str((root / "../dist/x.whl").resolve()) in args and "../dist/x.whl" not in args, args
-    named = run_cli(["config", "claude-desktop", "--uvx", "git+https://example.org/o/archivist"], env)
+    named = run_in_process(["config", "claude-desktop", "--uvx", "git+https://example.org/o/archivist"], env)
     assert "git+https://example.org/o/archivist" in json.loads(named.stdout)["mcpServers"]["archivist"]["args"]
 
 

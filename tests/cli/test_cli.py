@@ -6,6 +6,7 @@ real MCP client connects with."""
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import os
 import re
@@ -21,6 +22,7 @@ import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
+from tests.support.cli_process import run_in_process
 from tests.support.mcp_helpers import ok
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -32,11 +34,19 @@ def cli_env(**extra: str) -> dict[str, str]:
     return env
 
 
-def archivist(*args: str, env: dict[str, str], check: bool = True) -> subprocess.CompletedProcess[str]:
-    command = [sys.executable, "-c", "import cli; cli.main()", *args]
-    done = subprocess.run(
-        command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=180, stdin=subprocess.DEVNULL
-    )
+def archivist(
+    *args: str, env: dict[str, str], check: bool = True, process: bool = False
+) -> subprocess.CompletedProcess[str]:
+    """`archivist ARGS` through `cli.main` in this process (tests/support/cli_process.py: a real process
+    costs ~2 s of CPU to start), or as a real process (`process=True`): the tests of the entry point
+    itself, of `--data-dir` (its own embedded PostgreSQL), of serving, and each command family once."""
+    if not process:
+        done = run_in_process(list(args), env)
+    else:
+        command = [sys.executable, "-c", "import cli; cli.main()", *args]
+        done = subprocess.run(
+            command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=180, stdin=subprocess.DEVNULL
+        )
     if check:
         assert done.returncode == 0, f"archivist {' '.join(args)}: {done.returncode}\n{done.stderr[-3000:]}"
     return done
@@ -64,13 +74,13 @@ def notes(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_fresh_data_dir_sources_prints_one_friendly_line(tmp_path: Path) -> None:
-    done = archivist("--data-dir", str(tmp_path / "kb"), "sources", env=cli_env())
+    done = archivist("--data-dir", str(tmp_path / "kb"), "sources", env=cli_env(), process=True)
     assert done.stdout == "No sources yet. Add one with: archivist ingest PATH --source NAME\n"
     assert done.stderr == ""
 
 
 def test_version() -> None:
-    done = archivist("--version", env=cli_env())
+    done = archivist("--version", env=cli_env(), process=True)
     assert re.fullmatch(r"archivist \d+\.\d+\S*\n", done.stdout), done.stdout
 
 
@@ -169,7 +179,7 @@ def test_documents_delete_and_sources_delete_by_title(kb: dict[str, str], notes:
     assert gone.returncode == 1 and "No source is named" in gone.stderr
 
 
-async def test_keyword_search_and_a_keyword_profile_end_to_end(kb: dict[str, str], tmp_path: Path) -> None:
+def test_keyword_search_and_a_keyword_profile_end_to_end(kb: dict[str, str], tmp_path: Path) -> None:
     """`--type keyword` searches, `profile create --search-type keyword` stores it, and an agent
     confined to that profile (stdio) searches by keyword without naming a type."""
     folder = tmp_path / "brewing"
@@ -186,8 +196,12 @@ async def test_keyword_search_and_a_keyword_profile_end_to_end(kb: dict[str, str
 
     command = ["-c", "import cli; cli.main()", "serve", "--profile", "brew-kw"]
     params = StdioServerParameters(command=sys.executable, args=command, env=kb, cwd=str(ROOT))
-    async with Client(params) as client:
-        found = await ok(client, "search_knowledge_base", query="espresso pressure")
+
+    async def search_as_the_profile() -> dict[str, Any]:
+        async with Client(params) as client:
+            return await ok(client, "search_knowledge_base", query="espresso pressure")
+
+    found = asyncio.run(search_as_the_profile())
     assert found["profile"] == "brew-kw" and found["search_type"] == "keyword", found
     assert found["results"][0]["document_title"] == "Espresso"
     assert {r["match_type"] for r in found["results"]} == {"keyword"}
@@ -212,14 +226,15 @@ def http_server(database_url: str, tmp_path_factory: pytest.TempPathFactory) -> 
     proc = subprocess.Popen(command, cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}/mcp"
     deadline = time.monotonic() + 180
-    while True:
-        try:
-            if httpx2.get(f"http://127.0.0.1:{port}/healthz", timeout=2).status_code == 200:
-                break
-        except httpx2.HTTPError:
-            pass
-        assert proc.poll() is None and time.monotonic() < deadline, "serve --http did not start"
-        time.sleep(0.3)
+    with httpx2.Client(timeout=2) as http:  # one for all the tries: a client costs ~55 ms of CPU to build
+        while True:
+            try:
+                if http.get(f"http://127.0.0.1:{port}/healthz").status_code == 200:
+                    break
+            except httpx2.HTTPError:
+                pass
+            assert proc.poll() is None and time.monotonic() < deadline, "serve --http did not start"
+            time.sleep(0.3)
     yield url, env
     proc.terminate()
     proc.wait(timeout=15)
@@ -238,19 +253,19 @@ async def connects(url: str, headers: dict[str, str]) -> bool:
         return False
 
 
-async def test_config_http_entries_connect(http_server: tuple[str, dict[str, str]]) -> None:
+def test_config_http_entries_connect(http_server: tuple[str, dict[str, str]]) -> None:
     url, env = http_server
     entry, note = printed_entry("claude-code", url, env)
     assert entry == {"type": "http", "url": url}, entry
     assert "archivist token create" in note and "--token-header" in note
-    assert await connects(entry["url"], entry.get("headers", {}))
+    assert asyncio.run(connects(entry["url"], entry.get("headers", {})))
 
     created = archivist("token", "create", "--name", "laptop", env=env).stdout
     secret = next(word for word in created.split() if word.startswith("arch_"))
     entry, _ = printed_entry("claude-code", url, env)
     assert entry["headers"] == {"Authorization": "Bearer ${ARCHIVIST_TOKEN}"}
     headers = {k: v.replace("${ARCHIVIST_TOKEN}", secret) for k, v in entry["headers"].items()}
-    assert await connects(entry["url"], headers)
-    assert not await connects(entry["url"], {})
+    assert asyncio.run(connects(entry["url"], headers))
+    assert not asyncio.run(connects(entry["url"], {}))
     cursor, _ = printed_entry("cursor", url, env)
     assert cursor["headers"] == entry["headers"] and cursor["url"] == url

@@ -54,15 +54,15 @@ def stocked(kb: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> dic
     return {"folder": folder, "backup": backup}
 
 
-def run(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    done = archivist(*args, env=env, check=False)
+def run(*args: str, env: dict[str, str], process: bool = False) -> subprocess.CompletedProcess[str]:
+    done = archivist(*args, env=env, check=False, process=process)
     assert "Traceback" not in done.stderr + done.stdout, f"archivist {' '.join(args)}:\n{done.stderr[-3000:]}"
     return done
 
 
-def failed(code: int, *args: str, env: dict[str, str], says: tuple[str, ...] = ()) -> str:
+def failed(code: int, *args: str, env: dict[str, str], says: tuple[str, ...] = (), process: bool = False) -> str:
     """Run a command expected to fail with `code`: `error: ...` then a next step, the words `says`."""
-    done = run(*args, env=env)
+    done = run(*args, env=env, process=process)
     assert done.returncode == code, f"archivist {' '.join(args)}: {done.returncode}\n{done.stderr[-2000:]}"
     lines = [line for line in done.stderr.splitlines() if line.strip()]
     if code == 1:
@@ -152,7 +152,8 @@ def test_a_crawl_of_a_missing_page_fails_names_it_and_leaves_no_source(kb: dict[
 
 
 def test_a_crawl_that_stores_pages_exits_0_and_names_its_failed_pages(kb: dict[str, str], site: FixtureSite) -> None:
-    done = run("crawl", site.url_for("/"), "--max-depth", "1", "--max-pages", "8", "--title", "Fixture", env=kb)
+    crawl = ("crawl", site.url_for("/"), "--max-depth", "1", "--max-pages", "8", "--title", "Fixture")
+    done = run(*crawl, env=kb, process=True)  # the crawl command's real process
     assert done.returncode == 0, done.stderr[-2000:]
     assert f"failed: {site.url_for('/missing')}: HTTP 404" in done.stderr
 
@@ -162,7 +163,7 @@ def test_serve_on_a_taken_port_fails_before_the_ready_line(kb: dict[str, str]) -
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = str(taken.getsockname()[1])
-        stderr = failed(1, "serve", "--http", "--port", port, env=kb, says=(f"port {port}", "--port"))
+        stderr = failed(1, "serve", "--http", "--port", port, env=kb, says=(f"port {port}", "--port"), process=True)
     assert "Archivist console" not in stderr
 
 
@@ -175,7 +176,7 @@ def test_completion_into_a_closed_pipe_ends_quietly() -> None:
 
 
 def test_search_of_an_empty_knowledge_base_says_how_to_add(tmp_path: Path) -> None:
-    done = run("--data-dir", str(tmp_path / "kb"), "search", "anything", env=cli_env())
+    done = run("--data-dir", str(tmp_path / "kb"), "search", "anything", env=cli_env(), process=True)
     assert done.returncode == 0
     assert "knowledge base is empty" in done.stdout and "archivist ingest" in done.stdout
 

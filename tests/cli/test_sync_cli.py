@@ -7,11 +7,16 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.support.cli_process import run_in_process
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def archivist(*args: str, database_url: str, allowed: Path) -> subprocess.CompletedProcess[str]:
+def archivist(*args: str, database_url: str, allowed: Path, process: bool = False) -> subprocess.CompletedProcess[str]:
+    """`archivist sync ...`: a real process for the first sync, the entry function in this process after."""
     env = {**os.environ, "DATABASE_URL": database_url, "ARCHIVIST_ALLOWED_PATHS": str(allowed)}
+    if not process:
+        return run_in_process(list(args), env)
     command = [sys.executable, "-c", "import cli; cli.main()", *args]
     return subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=180)
 
@@ -21,7 +26,9 @@ def test_sync_command(database_url: str, files_dir: Path) -> None:
     folder.mkdir()
     (folder / "one.md").write_text("# One\n\nThe first file synced from the shell.\n")
     (folder / "two.md").write_text("# Two\n\nThe second file synced from the shell.\n")
-    first = archivist("sync", str(folder), "--title", "Shell notes", database_url=database_url, allowed=files_dir)
+    first = archivist(
+        "sync", str(folder), "--title", "Shell notes", database_url=database_url, allowed=files_dir, process=True
+    )
     assert first.returncode == 0, first.stderr[-2000:]
     assert "2 created, 0 updated, 0 unchanged, 0 deleted, 0 failed" in first.stdout, first.stdout
     assert "syncing" in first.stderr and "2/2" in first.stderr

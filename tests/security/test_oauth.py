@@ -28,10 +28,11 @@ from services.access.oauth import Identity
 from services.access.scope import Scope, use_scope
 from services.access.token_cache import TokenCache
 from services.core.errors import NotFound
-from tests.e2e.test_e2e import run_cli, server_env
+from tests.e2e.test_e2e import server_env
 from tests.security.oidc_idp import Client as IdpClient
 from tests.security.oidc_idp import IdP, new_key, running
 from tests.security.support import World, all_resources, audit_rows, bearer_client, build_world, http_server, rpc_error
+from tests.support.cli_process import run_in_process
 from tests.support.mcp_helpers import call
 
 USERS = {
@@ -350,17 +351,17 @@ async def test_grants_need_a_profile_and_revoke(app: Any, world: World) -> None:
     assert not any(g.kind == "subject" for g in await app.grants.list("sec"))
 
 
-async def test_profile_grant_and_revoke_through_the_cli(database_url: str, files_dir: Path, world: World) -> None:
+def test_profile_grant_and_revoke_through_the_cli(database_url: str, files_dir: Path, world: World) -> None:
     env = server_env(database_url, files_dir)
-    granted = await asyncio.to_thread(run_cli, ["profile", "grant", "sec", "--group", "ops", "--write"], env)
+    granted = run_in_process(["profile", "grant", "sec", "--group", "ops", "--write"], env)
     assert granted.returncode == 0, granted.stderr
     assert "granted sec to group ops (read-write)" in granted.stdout
-    listed = (await asyncio.to_thread(run_cli, ["profile", "grants", "sec"], env)).stdout
+    listed = run_in_process(["profile", "grants", "sec"], env).stdout
     assert "ops" in listed and "write" in listed and "sales" in listed
-    revoked = await asyncio.to_thread(run_cli, ["profile", "revoke", "sec", "--group", "ops"], env)
+    revoked = run_in_process(["profile", "revoke", "sec", "--group", "ops"], env)
     assert revoked.returncode == 0, revoked.stderr
-    assert "ops" not in (await asyncio.to_thread(run_cli, ["profile", "grants", "sec"], env)).stdout
-    missing = await asyncio.to_thread(run_cli, ["profile", "grant", "nope", "--email-domain", "example.com"], env)
+    assert "ops" not in run_in_process(["profile", "grants", "sec"], env).stdout
+    missing = run_in_process(["profile", "grant", "nope", "--email-domain", "example.com"], env)
     assert missing.returncode != 0 and "nope" in missing.stderr
 
 

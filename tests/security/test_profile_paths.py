@@ -19,8 +19,9 @@ import pytest_asyncio
 
 from services.access.scope import Scope, use_scope
 from services.core.errors import PermissionDenied
-from tests.e2e.test_e2e import run_cli, server_env
+from tests.e2e.test_e2e import server_env
 from tests.security.support import bearer_transport, http_server
+from tests.support.cli_process import run_in_process
 from tests.support.mcp_helpers import call, client_in_own_task
 
 A_TEXT = "Team A notes: the A roadmap ships in spring."
@@ -203,18 +204,18 @@ def test_profile_allowed_paths_through_the_cli(database_url: str, files_dir: Pat
     """`archivist profile create|update --allowed-path DIR` (repeatable), `--no-allowed-paths`, shown in
     `show --json`; a path outside ARCHIVIST_ALLOWED_PATHS is saved but warned about."""
     env = server_env(database_url, files_dir)
-    made = run_cli(
+    made = run_in_process(
         ["profile", "create", "cli-paths", "--allowed-path", str(tenants.a), "--allowed-path", str(tenants.outside)],
         env,
     )
     assert made.returncode == 0, made.stderr
     assert f"{tenants.outside.resolve()} lies outside ARCHIVIST_ALLOWED_PATHS" in made.stderr
     assert str(tenants.a) not in made.stderr
-    shown = json.loads(run_cli(["profile", "show", "cli-paths", "--json"], env).stdout)
+    shown = json.loads(run_in_process(["profile", "show", "cli-paths", "--json"], env).stdout)
     assert shown["allowed_paths"] == [str(tenants.a.resolve()), str(tenants.outside.resolve())]
-    listed = json.loads(run_cli(["profile", "list", "--json"], env).stdout)
+    listed = json.loads(run_in_process(["profile", "list", "--json"], env).stdout)
     assert next(p for p in listed if p["name"] == "cli-paths")["allowed_paths"] == shown["allowed_paths"]
-    assert "team-a" in run_cli(["profile", "list"], env).stdout
-    cleared = run_cli(["profile", "update", "cli-paths", "--no-allowed-paths"], env)
+    assert "team-a" in run_in_process(["profile", "list"], env).stdout
+    cleared = run_in_process(["profile", "update", "cli-paths", "--no-allowed-paths"], env)
     assert cleared.returncode == 0, cleared.stderr
-    assert json.loads(run_cli(["profile", "show", "cli-paths", "--json"], env).stdout)["allowed_paths"] is None
+    assert json.loads(run_in_process(["profile", "show", "cli-paths", "--json"], env).stdout)["allowed_paths"] is None

@@ -23,6 +23,7 @@ from models.jobs import CrawlRequest
 from services.app import Archivist, run_worker
 from tests.conftest import make_settings
 from tests.reliability.test_lifecycle import free_port, http_ready
+from tests.support.cli_process import run_in_process
 from tests.support.fixture_site import FixtureSite
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -55,9 +56,14 @@ def server_without_paths(database_url: str, log: Path) -> Iterator[subprocess.Po
             proc.wait()
 
 
-def cli_sync(folder: Path, database_url: str, allowed: Path) -> subprocess.CompletedProcess[str]:
+def cli_sync(folder: Path, database_url: str, allowed: Path, process: bool) -> subprocess.CompletedProcess[str]:
+    """`archivist sync DIR`: a real process, or cli.main in this one (still another process than the
+    server's worker, which is what races it)."""
     env = {**os.environ, "DATABASE_URL": database_url, "ARCHIVIST_ALLOWED_PATHS": str(allowed)}
-    command = [sys.executable, "-c", "import cli; cli.main()", "sync", str(folder), "--title", "Beside a server"]
+    args = ["sync", str(folder), "--title", "Beside a server"]
+    if not process:
+        return run_in_process(args, env)
+    command = [sys.executable, "-c", "import cli; cli.main()", *args]
     return subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=180)
 
 
@@ -70,7 +76,7 @@ def test_cli_sync_is_never_failed_by_a_server_worker_without_paths(
     with server_without_paths(database_url, tmp_path / "serve.log") as server:
         for run in range(SYNC_RUNS):
             (folder / f"run{run}.md").write_text(f"# Run {run}\n\nWritten before sync number {run}.\n")
-            done = cli_sync(folder, database_url, files_dir)
+            done = cli_sync(folder, database_url, files_dir, process=run == 0)
             assert server.poll() is None, (tmp_path / "serve.log").read_text()[-2000:]
             assert done.returncode == 0, f"run {run}: {done.stdout}\n{done.stderr[-2000:]}"
             assert "turned off" not in done.stdout + done.stderr
