@@ -90,12 +90,12 @@ def test_the_consoles_desktop_entry_never_sets_an_empty_allowed_paths(database_u
 
 def test_cli_commands_pass_the_one_gate_and_are_audited(database_url: str, files_dir: Path) -> None:
     env = server_env(database_url, files_dir)
-    assert run_cli(["search", "gate-probe-words"], env).returncode == 0
-    assert run_cli(["sources", "list"], env).returncode == 0
-    missing = run_cli(["documents", "get", "00000000-0000-0000-0000-000000000000"], env)
+    assert run_in_process(["search", "gate-probe-words"], env).returncode == 0
+    assert run_in_process(["sources", "list"], env).returncode == 0
+    missing = run_in_process(["documents", "get", "00000000-0000-0000-0000-000000000000"], env)
     assert missing.returncode == 1
     for _ in range(2):  # reading the log is not itself recorded
-        audit = run_cli(["audit", "--since", "1h", "--tool", "cli", "--json"], env)
+        audit = run_in_process(["audit", "--since", "1h", "--tool", "cli", "--json"], env)
         assert audit.returncode == 0, audit.stderr
     entries = json.loads(audit.stdout)["items"]
     seen = {(e["action"], e["error_code"]) for e in entries if e["who"] == "cli"}
