@@ -75,12 +75,15 @@ class Ingestor:
         chunks: list[Chunk],
         vectors: list[Any] | None = None,
         metadata: dict[str, Any] | None = None,
+        fresh: bool = False,
     ) -> None:
         """Replace the document's chunks (in the caller's transaction), with their vectors when given,
         else pending (the backlog embeds them), and their injection flags (services/flags: the text
-        rules, and `metadata`'s hidden-text evidence from the page pipeline)."""
+        rules, and `metadata`'s hidden-text evidence from the page pipeline). `fresh`: the document row
+        was inserted by this transaction, so it has no rows to delete."""
         flags = chunk_flags(title, chunks, metadata)  # ~50 us a chunk
-        await conn.execute("DELETE FROM chunks WHERE document_id = $1", document_id)
+        if not fresh:
+            await conn.execute("DELETE FROM chunks WHERE document_id = $1", document_id)
         now = datetime.now(UTC)
         records = [
             (
@@ -192,9 +195,10 @@ class Ingestor:
                 check_metadata(item.metadata),
                 len(chunks),
             )
-            await self.write_chunks(conn, row["id"], source_id, item.title, chunks, vectors, item.metadata)
-            await write_lines(conn, row["id"], source_id, item.content, item.metadata)  # grep (services/code)
-            await write_symbols(conn, row["id"], source_id, item.content, item.metadata)  # services/code
+            fresh = not row["replaced"]  # a new row: nothing of it to delete (five round trips fewer)
+            await self.write_chunks(conn, row["id"], source_id, item.title, chunks, vectors, item.metadata, fresh)
+            await write_lines(conn, row["id"], source_id, item.content, item.metadata, fresh)  # grep (services/code)
+            await write_symbols(conn, row["id"], source_id, item.content, item.metadata, fresh)  # services/code
             links = item.links if item.links is not None else content_links(item.content, item.document_type, item.url)
             if links is not None:  # the page graph of ingested text and files (crawls write theirs too)
                 await write_links(conn, row["id"], source_id, links)
