@@ -11,8 +11,9 @@ COUNT_BLOCKS more candidate blocks (or, on a starved machine, COUNT_SECONDS): a 
 reads every candidate for page one, and its total is then a lower bound (`total_matches_at_least`).
 
 A probe asks the index first for up to PROBE candidate blocks: when there are no more than that (a
-rare pattern), the walk reads only the files holding them, all at once, and counts exactly. A pattern
-with no usable literal reads every block, in the same order and under the same budgets (`scanned`).
+rare pattern), they are every block to read, in hand at once, and all of them are counted (exactly,
+unless COUNT_SECONDS runs out). A pattern with no usable literal reads every block, in the same order
+and under the same budgets (`scanned`).
 Every read of one call sees one snapshot (a repeatable-read transaction), so pages stay consistent.
 """
 
@@ -35,7 +36,7 @@ from services.core.errors import CallTimeout, InvalidArgument
 
 MAX_CONTEXT = 10
 PROBE = 128  # candidate blocks the probe asks for: no more than this, and the walk reads just those
-COUNT_BLOCKS = 128  # candidate blocks read past the page at most (~0.5 MB of lines), then a lower bound
+COUNT_BLOCKS = 64  # candidate blocks read past the page at most (~0.25 MB of lines), then a lower bound
 COUNT_SECONDS = 0.25  # and never longer than this past the page (the page comes first)
 DEADLINE_SECONDS = 8.0  # the whole call stops here (a scan of a very large knowledge base)
 STATEMENT_MS = 15_000
@@ -94,6 +95,7 @@ class Tally:
 
     wanted: int  # offset + limit: the hits page one to this page hold
     offset: int
+    bounded: bool = True  # False: every candidate block is in hand (the probe's), all are counted
     hits: list[GrepHit] = field(default_factory=list)
     total: int = 0
     files_read: int = 0
@@ -178,7 +180,7 @@ class CodeSearch:
                         files = [f for f in files if f.document_id in candidates]
                     else:
                         found = None
-                tally = Tally(request.offset + request.limit, request.offset)
+                tally = Tally(request.offset + request.limit, request.offset, bounded=found is None)
                 exact = await self._walk(conn, files, found, filter_, likes, matcher, tally)
         except asyncpg.QueryCanceledError:
             raise CallTimeout(
@@ -228,7 +230,7 @@ class CodeSearch:
             return False
         if tally.page_full_at is not None:
             tally.blocks_past += 1
-            if tally.blocks_past > COUNT_BLOCKS or now - tally.page_full_at > COUNT_SECONDS:
+            if (tally.bounded and tally.blocks_past > COUNT_BLOCKS) or now - tally.page_full_at > COUNT_SECONDS:
                 return False
         tally.blocks_read += 1
         for found in matcher.lines(row["line_start"], row["line_end"], row["text"]):
