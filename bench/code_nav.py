@@ -21,8 +21,9 @@ grep-searchable); the job's embedding afterwards is not waited for (it is cancel
   against the code's bytes.
 
 Each section gets the synced `Bench` and returns the lines it prints. The database is DATABASE_URL
-when set, else an embedded PostgreSQL under bench/.cache/code-nav-db; the source is deleted afterwards
-unless `--keep` (then `--reuse` skips the sync and measures the kept source again).
+when set, else an embedded PostgreSQL under bench/.cache/code-nav-db (code-nav-subset-db for --subset);
+the source is deleted afterwards unless `--keep` (then `--reuse` skips the sync and measures the kept
+source again).
 """
 
 from __future__ import annotations
@@ -303,7 +304,7 @@ async def main(args: argparse.Namespace) -> None:
     settings = Settings(
         _env_file=None,
         database_url=args.database_url or os.environ.get("DATABASE_URL"),
-        data_dir=CACHE_DIR / "code-nav-db",
+        data_dir=CACHE_DIR / ("code-nav-subset-db" if args.subset else "code-nav-db"),  # a --keep of each stays
         git_allow_private=True,
         job_poll_seconds=0.05,
         run_worker=False,
