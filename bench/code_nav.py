@@ -277,12 +277,9 @@ async def ingest(app: Archivist, server: GitServer, title: str, lines: int) -> U
 
 
 async def kept_source(app: Archivist, title: str) -> UUID | None:
-    """A source an earlier `--keep` run synced completely under this title."""
-    return await app.db.pool.fetchval(
-        "SELECT s.id FROM sources s JOIN source_git g ON g.source_id = s.id "
-        "WHERE s.title = $1 AND g.last_commit IS NOT NULL",
-        title,
-    )
+    """A source an earlier `--keep` run stored under this title (its sync job was cancelled once every
+    file was stored, so the source has no completed sync: files it lacks are named as not stored)."""
+    return await app.db.pool.fetchval("SELECT id FROM sources WHERE title = $1", title)
 
 
 async def main(args: argparse.Namespace) -> None:
