@@ -40,6 +40,11 @@ COUNT_BLOCKS = 64  # candidate blocks read past the page at most (~0.25 MB of li
 COUNT_SECONDS = 0.25  # and never longer than this past the page (the page comes first)
 DEADLINE_SECONDS = 8.0  # the whole call stops here (a scan of a very large knowledge base)
 STATEMENT_MS = 15_000
+#: every statement planned for its own literals (a cached generic plan cannot use the trigram index for
+#: `LIKE $n`: the windows took 5-10x longer once asyncpg's prepared statements went generic), and no
+#: sequential scan (the probe's LIMIT tempts the planner to one, which reads every block for a rare
+#: literal; the windows go by document)
+PLANNER = "SET LOCAL plan_cache_mode = force_custom_plan; SET LOCAL enable_seqscan = off"
 FIRST_WINDOW = 8  # files the first window reads; later ones are sized by what the earlier ones held
 MAX_WINDOW = 512
 
@@ -163,9 +168,7 @@ class CodeSearch:
         likes = [like_pattern(lit) for group in filter_.groups for lit in group]
         try:
             async with self.db.pool.acquire() as conn, conn.transaction(isolation="repeatable_read", readonly=True):
-                # a sequential scan never pays here: the probe's LIMIT tempts the planner to one, which
-                # reads every block when the literal is rare; the windows go by document
-                await conn.execute(f"SET LOCAL statement_timeout = {STATEMENT_MS}; SET LOCAL enable_seqscan = off")
+                await conn.execute(f"SET LOCAL statement_timeout = {STATEMENT_MS}; {PLANNER}")
                 files = [
                     FileRef(r["path"], r["source_id"], r["document_id"])
                     for r in await conn.fetch(FILES_SQL, source_ids)
