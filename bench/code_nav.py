@@ -1,6 +1,8 @@
-"""Code navigation at a million lines: grep over the Python standard library, checked against `re`.
+"""Code navigation at a million lines: grep, definitions, references and outlines over the Python
+standard library, checked against `re` and `ast`, with the index's size and the ingest time.
 
-    nice -n 10 .venv/bin/python bench/code_nav.py [--max-files N]
+    nice -n 10 .venv/bin/python bench/code_nav.py            # the whole Lib/ (~880k lines)
+    nice -n 10 .venv/bin/python bench/code_nav.py --subset   # every 8th file (~110k lines): a quick run
 
 The standard library that ships with the interpreter (sysconfig's `stdlib`, Lib/ with its tests, no
 site-packages) is committed into a temporary git repository served over smart HTTP on 127.0.0.1
@@ -12,11 +14,16 @@ grep-searchable); the job's embedding afterwards is not waited for (it is cancel
   the service (`CodeSearch.grep` + `fill`, as the tool calls them) and compared with Python's `re`
   over the same files' lines (recall, precision on (path, line)); first-page latency p50/p95 warm;
   the same patterns timed with `grep -rnE` over the same files written to disk, in the same run.
-- storage: pg_total_relation_size of the line index (heap, TOAST, indexes) against the code's bytes.
+  Pages past the first (offset 20, 100, 1000) are compared with the same slice of `re`'s lines.
+- definitions, references, outlines (bench/code_nav_symbols.py): against Python's `ast` over the same
+  files, with their latencies.
+- storage: pg_total_relation_size of the line index (heap, TOAST, indexes) and of the symbol tables
+  against the code's bytes.
 
-Other sections (definitions, references: bench/code_nav_symbols.py) add a function to SECTIONS; each
-gets the synced `Bench` and returns the lines it prints. The database is DATABASE_URL when set, else an
-embedded PostgreSQL under bench/.cache/code-nav-db; the source is deleted afterwards.
+Each section gets the synced `Bench` and returns the lines it prints. The database is DATABASE_URL
+when set, else an embedded PostgreSQL under bench/.cache/code-nav-db (code-nav-subset-db for --subset);
+the source is deleted afterwards unless `--keep` (then `--reuse` skips the sync and measures the kept
+source again).
 """
 
 from __future__ import annotations
@@ -41,7 +48,8 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench.common import CACHE_DIR  # noqa: E402
+from bench.code_nav_symbols import percentile, symbols_section  # noqa: E402
+from bench.common import CACHE_DIR, machine_info  # noqa: E402
 from services.access.scope import Scope, use_scope  # noqa: E402
 from services.app import Archivist, run_worker  # noqa: E402
 from services.code.grep import GrepRequest  # noqa: E402
@@ -78,6 +86,9 @@ SCANS: list[tuple[str, int, str, list[str]]] = [
     (r"\d{5}", 0, r"[0-9]{5}", []),
 ]
 RUNS = 7  # timed page-one calls per pattern (after one warm-up)
+PAGES = (20, 100, 1000)  # offsets of later pages compared with the oracle's slice
+SUBSET_EVERY = 8  # --subset: every 8th file in path order (tests and library code alike)
+TITLE = "bench-code-nav"
 
 
 @dataclass
@@ -93,11 +104,11 @@ class Bench:
 SECTIONS: list[Callable[[Bench], Awaitable[list[str]]]] = []
 
 
-def stdlib_files(max_files: int | None) -> dict[str, str]:
-    """Text files of the interpreter's standard library the line index takes (by path)."""
+def stdlib_files(max_files: int | None, every: int = 1) -> dict[str, str]:
+    """Text files of the interpreter's standard library the line index takes (by path); `every` n-th."""
     root = Path(sysconfig.get_paths()["stdlib"])
     out: dict[str, str] = {}
-    for path in sorted(root.rglob("*")):
+    for path in sorted(root.rglob("*"))[::every]:
         relative = path.relative_to(root).as_posix()
         if any(part in {"site-packages", "__pycache__", "lib-dynload"} for part in path.parts):
             continue
@@ -112,14 +123,10 @@ def stdlib_files(max_files: int | None) -> dict[str, str]:
     return out
 
 
-def oracle(files: dict[str, str], pattern: str, flags: int) -> set[tuple[str, int]]:
+def oracle(files: dict[str, str], pattern: str, flags: int) -> list[tuple[str, int]]:
+    """(path, line) of every line `re` matches, in path (code point) then line order."""
     rx = re.compile(pattern, flags)
-    return {(p, n) for p, text in files.items() for n, line in enumerate(split_lines(text), 1) if rx.search(line)}
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
+    return [(p, n) for p in sorted(files) for n, line in enumerate(split_lines(files[p]), 1) if rx.search(line)]
 
 
 async def grep_all(bench: Bench, pattern: str, flags: int) -> tuple[set[tuple[str, int]], bool]:
@@ -128,12 +135,23 @@ async def grep_all(bench: Bench, pattern: str, flags: int) -> tuple[set[tuple[st
     return {(h.path, h.line) for h in outcome.hits}, outcome.scanned
 
 
-async def grep_page(bench: Bench, pattern: str, flags: int) -> float:
-    request = GrepRequest(pattern, case_sensitive=not flags & re.IGNORECASE)
+async def grep_page(bench: Bench, pattern: str, flags: int, offset: int = 0) -> tuple[float, list[tuple[str, int]]]:
+    """Milliseconds for one page as the tool asks for it (grep, then the lines around the hits), and its hits."""
+    request = GrepRequest(pattern, case_sensitive=not flags & re.IGNORECASE, offset=offset)
     start = time.perf_counter()
     outcome = await bench.app.code.grep(request, [bench.source_id])
     await bench.app.code.fill(outcome.hits, request.context_lines)
-    return (time.perf_counter() - start) * 1000
+    return (time.perf_counter() - start) * 1000, [(h.path, h.line) for h in outcome.hits]
+
+
+async def pages_agree(bench: Bench, pattern: str, flags: int, expected: list[tuple[str, int]]) -> bool:
+    """Later pages (by offset) hold exactly the oracle's lines at those places."""
+    for offset in PAGES:
+        if offset < len(expected):
+            _, hits = await grep_page(bench, pattern, flags, offset)
+            if hits != expected[offset : offset + 20]:
+                return False
+    return True
 
 
 def grep_tool(tree: Path, pattern: str, options: list[str]) -> float:
@@ -143,22 +161,24 @@ def grep_tool(tree: Path, pattern: str, options: list[str]) -> float:
 
 
 async def grep_section(bench: Bench) -> list[str]:
-    header = "| pattern | matches (re) | recall | precision | p50 ms | p95 ms | grep -rnE ms | x faster |"
-    lines = [header, "|---|---:|---:|---:|---:|---:|---:|---:|"]
-    p50s, speedups, recalls, precisions = [], [], [], []
+    header = "| pattern | matches (re) | recall | precision | pages 2+ | p50 ms | p95 ms | grep -rnE ms | x faster |"
+    lines = [header, "|---|---:|---:|---:|---|---:|---:|---:|---:|"]
+    p50s, speedups, recalls, precisions, paged = [], [], [], [], []
     for pattern, flags, ere, options in PATTERNS + SCANS:
-        expected = oracle(bench.files, pattern, flags)
+        ordered = oracle(bench.files, pattern, flags)
+        expected = set(ordered)
         found, scanned = await grep_all(bench, pattern, flags)
         recall = len(found & expected) / len(expected) if expected else 1.0
         precision = len(found & expected) / len(found) if found else 1.0
         await grep_page(bench, pattern, flags)  # warm
-        times = [await grep_page(bench, pattern, flags) for _ in range(RUNS)]
+        times = [(await grep_page(bench, pattern, flags))[0] for _ in range(RUNS)]
         tool = statistics.median(grep_tool(bench.tree, ere, options) for _ in range(3))
         p50 = statistics.median(times)
+        paged.append(await pages_agree(bench, pattern, flags, ordered))
         label = f"`{pattern}`" + (" (scan)" if scanned else "")
         lines.append(
-            f"| {label} | {len(expected)} | {recall:.3f} | {precision:.3f} | {p50:.1f} | "
-            f"{percentile(times, 0.95):.1f} | {tool:.0f} | {tool / p50:.1f} |"
+            f"| {label} | {len(expected)} | {recall:.3f} | {precision:.3f} | {'exact' if paged[-1] else 'DIFFER'} | "
+            f"{p50:.1f} | {percentile(times, 0.95):.1f} | {tool:.0f} | {tool / p50:.1f} |"
         )
         if not scanned:
             p50s.append(p50)
@@ -169,7 +189,8 @@ async def grep_section(bench: Bench) -> list[str]:
     lines.append(
         f"grep, {len(PATTERNS)} indexed patterns: p50 of per-pattern p50 {statistics.median(p50s):.1f} ms, "
         f"worst p50 {max(p50s):.1f} ms; median speed-up over grep -rnE {statistics.median(speedups):.1f}x "
-        f"(min {min(speedups):.1f}x); recall min {min(recalls):.3f}, precision min {min(precisions):.3f}"
+        f"(min {min(speedups):.1f}x); recall min {min(recalls):.3f}, precision min {min(precisions):.3f}; "
+        f"later pages exact for {sum(paged)} of {len(paged)} patterns"
     )
     return lines
 
@@ -185,7 +206,7 @@ async def storage_section(bench: Bench) -> list[str]:
     ]
 
 
-SECTIONS += [grep_section, storage_section]
+SECTIONS += [grep_section, symbols_section, storage_section]
 
 
 async def sync_until_stored(app: Archivist, source_id: UUID) -> float:
@@ -217,11 +238,57 @@ async def sync_until_stored(app: Archivist, source_id: UUID) -> float:
     return seconds
 
 
+def postgres_cpu(data_dir: Path) -> float | None:
+    """CPU seconds the embedded PostgreSQL's processes have used (None with DATABASE_URL, or off Linux):
+    on a shared machine the wall time says little, the CPU spent says what the ingest costs."""
+    try:
+        postmaster = int((data_dir / "pgdata" / "postmaster.pid").read_text().split()[0])
+        tick = os.sysconf("SC_CLK_TCK")
+        total = 0
+        for stat in Path("/proc").glob("[0-9]*/stat"):
+            try:
+                fields = stat.read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            pid = int(stat.parent.name)
+            if pid == postmaster or int(fields[1]) == postmaster:  # fields[1]: the parent's pid
+                total += int(fields[11]) + int(fields[12])  # utime + stime
+        return total / tick
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+async def ingest(app: Archivist, server: GitServer, title: str, lines: int) -> UUID:
+    """Sync the repository as a new git source (an earlier run's bench sources deleted first)."""
+    for stale in await app.db.pool.fetch("SELECT id FROM sources WHERE title LIKE $1", f"{TITLE}-%"):
+        await app.sources.delete(stale["id"])  # an interrupted run's (the storage figure counts all)
+    config, _ = await app.git.bind(server.url("stdlib"), title=title)
+    cpu, pg_cpu = time.process_time(), postgres_cpu(app.settings.data_dir)
+    seconds = await sync_until_stored(app, config.source_id)
+    cpu = time.process_time() - cpu  # this process's CPU (the worker runs in it)
+    after = postgres_cpu(app.settings.data_dir)
+    stored = await app.db.pool.fetchval("SELECT count(*) FROM git_files WHERE source_id = $1", config.source_id)
+    rate = f"{lines / seconds:.0f} lines/s; CPU {cpu:.0f} s in this process"
+    if pg_cpu is not None and after is not None:
+        rate += f", {after - pg_cpu:.0f} s in PostgreSQL"
+    print(f"ingest: {stored} files stored (keyword- and grep-searchable) in {seconds:.1f} s ({rate})")
+    print(f"load average at the end of ingest: {os.getloadavg()[0]:.1f} (2 cores)")
+    return config.source_id
+
+
+async def kept_source(app: Archivist, title: str) -> UUID | None:
+    """A source an earlier `--keep` run stored under this title (its sync job was cancelled once every
+    file was stored, so the source has no completed sync: files it lacks are named as not stored)."""
+    return await app.db.pool.fetchval("SELECT id FROM sources WHERE title = $1", title)
+
+
 async def main(args: argparse.Namespace) -> None:
-    files = stdlib_files(args.max_files)
+    files = stdlib_files(args.max_files, SUBSET_EVERY if args.subset else 1)
     lines = sum(len(split_lines(t)) for t in files.values())
     size = sum(len(t.encode()) for t in files.values())
-    print(f"standard library: {len(files)} files, {lines} lines, {size / 1e6:.1f} MB")
+    print(f"machine: {machine_info()}")
+    which = "standard library" + (" (--subset)" if args.subset else "")
+    print(f"{which}: {len(files)} files, {lines} lines, {size / 1e6:.1f} MB")
     root = CACHE_DIR / "code-nav"
     shutil.rmtree(root, ignore_errors=True)
     tree = root / "tree"
@@ -234,27 +301,22 @@ async def main(args: argparse.Namespace) -> None:
     settings = Settings(
         _env_file=None,
         database_url=args.database_url or os.environ.get("DATABASE_URL"),
-        data_dir=CACHE_DIR / "code-nav-db",
+        data_dir=CACHE_DIR / ("code-nav-subset-db" if args.subset else "code-nav-db"),  # a --keep of each stays
         git_allow_private=True,
         job_poll_seconds=0.05,
         run_worker=False,
     )
+    title = f"{TITLE}-{'subset' if args.subset else 'all'}-{len(files)}"
     app = await Archivist.open(settings)
     try:
         with use_scope(Scope.owner("bench")):
-            for stale in await app.db.pool.fetch("SELECT id FROM sources WHERE title LIKE 'bench-code-nav-%'"):
-                await app.sources.delete(stale["id"])  # an interrupted run's (the storage figure counts all)
-            config, _ = await app.git.bind(server.url("stdlib"), title=f"bench-code-nav-{os.getpid()}")
-            cpu = time.process_time()
-            seconds = await sync_until_stored(app, config.source_id)
-            cpu = time.process_time() - cpu  # this process's CPU (the worker runs in it); PostgreSQL's apart
-            stored = await app.db.pool.fetchval("SELECT count(*) FROM git_files WHERE source_id = $1", config.source_id)
-            rate = f"{lines / seconds:.0f} lines/s; CPU {cpu:.0f} s"
-            print(f"ingest: {stored} files stored (keyword- and grep-searchable) in {seconds:.1f} s ({rate})")
-            print(f"load average at the end of ingest: {os.getloadavg()[0]:.1f} (2 cores)")
+            source_id = await kept_source(app, title) if args.reuse else None
+            if source_id is None:
+                source_id = await ingest(app, server, title, lines)
+            else:
+                print(f"ingest: not measured (--reuse: the source a --keep run synced, {source_id})")
             paths = {
-                r["path"]
-                for r in await app.db.pool.fetch("SELECT path FROM git_files WHERE source_id = $1", config.source_id)
+                r["path"] for r in await app.db.pool.fetch("SELECT path FROM git_files WHERE source_id = $1", source_id)
             }
             missing = sorted(set(files) - paths)
             if missing:  # not stored (a parse failure): left out of the oracle too, and named
@@ -262,11 +324,12 @@ async def main(args: argparse.Namespace) -> None:
             start = time.perf_counter()
             await app.db.pool.execute("VACUUM ANALYZE code_blocks")  # what autovacuum does after a bulk load
             print(f"VACUUM ANALYZE code_blocks: {time.perf_counter() - start:.1f} s")
-            bench = Bench(app, config.source_id, {p: t for p, t in files.items() if p in paths}, tree)
+            bench = Bench(app, source_id, {p: t for p, t in files.items() if p in paths}, tree)
             for section in SECTIONS:
-                print("\n".join(await section(bench)))
-            await app.sources.delete(config.source_id)
-            shutil.rmtree(config.directory(settings.data_dir), ignore_errors=True)
+                print("\n".join(await section(bench)), flush=True)
+            if not args.keep:
+                await app.sources.delete(source_id)
+                shutil.rmtree(settings.data_dir / "git" / str(source_id), ignore_errors=True)
     finally:
         await app.close()
         server.close()
@@ -274,7 +337,10 @@ async def main(args: argparse.Namespace) -> None:
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--subset", action="store_true", help=f"every {SUBSET_EVERY}th file only: a quick run")
     parser.add_argument("--max-files", type=int, default=None)
+    parser.add_argument("--keep", action="store_true", help="leave the synced source for a later --reuse")
+    parser.add_argument("--reuse", action="store_true", help="measure the source a --keep run left (no ingest)")
     parser.add_argument("--database-url", default=None)
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
     asyncio.run(main(parser.parse_args()))

@@ -1,12 +1,6 @@
-"""Code navigation, the symbol half (issue 36): definitions, references and outlines over the Python
-standard library, against an oracle from Python's own `ast` over the same files.
+"""Code navigation, the symbol half (issue 36): definitions, references and outlines, against an oracle
+from Python's own `ast` over the same files. Sections of bench/code_nav.py (run that).
 
-    nice -n 10 .venv/bin/python bench/code_nav_symbols.py [--definitions 50] [--references 20] [--top-level]
-
-Syncs the interpreter's Lib/ (`sysconfig.get_paths()["stdlib"]`, its *.py files, site-packages left
-out) as a folder source through the real sync service (parse, chunk, symbol table, store; embeddings by
-a stand-in that costs nothing, since no search here uses them), then asks the symbol table through
-`SymbolSearch` (what the tools call) and compares with the oracle:
 - definitions: hit@1 on path + line for qualified queries (`json.decoder.py_scanstring`,
   `Path.read_text`, `shutil.Error`) and bare names unique in the oracle, picked at random (seeded)
   among the definitions whose query names one definition only;
@@ -14,70 +8,40 @@ a stand-in that costs nothing, since no search here uses them), then asks the sy
   Attribute (its attribute's line), import names, arguments and keywords, global/nonlocal names;
   definition lines of the name left out), on files `ast` parses;
 - latency p50/p95 of definition, references (first page) and outline calls, warm;
-- the symbol table's size beside the code's own bytes, and the sync's wall time.
-The database is DATABASE_URL when set, else an embedded PostgreSQL under bench/.cache/code-symbols-db.
+- the symbol tables' size beside the code's own bytes.
 """
 
 from __future__ import annotations
 
-import argparse
 import ast
-import asyncio
-import json
-import os
 import random
 import statistics
-import sys
-import sysconfig
 import time
 from collections import defaultdict
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
+if TYPE_CHECKING:
+    from bench.code_nav import Bench
+    from services.app import Archivist
 
-ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
-from bench.common import CACHE_DIR, machine_info  # noqa: E402
-from services.access.scope import Scope, use_scope  # noqa: E402
-from services.app import Archivist, run_worker  # noqa: E402
-from services.core.settings import Settings  # noqa: E402
-from services.embeddings.base import Embedder  # noqa: E402
-
-EXCLUDE = ["site-packages/**", "**/__pycache__/**", "idlelib/**", "lib2to3/tests/data/**"]
-
-
-class FreeEmbedder(Embedder):
-    """A stand-in: unit vectors at no cost (no search here reads them)."""
-
-    name = "bench-free"
-    dim = 8
-
-    def embed_documents(self, texts: list[str]) -> np.ndarray:
-        out = np.zeros((len(texts), self.dim), dtype=np.float32)
-        out[:, 0] = 1.0
-        return out
-
-    def embed_query(self, text: str) -> np.ndarray:
-        return self.embed_documents([text])[0]
+SEED = 36
+DEFINITIONS = 50
+REFERENCES = 20
 
 
 # ---------------------------------------------------------------- the oracle
 
 
 class Oracle:
-    def __init__(self, root: Path, recursive: bool = True) -> None:
+    def __init__(self, files: dict[str, str]) -> None:
         self.definitions: list[dict[str, Any]] = []  # qualified parts, path, line, end
         self.uses: dict[str, set[tuple[str, int]]] = defaultdict(set)
         self.parsed: set[str] = set()
-        for file in sorted(root.rglob("*.py") if recursive else root.glob("*.py")):
-            relative = file.relative_to(root).as_posix()
-            if relative.startswith(("site-packages/", "idlelib/", "lib2to3/tests/data/")) or "__pycache__" in relative:
+        for relative, text in sorted(files.items()):
+            if not relative.endswith(".py"):
                 continue
             try:
-                tree = ast.parse(file.read_bytes())
+                tree = ast.parse(text)
             except (SyntaxError, ValueError):
                 continue
             self.parsed.add(relative)
@@ -187,73 +151,6 @@ async def timed(call: Any) -> tuple[Any, float]:
     return result, (time.perf_counter() - start) * 1000
 
 
-async def sync_stdlib(app: Archivist, root: Path, recursive: bool) -> tuple[Any, float]:
-    config, _ = await app.sync.bind(
-        str(root), title="python-stdlib", include_patterns=["*.py"], exclude_patterns=EXCLUDE, recursive=recursive
-    )
-    start = time.perf_counter()
-    started = await app.sync.queue(config.source_id)
-    stop = asyncio.Event()
-    worker = asyncio.create_task(run_worker(app, stop, "bench-code-symbols"))
-    try:
-        job = await app.jobs.wait(started.job.id, 7200, interval=0.2)
-    finally:
-        stop.set()
-        await worker
-    assert job.status == "completed", job
-    return config.source_id, time.perf_counter() - start
-
-
-async def sizes(app: Archivist) -> dict[str, int]:
-    tables = ("code_symbols", "code_references", "code_symbol_files")
-    out = {t: await app.db.pool.fetchval("SELECT pg_total_relation_size($1::regclass)", t) for t in tables}
-    out["rows_code_symbols"] = await app.db.pool.fetchval("SELECT count(*) FROM code_symbols")
-    out["rows_code_references"] = await app.db.pool.fetchval("SELECT count(*) FROM code_references")
-    return out
-
-
-async def main(args: argparse.Namespace) -> dict[str, Any]:
-    root = Path(sysconfig.get_paths()["stdlib"])
-    rng = random.Random(args.seed)
-    recursive = not args.top_level
-    oracle = Oracle(root, recursive)
-    settings = Settings(
-        _env_file=None,
-        database_url=args.database_url or os.environ.get("DATABASE_URL"),
-        data_dir=CACHE_DIR / "code-symbols-db",
-        allowed_paths=[root],
-        job_poll_seconds=0.05,
-        run_worker=False,
-    )
-    app = await Archivist.open(settings, FreeEmbedder())
-    result: dict[str, Any] = {"machine": machine_info(), "stdlib": str(root), "top_level_only": not recursive}
-    try:
-        with use_scope(Scope.owner()):
-            source_id, seconds = await sync_stdlib(app, root, recursive)
-            files = await app.db.pool.fetch(
-                "SELECT f.path, f.document_id, length(d.content) AS chars FROM folder_files f "
-                "JOIN documents d ON d.id = f.document_id WHERE f.source_id = $1",
-                source_id,
-            )
-            code_bytes = sum(len((root / r["path"]).read_bytes()) for r in files)
-            lines = sum((root / r["path"]).read_bytes().count(b"\n") for r in files)
-            result["sync"] = {
-                "files": len(files),
-                "lines": lines,
-                "code_bytes": code_bytes,
-                "seconds": round(seconds, 1),
-            }
-            result["sizes"] = await sizes(app)
-            symbol_bytes = sum(v for k, v in result["sizes"].items() if not k.startswith("rows_"))
-            result["sizes"]["ratio_to_code"] = round(symbol_bytes / code_bytes, 3)
-            result["definitions"] = await measure_definitions(app, oracle, source_id, args.definitions, rng)
-            result["references"] = await measure_references(app, oracle, source_id, args.references, rng)
-            result["outline"] = await measure_outlines(app, [r["document_id"] for r in files], rng)
-    finally:
-        await app.close()
-    return result
-
-
 async def measure_definitions(
     app: Archivist, oracle: Oracle, source_id: Any, count: int, rng: random.Random
 ) -> dict[str, Any]:
@@ -329,11 +226,44 @@ async def measure_outlines(app: Archivist, documents: list[Any], rng: random.Ran
     }
 
 
-if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--definitions", type=int, default=50)
-    parser.add_argument("--references", type=int, default=20)
-    parser.add_argument("--seed", type=int, default=36)
-    parser.add_argument("--database-url", default=None)
-    parser.add_argument("--top-level", action="store_true", help="only Lib/*.py (168 files, 132k lines)")
-    print(json.dumps(asyncio.run(main(parser.parse_args())), indent=1, default=str))
+async def symbols_section(bench: Bench) -> list[str]:
+    """Definitions, references and outlines of the synced files against `ast`, and the tables' size."""
+    started = time.perf_counter()
+    oracle = Oracle(bench.files)
+    rng = random.Random(SEED)
+    out = [
+        f"symbol oracle: {len(oracle.parsed)} files `ast` parses, {len(oracle.definitions)} definitions "
+        f"({time.perf_counter() - started:.0f} s)"
+    ]
+    app, source_id = bench.app, bench.source_id
+    found = await measure_definitions(app, oracle, source_id, DEFINITIONS, rng)
+    out.append(
+        f"definitions: {found['queries']} queries, hit@1 {found['hit_at_1']:.3f}, p50 {found['p50_ms']} ms, "
+        f"p95 {found['p95_ms']} ms; sample {found['sample'][:5]}"
+    )
+    out += [f"  miss: {miss}" for miss in found["misses"]]
+    used = await measure_references(app, oracle, source_id, REFERENCES, rng)
+    out.append(
+        f"references: {len(used['names'])} names, recall {used['recall']:.4f}, precision {used['precision']:.4f}, "
+        f"first page p50 {used['first_page_p50_ms']} ms, p95 {used['first_page_p95_ms']} ms"
+    )
+    out += [f"  imperfect: {entry}" for entry in used["imperfect"]]
+    documents = [
+        r["document_id"]
+        for r in await app.db.pool.fetch(
+            "SELECT DISTINCT f.document_id FROM git_files f JOIN code_symbol_files s ON s.document_id = f.document_id "
+            "WHERE f.source_id = $1 ORDER BY 1",
+            source_id,
+        )
+    ]
+    outline = await measure_outlines(app, documents, rng)
+    out.append(f"outline: {outline['files']} files, p50 {outline['p50_ms']} ms, p95 {outline['p95_ms']} ms")
+    tables = ("code_symbols", "code_references", "code_symbol_files")
+    size = {t: await app.db.pool.fetchval("SELECT pg_total_relation_size($1::regclass)", t) for t in tables}
+    code = sum(len(t.encode()) for t in bench.files.values())
+    total = sum(size.values())
+    out.append(
+        f"symbol tables: {total / 1e6:.1f} MB ({', '.join(f'{t} {v / 1e6:.1f} MB' for t, v in size.items())}) "
+        f"for {code / 1e6:.1f} MB of code: {total / code:.2f}x the code's bytes"
+    )
+    return out

@@ -98,10 +98,17 @@ def segments(line_start: int, line_end: int, text: str) -> Iterator[tuple[int, s
 
 
 async def write_lines(
-    conn: asyncpg.Connection, document_id: UUID, source_id: UUID, content: str, metadata: dict[str, Any] | None
+    conn: asyncpg.Connection,
+    document_id: UUID,
+    source_id: UUID,
+    content: str,
+    metadata: dict[str, Any] | None,
+    fresh: bool = False,
 ) -> None:
-    """Replace the document's line blocks (in the caller's transaction): none unless `indexed`."""
-    await conn.execute("DELETE FROM code_blocks WHERE document_id = $1", document_id)
+    """Replace the document's line blocks (in the caller's transaction): none unless `indexed`.
+    `fresh`: the document was inserted by this transaction (no blocks to delete)."""
+    if not fresh:
+        await conn.execute("DELETE FROM code_blocks WHERE document_id = $1", document_id)
     if not indexed(metadata):
         return
     records = [(source_id, document_id, a, b, text.replace("\x00", "")) for a, b, text in blocks(content)]

@@ -35,12 +35,19 @@ def file_symbols(content: str, metadata: dict[str, Any] | None) -> Symbols | Non
 
 
 async def write_symbols(
-    conn: asyncpg.Connection, document_id: UUID, source_id: UUID, content: str, metadata: dict[str, Any] | None
+    conn: asyncpg.Connection,
+    document_id: UUID,
+    source_id: UUID,
+    content: str,
+    metadata: dict[str, Any] | None,
+    fresh: bool = False,
 ) -> None:
-    """Replace the document's symbol rows (in the caller's transaction)."""
-    await conn.execute("DELETE FROM code_symbols WHERE document_id = $1", document_id)
-    await conn.execute("DELETE FROM code_references WHERE document_id = $1", document_id)
-    await conn.execute("DELETE FROM code_symbol_files WHERE document_id = $1", document_id)
+    """Replace the document's symbol rows (in the caller's transaction). `fresh`: the document was
+    inserted by this transaction (no rows to delete)."""
+    if not fresh:
+        await conn.execute("DELETE FROM code_symbols WHERE document_id = $1", document_id)
+        await conn.execute("DELETE FROM code_references WHERE document_id = $1", document_id)
+        await conn.execute("DELETE FROM code_symbol_files WHERE document_id = $1", document_id)
     symbols = file_symbols(content, metadata)
     if symbols is not None:
         await _write_code(conn, document_id, source_id, symbols)

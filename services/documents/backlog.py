@@ -7,6 +7,11 @@ writes the vectors: two claimers never take the same chunk, and a claimer that d
 rolls back, so its chunks are simply pending again. A vector is written only where there is none yet,
 with `embedded_at`, so no chunk is embedded twice.
 
+While a sync stores files in this process (`storing`), the background runner waits: on a small machine
+the model's threads would take the cores the storing needs, and a sync embeds its own chunks (`drain`)
+once every file is keyword-searchable (the Python standard library, 1,938 files: 379 s to store with
+the runner embedding beside it).
+
 Embedding goes through the model gate at document priority (`embed_documents_async`): a search's
 query embedding always goes first. A claim holds its connection while the model works, so claims use
 a small pool of their own (`CONNECTIONS`): however many ingestions embed at once, searches never wait
@@ -18,6 +23,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 from uuid import UUID
 
 import asyncpg
@@ -60,6 +67,9 @@ class EmbeddingBacklog:
         self.batch = batch
         self.wakeup = asyncio.Event()  # set when this process stored chunks to embed
         self.embedded = 0  # chunks this process embedded
+        self.stores = 0  # syncs storing files in this process now (the background runner waits)
+        self.idle = asyncio.Event()  # set when none is
+        self.idle.set()
         self._pool: asyncpg.Pool | None = None
         self._pool_lock = asyncio.Lock()
 
@@ -74,6 +84,18 @@ class EmbeddingBacklog:
         if self._pool is not None:
             await self._pool.close()
             self._pool = None
+
+    @contextmanager
+    def storing(self) -> Iterator[None]:
+        """While held, the background runner (`run`) claims nothing; `drain` is not held back."""
+        self.stores += 1
+        self.idle.clear()
+        try:
+            yield
+        finally:
+            self.stores -= 1
+            if not self.stores:
+                self.idle.set()
 
     async def embed_batch(self, document_ids: list[UUID] | None = None) -> int:
         """Claim up to `batch` pending chunks (of these documents, else any), embed and write them.
@@ -139,6 +161,9 @@ class EmbeddingBacklog:
 
     async def _lane(self, stop: asyncio.Event) -> None:
         while not stop.is_set():
+            if self.stores:
+                await wait_for(stop, POLL_SECONDS, self.idle)
+                continue
             try:
                 embedded = await self.embed_batch()
             except asyncio.CancelledError:

@@ -73,7 +73,8 @@ class SourceSync(JobRun):
         async with self.pool.acquire() as lock_conn:
             if await self._lock(lock_conn):
                 try:
-                    await self._sync()
+                    with self.documents.backlog.storing():  # files first: the background embedder waits
+                        await self._sync()
                 finally:
                     await lock_conn.execute("SELECT pg_advisory_unlock(hashtextextended($1, 0))", self._key)
 

@@ -404,3 +404,32 @@ async def test_a_single_create_or_update_is_stored_with_its_vectors(app: Archivi
         created.document.id,
     )
     assert rows and all(r["has_vector"] and r["stamped"] for r in rows) and any("marsh" in r["text"] for r in rows)
+
+
+@pytest.mark.usefixtures("owner")
+async def test_the_background_runner_waits_while_a_sync_stores_files(app: Archivist) -> None:
+    """A sync's files are stored first: the model's threads would take the cores storing needs (the
+    sync embeds its own chunks once every file is keyword-searchable)."""
+    source, _ = await app.sources.get_or_create("stored before embedded")
+    stored = await app.documents.ingest(source.id, "Kelp", notes("kelp", "otter"), "markdown", embed=False)
+    backlog = app.documents.backlog
+    pending = await backlog.pending([stored.document.id])
+    assert pending > 0
+    stop = asyncio.Event()
+    with backlog.storing():
+        runner = asyncio.create_task(backlog.run(stop))
+        await asyncio.sleep(1.5)  # more than the runner's poll: it looked, and waited
+        assert await backlog.pending([stored.document.id]) == pending
+        assert await backlog.drain([stored.document.id]) == pending  # a sync's own drain is not held back
+        await app.documents.ingest(source.id, "Reef", notes("reef", "eel"), "markdown", embed=False)
+        await asyncio.sleep(0.5)
+        assert await backlog.pending() > 0
+    try:
+        await until(lambda: _none_pending(app), 60, "the runner embeds once the storing ends")
+    finally:
+        stop.set()
+        await asyncio.wait_for(runner, 30)
+
+
+async def _none_pending(app: Archivist) -> bool:
+    return await app.documents.backlog.pending() == 0
