@@ -18,7 +18,7 @@ from services.code.symbols import Symbols, extract, supports
 
 SYMBOL_COLUMNS = (
     "source_id", "document_id", "name", "kind", "qualified_name", "parent", "line_start", "line_end", "signature",
-    "doc", "anchor",
+    "doc", "anchor", "char_start",
 )  # fmt: skip
 REFERENCE_COLUMNS = ("source_id", "document_id", "name", "lines")
 FILE_COLUMNS = ("source_id", "document_id", "language", "definitions", "references", "capped")
@@ -60,6 +60,7 @@ async def _write_code(conn: asyncpg.Connection, document_id: UUID, source_id: UU
             d.signature,
             d.doc,
             None,
+            None,
         )
         for d in symbols.definitions
     ]
@@ -74,17 +75,21 @@ async def _write_code(conn: asyncpg.Connection, document_id: UUID, source_id: UU
 
 
 async def write_documented(conn: asyncpg.Connection, document_id: UUID, source_id: UUID, documented: Any) -> None:
-    """Replace the names a page documents: [qualified name, anchor, kind] each."""
+    """Replace the names a page documents: [qualified name, anchor, kind, offset of the entry in the page's
+    text or None] each (services/pages/api_places.py; entries of three, from before offsets, have none)."""
     await conn.execute("DELETE FROM code_symbols WHERE document_id = $1 AND anchor IS NOT NULL", document_id)
     if not isinstance(documented, list):
         return
     rows = []
     for entry in documented:
-        if not (isinstance(entry, list | tuple) and len(entry) == 3 and all(isinstance(v, str) for v in entry)):
+        if not isinstance(entry, list | tuple) or len(entry) not in (3, 4):
             continue
-        qualified, anchor, kind = entry
+        if not all(isinstance(v, str) for v in entry[:3]):
+            continue
+        qualified, anchor, kind = entry[:3]
+        offset = entry[3] if len(entry) == 4 and isinstance(entry[3], int) and entry[3] >= 0 else None
         name = qualified.replace("::", ".").rsplit(".", 1)[-1]
         if name:
-            rows.append((source_id, document_id, name, kind, qualified, None, None, None, "", "", anchor))
+            rows.append((source_id, document_id, name, kind, qualified, None, None, None, "", "", anchor, offset))
     if rows:
         await conn.copy_records_to_table("code_symbols", records=rows, columns=SYMBOL_COLUMNS)
