@@ -202,7 +202,9 @@ def job_runners(app: Archivist) -> dict[str, RunnerFactory]:
 
 def worker_chores(app: Archivist) -> Mapping[str, Chore]:
     """What every worker (the server's and `archivist worker`) does beside jobs: embed pending chunks
-    (services/documents/backlog.py) and flag chunks stored before flags existed (services/flags)."""
+    (services/documents/backlog.py), flag chunks stored before flags existed (services/flags) and write
+    the symbols of code stored before the symbol table (services/code/symbol_backfill.py)."""
+    from services.code.symbol_backfill import run_symbol_backfill
     from services.flags.store import run_scanner
 
     chores: dict[str, Chore] = {}
@@ -210,6 +212,7 @@ def worker_chores(app: Archivist) -> Mapping[str, Chore]:
     if lanes > 0:
         chores["embedding-backlog"] = partial(app.documents.backlog.run, lanes=lanes)
     chores["flag-scan"] = partial(run_scanner, app.db)
+    chores["symbol-backfill"] = partial(run_symbol_backfill, app.db)
     return chores
 
 

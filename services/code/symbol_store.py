@@ -43,10 +43,11 @@ async def write_symbols(
     await conn.execute("DELETE FROM code_symbol_files WHERE document_id = $1", document_id)
     symbols = file_symbols(content, metadata)
     if symbols is not None:
-        await _write_code(conn, document_id, source_id, symbols)
+        await write_extracted(conn, document_id, source_id, symbols)
 
 
-async def _write_code(conn: asyncpg.Connection, document_id: UUID, source_id: UUID, symbols: Symbols) -> None:
+async def write_extracted(conn: asyncpg.Connection, document_id: UUID, source_id: UUID, symbols: Symbols) -> None:
+    """Write a code file's extracted symbols (its rows deleted first, or never written)."""
     definitions = [
         (
             source_id,
