@@ -1,10 +1,12 @@
-"""Symbols for code stored before the symbol table existed (sql/038; issue 36).
+"""Symbols for code stored before the symbol table existed (sql/038), or before its qualified references
+(sql/043; issue 36).
 
-A code file synced before sql/038 has its chunks and lines but no symbols: ingest writes them only
-when a file is written, and a sync leaves unchanged files alone. Every worker (the server's in-process
+A code file synced before sql/038 has its chunks and lines but no symbols, one synced before sql/043
+no qualified references (its `code_symbol_files.qualified` is NULL): ingest writes them only when a
+file is written, and a sync leaves unchanged files alone. Every worker (the server's in-process
 one, `archivist worker`) therefore makes one pass at start-up in the background (a chore, as the
 injection-flag scan is): the code documents of a language with tag queries that have no
-`code_symbol_files` row, in id order, a batch at a time with a pause between batches. Each file's
+`code_symbol_files` row of sql/043, in id order, a batch at a time with a pause between batches. Each file's
 symbols come from its stored text, which is the file as synced (the verbatim parsers keep it so), and
 are written only if, under the document's row lock, its content hash is still the one parsed and no
 symbols were written meanwhile (a sync rewriting the file writes its own). That makes the pass exact,
@@ -19,7 +21,7 @@ import logging
 from typing import Any
 from uuid import UUID
 
-from services.code.symbol_store import file_symbols, write_extracted
+from services.code.symbol_store import delete_symbols, file_symbols, write_extracted
 from services.core.database import Database
 
 logger = logging.getLogger(__name__)
@@ -29,12 +31,13 @@ PAUSE_SECONDS = 0.05
 PENDING_SQL = """
 SELECT d.id, d.source_id, d.content_hash, d.content, d.metadata FROM documents d
 WHERE d.id > $1 AND d.document_type = 'code'
-  AND NOT EXISTS (SELECT 1 FROM code_symbol_files f WHERE f.document_id = d.id)
+  AND NOT EXISTS (SELECT 1 FROM code_symbol_files f WHERE f.document_id = d.id AND f.qualified IS NOT NULL)
 ORDER BY d.id LIMIT $2
 """
 UNCHANGED_SQL = (
     "SELECT 1 FROM documents d WHERE d.id = $1 AND d.content_hash = $2 "
-    "AND NOT EXISTS (SELECT 1 FROM code_symbol_files f WHERE f.document_id = d.id) FOR UPDATE OF d"
+    "AND NOT EXISTS (SELECT 1 FROM code_symbol_files f WHERE f.document_id = d.id AND f.qualified IS NOT NULL) "
+    "FOR UPDATE OF d"
 )
 
 
@@ -62,6 +65,7 @@ async def _backfill_one(db: Database, row: Any) -> int:
     async with db.pool.acquire() as conn, conn.transaction():
         if await conn.fetchval(UNCHANGED_SQL, row["id"], row["content_hash"]) is None:
             return 0  # rewritten (with its symbols) or deleted since it was read
+        await delete_symbols(conn, row["id"])  # rows written before sql/043, if any
         await write_extracted(conn, row["id"], row["source_id"], symbols)
     return 1
 

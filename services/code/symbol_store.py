@@ -21,7 +21,9 @@ SYMBOL_COLUMNS = (
     "doc", "anchor", "char_start",
 )  # fmt: skip
 REFERENCE_COLUMNS = ("source_id", "document_id", "name", "lines")
-FILE_COLUMNS = ("source_id", "document_id", "language", "definitions", "references", "capped")
+QUALIFIED_COLUMNS = ("source_id", "document_id", "name", "qualifier", "lines")
+FILE_COLUMNS = ("source_id", "document_id", "language", "definitions", "references", "capped", "qualified")
+TABLES = ("code_symbols", "code_references", "code_qualified_references", "code_symbol_files")
 
 
 def file_symbols(content: str, metadata: dict[str, Any] | None) -> Symbols | None:
@@ -38,12 +40,16 @@ async def write_symbols(
     conn: asyncpg.Connection, document_id: UUID, source_id: UUID, content: str, metadata: dict[str, Any] | None
 ) -> None:
     """Replace the document's symbol rows (in the caller's transaction)."""
-    await conn.execute("DELETE FROM code_symbols WHERE document_id = $1", document_id)
-    await conn.execute("DELETE FROM code_references WHERE document_id = $1", document_id)
-    await conn.execute("DELETE FROM code_symbol_files WHERE document_id = $1", document_id)
+    await delete_symbols(conn, document_id)
     symbols = file_symbols(content, metadata)
     if symbols is not None:
         await write_extracted(conn, document_id, source_id, symbols)
+
+
+async def delete_symbols(conn: asyncpg.Connection, document_id: UUID) -> None:
+    """Drop the document's rows from every symbol table."""
+    for table in TABLES:
+        await conn.execute(f"DELETE FROM {table} WHERE document_id = $1", document_id)  # noqa: S608 (a constant)
 
 
 async def write_extracted(conn: asyncpg.Connection, document_id: UUID, source_id: UUID, symbols: Symbols) -> None:
@@ -70,8 +76,12 @@ async def write_extracted(conn: asyncpg.Connection, document_id: UUID, source_id
         await conn.copy_records_to_table("code_symbols", records=definitions, columns=SYMBOL_COLUMNS)
     if references:
         await conn.copy_records_to_table("code_references", records=references, columns=REFERENCE_COLUMNS)
+    qualified = [(source_id, document_id, name, where, lines) for (name, where), lines in symbols.qualified.items()]
+    if qualified:
+        await conn.copy_records_to_table("code_qualified_references", records=qualified, columns=QUALIFIED_COLUMNS)
     counted = sum(len(lines) for lines in symbols.references.values())
-    summary = [(source_id, document_id, symbols.language, len(definitions), counted, symbols.capped)]
+    uses = sum(len(lines) for lines in symbols.qualified.values())
+    summary = [(source_id, document_id, symbols.language, len(definitions), counted, symbols.capped, uses)]
     await conn.copy_records_to_table("code_symbol_files", records=summary, columns=FILE_COLUMNS)
 
 

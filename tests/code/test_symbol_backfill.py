@@ -62,3 +62,20 @@ async def test_a_file_rewritten_meanwhile_keeps_the_symbols_of_its_new_text(app:
     assert await _backfill_one(app.db, row) == 0
     assert (await app.symbols.definitions("copy_tree", [source.id], 0, 20)).total == 0
     assert (await app.symbols.definitions("mirror", [source.id], 0, 20)).total == 1
+
+
+@pytest.mark.usefixtures("owner")
+async def test_code_indexed_before_qualified_references_gets_them(app: Archivist) -> None:
+    """A file written under sql/038 (symbols, no qualified uses: `qualified` NULL) is written again."""
+    source = await app.sources.create(title="Code of sql/038")
+    stored = await app.documents.ingest(
+        source.id, "m.py", MODULE, "code", "file:///repo/m.py", {"language": "python", "path": "m.py"}, embed=False
+    )
+    document = stored.document.id
+    await app.db.pool.execute("DELETE FROM code_qualified_references WHERE document_id = $1", document)
+    await app.db.pool.execute("UPDATE code_symbol_files SET qualified = NULL WHERE document_id = $1", document)
+    assert (await app.symbols.references("shutil.copytree", [source.id], 0, 20)).total == 1  # by the name, meanwhile
+    assert await backfill_symbols(app.db) == 1
+    uses = await app.symbols.references("shutil.copytree", [source.id], 0, 20)
+    assert [h.line for h in uses.hits] == [5]
+    assert (await app.symbols.definitions("copy_tree", [source.id], 0, 20)).total == 1  # written once, not twice
