@@ -8,13 +8,15 @@ as the file itself says, from its imports:
   (the first part of the written chain resolved through the file's imports, the rest kept);
 * `copytree(...)` after `from shutil import copytree` (or `... as ct`, then `ct(...)`), and the import
   line itself: `copytree` qualified `shutil`;
-* `import os.path`: `path` qualified `os`;
+* `import os.path`: `path` qualified `os`; `path.join` after `from os import path`: `path` qualified
+  `os` (the head of a chain is a use too) and `join` qualified `os.path`;
 * a bare use of a name the file defines at its top level: qualified `.`, the file's own module, which
   the reader turns into the module its path names (a rename needs no rewrite).
 
 What the file cannot say is left out: an instance's methods (`p.read_text()`), names bound by
 assignment, relative imports (their dots are dropped: `from .m import y` qualifies `y` as `m`).
-Keyword argument names and parameters are not uses. The walk shares the symbol budget's deadline.
+Keyword argument names and parameters (of functions and lambdas) are not uses. The walk shares the
+symbol budget's deadline.
 """
 
 from __future__ import annotations
@@ -23,7 +25,10 @@ import time
 from typing import Any
 
 OWN_MODULE = "."
-SKIPPED_PARENTS = frozenset({"parameters", "default_parameter", "typed_parameter", "typed_default_parameter"})
+SKIPPED_PARENTS = frozenset(
+    {"parameters", "lambda_parameters", "default_parameter", "typed_parameter", "typed_default_parameter"}
+)
+SPLATS = frozenset({"list_splat_pattern", "dictionary_splat_pattern"})
 
 
 def _text(node: Any) -> str:
@@ -84,9 +89,9 @@ def _qualify(node: Any, bound: dict[str, str], own: set[str]) -> tuple[str, str]
         return None
     if parent.type == "keyword_argument" and parent.child_by_field_name("name") == node:
         return None
-    if parent.type == "attribute":
-        if parent.child_by_field_name("attribute") != node:
-            return None  # the head of a chain is a bare use (handled below when it is bound)
+    if parent.type in SPLATS and parent.parent is not None and parent.parent.type in SKIPPED_PARENTS:
+        return None  # *args, **kwargs
+    if parent.type == "attribute" and parent.child_by_field_name("attribute") == node:
         chain = _chain(parent.child_by_field_name("object"))
         if not chain:
             return None

@@ -32,14 +32,15 @@ FILES = {
         "    joined(src, dst)\n    return f(copytree=1)\n"
     ),
     "app/b.py": (
-        "import mylib\nimport pathlib\n\n\ndef copytree(src):\n    return src\n\n\ndef use(q):\n"
-        "    copytree(1)\n    mylib.copytree(2)\n    pathlib.Path.read_text(q)\n    return mylib.shutil.copytree(3)\n"
+        "import mylib\nimport pathlib\nfrom os import path\n\n\ndef copytree(src):\n    return src\n\n\ndef use(q):\n"
+        "    copytree(1)\n    mylib.copytree(2)\n    pathlib.Path.read_text(q)\n    path.exists(q)\n"
+        "    return mylib.shutil.copytree(3)\n"
     ),
     "app/c.py": "from app.b import copytree\n\n\ndef again():\n    return copytree(0)\n",
 }
 QUERIES = [
     "shutil.copytree", "sh.copytree", "b.copytree", "app.b.copytree", "mylib.copytree", "Path.read_text",
-    "pathlib.Path.read_text", "os.path.join", "path.join", "os.path",
+    "pathlib.Path.read_text", "os.path.join", "path.join", "os.path", "os.path.exists",
 ]  # fmt: skip
 
 
@@ -144,7 +145,7 @@ async def test_qualified_references_match_the_ast_oracle(client: Client, source:
 
 async def test_a_bare_name_matches_every_use(client: Client, source: str) -> None:
     every = await uses(client, "copytree", source)
-    assert ("app/a.py", 15) in every and ("app/b.py", 11) in every  # other.copytree, mylib.copytree
+    assert ("app/a.py", 15) in every and ("app/b.py", 12) in every  # other.copytree, mylib.copytree
     qualified = await uses(client, "shutil.copytree", source)
     assert ("app/a.py", 15) not in qualified and ("app/a.py", 14) in qualified  # `ct(...)`: the alias resolved
     assert ("app/a.py", 14) not in every  # by its written name, the alias is another name
