@@ -25,9 +25,9 @@ import time
 from typing import Any
 
 OWN_MODULE = "."
-SKIPPED_PARENTS = frozenset(
-    {"parameters", "lambda_parameters", "default_parameter", "typed_parameter", "typed_default_parameter"}
-)
+SKIPPED_PARENTS = frozenset({"parameters", "lambda_parameters", "typed_parameter"})
+#: nodes whose `name` field is a parameter or keyword, not a use (their value is one)
+NAMING = frozenset({"default_parameter", "typed_default_parameter", "keyword_argument"})
 SPLATS = frozenset({"list_splat_pattern", "dictionary_splat_pattern"})
 
 
@@ -87,7 +87,7 @@ def _qualify(node: Any, bound: dict[str, str], own: set[str]) -> tuple[str, str]
     name = _text(node)
     if parent is None or parent.type in SKIPPED_PARENTS:
         return None
-    if parent.type == "keyword_argument" and parent.child_by_field_name("name") == node:
+    if parent.type in NAMING and parent.child_by_field_name("name") == node:
         return None
     if parent.type in SPLATS and parent.parent is not None and parent.parent.type in SKIPPED_PARENTS:
         return None  # *args, **kwargs

@@ -29,7 +29,7 @@ FILES = {
         "def run(src, dst, other, p):\n"
         "    shutil.copytree(src, dst)\n    sh.copytree(src, dst)\n    copytree(src, dst)\n    ct(src, dst)\n"
         "    other.copytree(src, dst)\n    p.read_text()\n    Path.read_text(p)\n    os.path.join(src, dst)\n"
-        "    joined(src, dst)\n    return f(copytree=1)\n"
+        "    joined(src, dst)\n    return f(copytree=1)\n\n\ndef later(f=ct, *copytree, **sh):\n    return f\n"
     ),
     "app/b.py": (
         "import mylib\nimport pathlib\nfrom os import path\n\n\ndef copytree(src):\n    return src\n\n\ndef use(q):\n"
