@@ -139,3 +139,18 @@ def test_the_pipeline_records_where_each_entry_starts_without_changing_the_text(
     odd = extract_html(API_PAGE.replace("<h1>", "<h1>\ue000"), API_URL)
     assert [n[3] for n in odd.metadata["api_names"]] == [None] * len(ENTRIES)
     assert "\ue000" in odd.markdown
+
+
+@pytest.mark.usefixtures("owner")
+async def test_a_profile_confines_the_leg(app: Archivist, without_leg: Archivist, pages: dict[str, Any]) -> None:
+    """Searching as a profile of the tutorials only, the reference page's entry is neither lifted nor brought in."""
+    from models.search import SearchQuery
+
+    await app.profiles.create("tutorials-only", "the tutorials", [pages["tutorials"].id])
+    asked = SearchQuery(query="asyncio.TaskGroup", profile="tutorials-only", search_type="hybrid")
+    with_leg = await app.queries.run(asked)
+    plain = await without_leg.queries.run(asked)
+    assert {h.document_title for h in with_leg.outcome.hits} == {"TaskGroup tutorial"}
+    assert [(h.chunk_id, h.score) for h in with_leg.outcome.hits] == [(h.chunk_id, h.score) for h in plain.outcome.hits]
+    everything = await app.queries.run(SearchQuery(query="asyncio.TaskGroup", search_type="hybrid"))
+    assert everything.outcome.hits[0].document_title == "Coroutines and Tasks"  # as the owner: lifted
