@@ -233,8 +233,10 @@ class HybridSearch(SearchStrategy):
             limit,
             *bm25,
         )
+        if s.hybrid_name_weight <= 0:
+            return rows
         named = await self.names.chunks(request.query, request.source_ids, request.code_only)
-        if not named or s.hybrid_name_weight <= 0:
+        if not named:
             return rows
         share = float(s.hybrid_name_weight) / max(vector_weight + keyword_weight, 1e-9)
         return await self.names.fuse(rows, named, request.query_vector, share, self.max_rrf(request), limit)
