@@ -61,6 +61,7 @@ DOC_SETS: dict[str, tuple[str, Path, str, str]] = {
     "django": ("python-django-doc", Path("/usr/share/doc/python-django-doc/html"), "index.html", "django"),
     "postgresql": ("postgresql-doc-15", Path("/usr/share/doc/postgresql-doc-15/html"), "index.html", "postgresql"),
     "mkdocs": ("mkdocs-doc", Path("/usr/share/doc/mkdocs/html"), "index.html", "mkdocs"),
+    "python": ("python3.11-doc", Path("/usr/share/doc/python3.11-doc/html"), "index.html", "python"),
 }
 QUESTIONS = ROOT / "bench" / "docs_questions.json"
 #: Title prefix of the sources a run crawls (`<prefix>-<set>`); bench/identifiers.py uses its own.

@@ -1,12 +1,13 @@
 """Identifier queries on real documentation (issue 29, point 8): names as agents type them.
 
-    nice -n 10 .venv/bin/python bench/identifiers.py [--sets django,postgresql,mkdocs] [--max-pages 150]
-        [--keep | --reuse-crawl] [--out bench/.cache/identifiers.json]
+    nice -n 10 .venv/bin/python bench/identifiers.py [--sets django,postgresql,mkdocs,python]
+        [--max-pages 150] [--keep | --reuse-crawl] [--out bench/.cache/identifiers.json]
 
 The same harness as bench/docs.py (each Debian doc set served on 127.0.0.1 and crawled through the real
 job path, the questions' target pages first in the sitemap, at most --max-pages pages a set), with the
 questions of bench/identifier_questions.json: `QuerySet.select_related`, `pg_stat_statements`,
-`use_directory_urls`, ... each with the page that defines it. Sources are titled `bench-ids-<set>`.
+`use_directory_urls`, `asyncio.TaskGroup`, ... each with the page that defines it. Sources are titled
+`bench-ids-<set>`.
 
 Printed: hit@1, hit@5 and MRR@10 (page level) for hybrid, keyword and vector search, beside a page-level
 BM25 (rank-bm25 over the stored pages' text, lower-cased `\\w+` tokens, so `select_related` is one token).
@@ -52,7 +53,9 @@ def table(results: dict[str, Any]) -> str:
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--sets", default="django,postgresql,mkdocs", help=f"comma-separated, of {', '.join(DOC_SETS)}")
+    parser.add_argument(
+        "--sets", default="django,postgresql,mkdocs,python", help=f"comma-separated, of {', '.join(DOC_SETS)}"
+    )
     parser.add_argument("--max-pages", type=int, default=150, help="pages crawled per doc set")
     parser.add_argument("--strategies", default=",".join(STRATEGIES), help="search types asked, comma-separated")
     parser.add_argument("--concurrency", type=int, default=4)

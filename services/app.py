@@ -202,8 +202,10 @@ def job_runners(app: Archivist) -> dict[str, RunnerFactory]:
 
 def worker_chores(app: Archivist) -> Mapping[str, Chore]:
     """What every worker (the server's and `archivist worker`) does beside jobs: embed pending chunks
-    (services/documents/backlog.py), flag chunks stored before flags existed (services/flags) and fold
-    new keyword postings into blocks (services/search/merge.py; one merge at a time across workers)."""
+    (services/documents/backlog.py), flag chunks stored before flags existed (services/flags), write
+    the symbols of code stored before the symbol table (services/code/symbol_backfill.py) and fold new
+    keyword postings into blocks (services/search/merge.py; one merge at a time across workers)."""
+    from services.code.symbol_backfill import run_symbol_backfill
     from services.flags.store import run_scanner
     from services.search.merge import PostingsMerger
 
@@ -212,6 +214,7 @@ def worker_chores(app: Archivist) -> Mapping[str, Chore]:
     if lanes > 0:
         chores["embedding-backlog"] = partial(app.documents.backlog.run, lanes=lanes)
     chores["flag-scan"] = partial(run_scanner, app.db)
+    chores["symbol-backfill"] = partial(run_symbol_backfill, app.db)
     chores["postings-merge"] = PostingsMerger(app.db, app.settings.bm25_merge_postings).run
     return chores
 

@@ -17,6 +17,7 @@ from uuid import UUID
 
 import re2
 
+from services.code.qualified import OWN_MODULE
 from services.code.symbols import path_qualifier
 from services.core.database import Database
 from services.core.errors import InvalidArgument, NotFound
@@ -129,6 +130,28 @@ def rank_key(hit: SymbolHit, score: int) -> tuple[Any, ...]:
     return (-score, hit.anchor is not None, _private(hit.name), _in_tests(hit.path), depth, hit.path, hit.line_start)
 
 
+REFERENCES_SQL = (
+    "SELECT r.source_id, r.document_id, r.lines, {path} AS path "
+    "FROM code_references r JOIN documents d ON d.id = r.document_id {paths} "
+    "WHERE r.name = $1 AND ($2::uuid[] IS NULL OR r.source_id = ANY($2)){only} ORDER BY 4, r.document_id"
+)
+#: files whose uses were not resolved (another language, or a Python file indexed before sql/043)
+UNRESOLVED = (
+    " AND NOT EXISTS (SELECT 1 FROM code_symbol_files f WHERE f.document_id = r.document_id "
+    "AND f.language = 'python' AND f.qualified IS NOT NULL)"
+)
+QUALIFIED_SQL = (
+    "SELECT r.source_id, r.document_id, r.qualifier, r.lines, {path} AS path, f.language "
+    "FROM code_qualified_references r JOIN documents d ON d.id = r.document_id {paths} "
+    "LEFT JOIN code_symbol_files f ON f.document_id = r.document_id "
+    "WHERE r.name = $1 AND ($2::uuid[] IS NULL OR r.source_id = ANY($2))"
+)
+QUALIFIED_NOTE = (
+    "Qualified: in Python files, the uses the file's imports resolve to that qualifier (an instance's "
+    "methods cannot be told); in other languages, every use of the name."
+)
+
+
 class SymbolSearch:
     """Definitions, references and outlines over the symbol table (sql/038_code_symbols.sql)."""
 
@@ -165,14 +188,17 @@ class SymbolSearch:
         return Page(page, len(ranked), offset, following, notes)
 
     async def references(self, query: str, sources: list[UUID] | None, offset: int, limit: int) -> Page:
-        name = split_symbol(query)[-1]
-        rows = await self.db.pool.fetch(
-            f"SELECT r.source_id, r.document_id, r.lines, {PATH} AS path "
-            f"FROM code_references r JOIN documents d ON d.id = r.document_id {PATHS} "
-            "WHERE r.name = $1 AND ($2::uuid[] IS NULL OR r.source_id = ANY($2)) ORDER BY 4, r.document_id",
-            name,
-            sources,
-        )
+        """Where a name is used, definitions excluded. A qualified query keeps, in Python files, the uses
+        whose qualifier (resolved through the file's imports: services/code/qualified.py) ends with the
+        query's; files of other languages (and Python files indexed before that) match by the name."""
+        parts = split_symbol(query)
+        name, qualifiers = parts[-1], parts[:-1]
+        notes = []
+        if qualifiers:
+            rows = await self._qualified(name, qualifiers, sources)
+            notes.append(QUALIFIED_NOTE)
+        else:
+            rows = await self.db.pool.fetch(REFERENCES_SQL.format(path=PATH, paths=PATHS, only=""), name, sources)
         total = sum(len(row["lines"]) for row in rows)
         page: list[ReferenceHit] = []
         seen = 0
@@ -185,7 +211,25 @@ class SymbolSearch:
         await self._line_texts(page)
         await self._versions(page)
         following = offset + limit if offset + limit < total else None
-        return Page(page, total, offset, following)
+        return Page(page, total, offset, following, notes)
+
+    async def _qualified(self, name: str, qualifiers: list[str], sources: list[UUID] | None) -> list[dict[str, Any]]:
+        """Per file (in path order), the lines of the uses of `name` qualified as asked."""
+        resolved = await self.db.pool.fetch(QUALIFIED_SQL.format(path=PATH, paths=PATHS), name, sources)
+        files: dict[UUID, dict[str, Any]] = {}
+        for row in resolved:
+            written = row["qualifier"]
+            held = path_qualifier(row["language"], row["path"]) if written == OWN_MODULE else written
+            parts = PARTS.split(held) if held else []
+            if len(parts) >= len(qualifiers) and parts[len(parts) - len(qualifiers) :] == qualifiers:
+                entry = files.setdefault(row["document_id"], {**dict(row), "lines": set()})
+                entry["lines"].update(row["lines"])
+        unqualified = await self.db.pool.fetch(
+            REFERENCES_SQL.format(path=PATH, paths=PATHS, only=UNRESOLVED), name, sources
+        )
+        found = [{**entry, "lines": sorted(entry["lines"])} for entry in files.values()]
+        found += [dict(row) for row in unqualified]
+        return sorted(found, key=lambda row: (row["path"], str(row["document_id"])))
 
     async def document_at(self, sources: Any, source_id: str, path: str) -> UUID:
         """The document of the file at `path` in a source (NotFound outside the caller's scope)."""

@@ -18,10 +18,12 @@ from services.code.symbols import Symbols, extract, supports
 
 SYMBOL_COLUMNS = (
     "source_id", "document_id", "name", "kind", "qualified_name", "parent", "line_start", "line_end", "signature",
-    "doc", "anchor",
+    "doc", "anchor", "char_start",
 )  # fmt: skip
 REFERENCE_COLUMNS = ("source_id", "document_id", "name", "lines")
-FILE_COLUMNS = ("source_id", "document_id", "language", "definitions", "references", "capped")
+QUALIFIED_COLUMNS = ("source_id", "document_id", "name", "qualifier", "lines")
+FILE_COLUMNS = ("source_id", "document_id", "language", "definitions", "references", "capped", "qualified")
+TABLES = ("code_symbols", "code_references", "code_qualified_references", "code_symbol_files")
 
 
 def file_symbols(content: str, metadata: dict[str, Any] | None) -> Symbols | None:
@@ -45,15 +47,20 @@ async def write_symbols(
     """Replace the document's symbol rows (in the caller's transaction). `fresh`: the document was
     inserted by this transaction (no rows to delete)."""
     if not fresh:
-        await conn.execute("DELETE FROM code_symbols WHERE document_id = $1", document_id)
-        await conn.execute("DELETE FROM code_references WHERE document_id = $1", document_id)
-        await conn.execute("DELETE FROM code_symbol_files WHERE document_id = $1", document_id)
+        await delete_symbols(conn, document_id)
     symbols = file_symbols(content, metadata)
     if symbols is not None:
-        await _write_code(conn, document_id, source_id, symbols)
+        await write_extracted(conn, document_id, source_id, symbols)
 
 
-async def _write_code(conn: asyncpg.Connection, document_id: UUID, source_id: UUID, symbols: Symbols) -> None:
+async def delete_symbols(conn: asyncpg.Connection, document_id: UUID) -> None:
+    """Drop the document's rows from every symbol table."""
+    for table in TABLES:
+        await conn.execute(f"DELETE FROM {table} WHERE document_id = $1", document_id)  # noqa: S608 (a constant)
+
+
+async def write_extracted(conn: asyncpg.Connection, document_id: UUID, source_id: UUID, symbols: Symbols) -> None:
+    """Write a code file's extracted symbols (its rows deleted first, or never written)."""
     definitions = [
         (
             source_id,
@@ -67,6 +74,7 @@ async def _write_code(conn: asyncpg.Connection, document_id: UUID, source_id: UU
             d.signature,
             d.doc,
             None,
+            None,
         )
         for d in symbols.definitions
     ]
@@ -75,23 +83,31 @@ async def _write_code(conn: asyncpg.Connection, document_id: UUID, source_id: UU
         await conn.copy_records_to_table("code_symbols", records=definitions, columns=SYMBOL_COLUMNS)
     if references:
         await conn.copy_records_to_table("code_references", records=references, columns=REFERENCE_COLUMNS)
+    qualified = [(source_id, document_id, name, where, lines) for (name, where), lines in symbols.qualified.items()]
+    if qualified:
+        await conn.copy_records_to_table("code_qualified_references", records=qualified, columns=QUALIFIED_COLUMNS)
     counted = sum(len(lines) for lines in symbols.references.values())
-    summary = [(source_id, document_id, symbols.language, len(definitions), counted, symbols.capped)]
+    uses = sum(len(lines) for lines in symbols.qualified.values())
+    summary = [(source_id, document_id, symbols.language, len(definitions), counted, symbols.capped, uses)]
     await conn.copy_records_to_table("code_symbol_files", records=summary, columns=FILE_COLUMNS)
 
 
 async def write_documented(conn: asyncpg.Connection, document_id: UUID, source_id: UUID, documented: Any) -> None:
-    """Replace the names a page documents: [qualified name, anchor, kind] each."""
+    """Replace the names a page documents: [qualified name, anchor, kind, offset of the entry in the page's
+    text or None] each (services/pages/api_places.py; entries of three, from before offsets, have none)."""
     await conn.execute("DELETE FROM code_symbols WHERE document_id = $1 AND anchor IS NOT NULL", document_id)
     if not isinstance(documented, list):
         return
     rows = []
     for entry in documented:
-        if not (isinstance(entry, list | tuple) and len(entry) == 3 and all(isinstance(v, str) for v in entry)):
+        if not isinstance(entry, list | tuple) or len(entry) not in (3, 4):
             continue
-        qualified, anchor, kind = entry
+        if not all(isinstance(v, str) for v in entry[:3]):
+            continue
+        qualified, anchor, kind = entry[:3]
+        offset = entry[3] if len(entry) == 4 and isinstance(entry[3], int) and entry[3] >= 0 else None
         name = qualified.replace("::", ".").rsplit(".", 1)[-1]
         if name:
-            rows.append((source_id, document_id, name, kind, qualified, None, None, None, "", "", anchor))
+            rows.append((source_id, document_id, name, kind, qualified, None, None, None, "", "", anchor, offset))
     if rows:
         await conn.copy_records_to_table("code_symbols", records=rows, columns=SYMBOL_COLUMNS)

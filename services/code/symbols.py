@@ -22,6 +22,7 @@ from functools import cache
 from pathlib import PurePosixPath
 from typing import Any, cast
 
+from services.code.qualified import qualified_references
 from services.code.symbol_languages import CONTAINERS, LANGUAGES, SymbolLanguage
 from services.core.budgets import budget
 
@@ -50,6 +51,8 @@ class Symbols:
     language: str
     definitions: list[Definition] = field(default_factory=list)
     references: dict[str, list[int]] = field(default_factory=dict)  # name -> sorted distinct lines
+    #: (name, qualifier) -> sorted distinct lines: Python uses resolved through imports (services/code/qualified.py)
+    qualified: dict[tuple[str, str], list[int]] = field(default_factory=dict)
     capped: str | None = None  # what stopped the extraction early, when something did
 
 
@@ -131,6 +134,10 @@ def extract(content: str, language: str, path: str | None = None) -> Symbols:
     out.references, over = _references(tree.root_node, language, name_starts, room, len(source), deadline)
     if over:
         out.capped = over
+    elif LANGUAGES[language].module == "python":
+        own = {d.name for d in out.definitions if d.parent is None}
+        out.qualified, late = qualified_references(tree.root_node, name_starts, own, deadline)
+        out.capped = f"stopped after {BUDGET.seconds:g} s" if late else None
     return out
 
 

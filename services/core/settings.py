@@ -67,6 +67,9 @@ class Settings(BaseSettings):
     #: Hybrid's keyword weight for a query of rare terms only (exactness 1); between the two weights in
     #: proportion to exactness. At or below hybrid_keyword_weight: a fixed weight (issue 29).
     hybrid_exact_keyword_weight: float = Field(default=0.6, ge=0, le=1)
+    #: Weight of the name leg (services/search/names.py), relative to the other two legs' together: a query
+    #: naming a documented identifier lifts the chunk documenting it by this share of the best score. 0: off.
+    hybrid_name_weight: float = Field(default=1.0, ge=0)
     fts_config: str = "english"
     #: Keyword terms found in more than this share of chunks are left out of the keyword leg.
     keyword_max_term_frequency: float = 0.05

@@ -32,6 +32,7 @@ class PageContext:
     metadata: dict[str, Any] = field(default_factory=dict)
     links: list[str] = field(default_factory=list)  # absolute outlinks (whole page, chrome included)
     markdown: str = ""
+    api_marked: bool = False  # documented names' elements carry markers (services/pages/api_places.py)
 
 
 @dataclass(frozen=True)

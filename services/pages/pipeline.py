@@ -1,7 +1,7 @@
 """Per-content-type page pipelines: a page's source in, its article as markdown (+ title, links) out.
 
-HTML: parse -> metadata -> noindex / nofollow -> links (whole page) -> main content -> hidden text (evidence for
-injection flags, services/flags) -> sanitize -> markdown.
+HTML: parse -> metadata -> documented names -> noindex / nofollow -> links (whole page) -> main content -> hidden
+text (evidence for injection flags, services/flags) -> sanitize -> markdown (with each documented name's offset).
 Markdown and plain text pass through (markdown also yields a title and its links).
 Crawled pages (services/fetchers) and ingested .html files (services/parsers/html.py) both come here.
 """
@@ -11,6 +11,7 @@ from __future__ import annotations
 from services.core.markdown_lines import atx_heading
 from services.net.robots import parse_llms_txt
 from services.pages.api_names import ExtractApiNames
+from services.pages.api_places import MarkApiNames, PlaceApiNames
 from services.pages.base import EXTRACTOR_VERSION, ExtractedPage, PageContext, Step
 from services.pages.hidden import FindHiddenText
 from services.pages.indexing import DetectNoIndex
@@ -33,7 +34,9 @@ HTML_STEPS: tuple[type[Step], ...] = (
     SelectMainContent,
     FindHiddenText,
     Sanitize,
+    MarkApiNames,
     ToMarkdown,
+    PlaceApiNames,
 )
 
 

@@ -1,5 +1,8 @@
 """Hybrid retrieval: reciprocal-rank fusion of HNSW vector top-N and full-text top-N, in one SQL query.
 
+A query naming an identifier that an API reference page in scope documents gets a third leg: the chunk
+holding that entry is lifted (services/search/names.py); any other query is ranked by the two legs alone.
+
 Chunks not embedded yet (two-phase indexing: the backlog has not reached them) are found by the
 keyword leg alone; in their fusion the vector leg's share is stood in for by their keyword evidence
 (RRF: their keyword rank; convex: their normalised keyword score), so a half-embedded source answers
@@ -29,6 +32,7 @@ from services.search.base import HIT_COLUMNS, TS_QUERY_LEXEMES_SQL, SearchReques
 from services.search.bm25 import query_terms
 from services.search.breadth import SearchBreadth
 from services.search.legs import code_filter, keyword_leg, uses_topk
+from services.search.names import NameEvidence
 from services.search.pending import pending_fusion, pending_leg
 
 # $1 query vector, $2 source filter, $3 depth per leg, $4 keyword terms (see the leg), $5 vector weight,
@@ -162,6 +166,7 @@ class HybridSearch(SearchStrategy):
         self.db = db
         self.settings = settings
         self.term_stats = TermStatistics(db, settings.keyword_statistics_min_chunks)
+        self.names = NameEvidence(db)
 
     def _sql(self, pending: int = 0, mode: str = "any", code_only: bool = False) -> str:
         """The hybrid query; `pending`: chunks in scope with no vector yet; `mode`: the keyword mode;
@@ -216,7 +221,7 @@ class HybridSearch(SearchStrategy):
         mode = request.keyword_mode
         (keyword, *bm25), exact = await self.keyword_args(request.query, depth, pending > 0, mode)
         vector_weight, keyword_weight = self.weights(request, exact)
-        return await SearchBreadth.of(self.db).fetch(
+        rows = await SearchBreadth.of(self.db).fetch(
             self._sql(pending, mode, request.code_only),
             request.query_vector,
             request.source_ids,
@@ -228,6 +233,13 @@ class HybridSearch(SearchStrategy):
             limit,
             *bm25,
         )
+        if s.hybrid_name_weight <= 0:
+            return rows
+        named = await self.names.chunks(request.query, request.source_ids, request.code_only)
+        if not named:
+            return rows
+        share = float(s.hybrid_name_weight) / max(vector_weight + keyword_weight, 1e-9)
+        return await self.names.fuse(rows, named, request.query_vector, share, self.max_rrf(request), limit)
 
     def weights(self, request: SearchRequest | None = None, exact: float = 0.0) -> tuple[float, float]:
         """(vector, keyword) weights: the request's keyword weight (a profile's default) as given; else the

@@ -30,18 +30,20 @@ RUSTDOC = """<html><head><meta name="generator" content="rustdoc"><title>Runtime
 
 def test_each_generator_names_what_it_documents() -> None:
     sphinx = extract_html(SPHINX, "https://docs.python.org/3/library/asyncio-task.html").metadata["api_names"]
+    # each entry: [qualified name, anchor, kind, where the entry starts in the page's markdown]
     assert sphinx == [
-        ["asyncio.TaskGroup", "asyncio.TaskGroup", "class"],
-        ["asyncio.TaskGroup.create_task", "asyncio.TaskGroup.create_task", "method"],
+        ["asyncio.TaskGroup", "asyncio.TaskGroup", "class", 11],
+        ["asyncio.TaskGroup.create_task", "asyncio.TaskGroup.create_task", "method", 99],
     ]  # the id that is not a name is left out
     mkdocs = extract_html(MKDOCS, "https://www.python-httpx.org/api/").metadata["api_names"]
-    assert mkdocs == [["httpx.Client", "httpx.Client", "class"]]
+    assert mkdocs == [["httpx.Client", "httpx.Client", "class", 3]]
     rust = extract_html(RUSTDOC, "https://docs.rs/tokio/1.40.0/tokio/runtime/struct.Runtime.html")
     assert rust.metadata["api_names"] == [
-        ["tokio::runtime::Runtime", "", "struct"],
-        ["tokio::runtime::Runtime::block_on", "method.block_on", "method"],
-        ["tokio::runtime::Runtime::spawn", "method.spawn", "method"],
+        ["tokio::runtime::Runtime", "", "struct", 0],  # the page's own item: its top
+        ["tokio::runtime::Runtime::block_on", "method.block_on", "method", 37],
+        ["tokio::runtime::Runtime::spawn", "method.spawn", "method", 59],
     ]
+    assert rust.markdown[37:].startswith("pub fn block_on") and rust.markdown[59:] == "pub fn spawn"
     assert "api_names" not in extract_html("<html><body><p>Prose.</p></body></html>").metadata
 
 
@@ -82,5 +84,10 @@ async def test_a_crawled_reference_page_records_its_names(app: Archivist, site: 
     found = await app.symbols.definitions("asyncio.TaskGroup", [job.source_id], 0, 20)
     url = site.url_for("/library/asyncio-task.html")
     assert [(h.anchor, h.url, h.kind) for h in found.hits] == [("asyncio.TaskGroup", url, "class")]
+    place = await app.db.pool.fetchrow(
+        "SELECT s.char_start, d.content FROM code_symbols s JOIN documents d ON d.id = s.document_id "
+        "WHERE s.qualified_name = 'asyncio.TaskGroup'"
+    )
+    assert place["content"][place["char_start"] :].startswith("class asyncio.TaskGroup**")  # the entry, as stored
     stored = await app.db.pool.fetchval("SELECT metadata FROM documents WHERE url = $1", url)
     assert "api_names" not in stored  # the names live in the symbol table, not in the page's metadata
