@@ -60,3 +60,9 @@ def secret_value(variable: str, argument: str) -> str:
             f"Set {variable} in the server's (and workers') environment, then retry.",
         )
     return value
+
+
+def held_variables() -> list[str]:
+    """The names of the variables this process could send (set, and not one of the server's own): what
+    a worker tells the job queue it holds. Names only; a value still leaves only through `secret_value`."""
+    return sorted(name for name, value in os.environ.items() if value.strip() and not SERVER_VARIABLES.fullmatch(name))

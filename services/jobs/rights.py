@@ -16,6 +16,7 @@ from typing import Any
 
 from models.jobs import JobRights
 from services.access.scope import Scope
+from services.access.secret_gate import held_variables
 from services.core.settings import Settings
 
 ENV_PREFIX = "env:"
@@ -55,13 +56,7 @@ def job_rights(
 def worker_rights(settings: Settings) -> tuple[bool, list[str], list[str]]:
     """What this worker can honour: private addresses, folders under its own allowed roots, and the
     secrets it holds (the names of its environment variables that are set; never their values)."""
-    return settings.crawl_allow_private, resolved(settings.allowed_paths), held_secrets()
-
-
-def held_secrets() -> list[str]:
-    """The names of this process's environment variables that hold a value (a job's secret is one of
-    them, or the worker cannot send it: services/access/secret_gate.secret_value)."""
-    return sorted(name for name, value in os.environ.items() if value.strip())
+    return settings.crawl_allow_private, resolved(settings.allowed_paths), held_variables()
 
 
 def honoured_settings(settings: Settings, rights: JobRights | None) -> Settings:
