@@ -24,10 +24,12 @@ import asyncpg
 
 from services.core.database import Database
 
-#: ef_search = EF_PER_ROOT * sqrt(chunks): 100 up to ~15,600 chunks, 253 at 100,000, 800 at a million.
-#: Measured (bench/scale.py, SciFact vectors copied with noise, halfvec): at 20,000 chunks recall@10 was
-#: 0.948 at ef_search 100 and 0.976 at 114 (this rule); at a million, 0.76 at 100 and 0.94 at 400.
-EF_PER_ROOT = 0.8
+#: ef_search = EF_PER_ROOT * sqrt(chunks): 100 up to 2,500 chunks, 283 at 20,000, 633 at 100,000, the
+#: ceiling from 250,000. Measured (bench/scale.py, SciFact vectors copied with noise, halfvec, 200
+#: queries against exact search): at 100,000 chunks recall@10 0.845 at ef_search 253 (0.8 * sqrt, the
+#: first rule), 0.913 at 400, 0.963 at 600, 0.977 at 800 (vector p50 4.5 / 5.0 / 6.4 / 8.0 ms); at
+#: 20,000, 0.976 at 114; at a million, 0.76 at 100 and 0.94 at 400.
+EF_PER_ROOT = 2.0
 #: No query looks wider than this (a query's HNSW work grows about linearly with ef_search).
 EF_CEILING = 1000
 REFRESH_SECONDS = 60.0
