@@ -21,8 +21,9 @@ HIT_COLUMNS = (
     "c.page_start, c.page_end, " + FLAGS_COLUMN
 )
 
-#: The query's lexemes as the BM25 postings analyse text (sql/030_identifier_terms.sql), $1 the query.
-QUERY_LEXEMES_SQL = "SELECT tsvector_to_array(archivist_tsvector('{fts_config}'::regconfig, $1))"
+#: The query's lexemes as the BM25 postings analyse text (sql/030_identifier_terms.sql; sql/045 skips the
+#: name search in a query that can hold no name), $1 the query.
+QUERY_LEXEMES_SQL = "SELECT tsvector_to_array(archivist_query_tsvector('{fts_config}'::regconfig, $1))"
 #: The same as `chunks.tsv` analyses it (to_tsvector alone): the ts_rank leg matches that column.
 TS_QUERY_LEXEMES_SQL = "SELECT tsvector_to_array(to_tsvector('{fts_config}'::regconfig, $1))"
 

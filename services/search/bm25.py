@@ -22,19 +22,22 @@ from dataclasses import dataclass, field
 
 from services.core.database import Database
 
-#: Query lexemes with their document frequency (up to `$2`; NULL for the lexemes in `$3`, whose df the
-#: statistics estimate), the corpus totals, and the query words (split at white space, numbered from 1)
-#: each lexeme comes from. bm25_df sums the term's block lengths and delta rows (sql/042).
+#: Query lexemes with their document frequency (at most the cap, floor(N x `$2`) + 1, the share of chunks
+#: past which a term is left out; NULL for the lexemes in `$3`, whose df the statistics estimate), the
+#: corpus totals, and the query words (split at white space, numbered from 1) each lexeme comes from.
+#: bm25_df sums the term's block lengths and delta rows (sql/042). One round trip; the words are analysed
+#: once (MATERIALIZED: inlined, the word analysis ran again for every term, most of this query's time),
+#: and archivist_query_tsvector (sql/045) skips the name search where a word can hold no name.
 TERM_STATS_SQL = """
 WITH tot AS (SELECT coalesce(sum(chunks), 0)::float8 AS n, coalesce(sum(length), 0)::float8 AS len FROM bm25_totals),
-terms AS (SELECT DISTINCT unnest(tsvector_to_array(archivist_tsvector('{fts_config}'::regconfig, $1))) AS term),
-words AS (
-    SELECT x.i, unnest(tsvector_to_array(archivist_tsvector('{fts_config}'::regconfig, x.w))) AS term
+terms AS (SELECT DISTINCT unnest(tsvector_to_array(archivist_query_tsvector('{fts_config}'::regconfig, $1))) AS term),
+words AS MATERIALIZED (
+    SELECT x.i, unnest(tsvector_to_array(archivist_query_tsvector('{fts_config}'::regconfig, x.w))) AS term
     FROM regexp_split_to_table($1, '[[:space:]]+') WITH ORDINALITY AS x(w, i)
 )
 SELECT terms.term, tot.n, tot.len,
        CASE WHEN terms.term = ANY($3::text[]) THEN NULL  -- estimated from the statistics: not counted
-            ELSE least(bm25_df(terms.term), $2::bigint) END AS df,
+            ELSE least(bm25_df(terms.term), floor(tot.n * $2::float8)::bigint + 1) END AS df,
        ARRAY(SELECT words.i FROM words WHERE words.term = terms.term) AS words
 FROM terms, tot
 ORDER BY terms.term
@@ -176,9 +179,9 @@ async def query_terms(
     a million chunks; the others are counted.
     """
     estimates = estimates or {}
-    total = float(await db.pool.fetchval("SELECT coalesce(sum(chunks), 0) FROM bm25_totals"))
-    cap = int(total * max_frequency) + 1
-    rows = await db.pool.fetch(TERM_STATS_SQL.format(fts_config=db.fts_config), text, cap, list(estimates))
+    rows = await db.pool.fetch(
+        TERM_STATS_SQL.format(fts_config=db.fts_config), text, float(max_frequency), list(estimates)
+    )
     if not rows:
         return QueryTerms()
     chunks, length = rows[0]["n"], rows[0]["len"]
