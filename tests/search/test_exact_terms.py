@@ -189,7 +189,8 @@ async def test_an_upgraded_database_finds_names_by_part(own_database: str, tmp_p
                 "tsvector_length(c.tsv), 1 FROM chunks c, unnest(c.tsv) u"
             )
             await conn.execute(
-                "DELETE FROM schema_migrations WHERE version IN ('030_identifier_terms', '042_compact_postings', '044_faster_postings_build')"
+                "DELETE FROM schema_migrations WHERE version = ANY($1::text[])",
+                ["030_identifier_terms", "042_compact_postings", "044_faster_postings_build"],
             )
         assert await app.db.pool.fetchval(OLD_POSTINGS, "patch.object") == 0
     finally:
