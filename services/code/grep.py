@@ -160,9 +160,10 @@ BLOCK_COLUMNS = "b.document_id, b.id, b.line_start, b.line_end, b.text"
 #: every candidate block, read from the trigram arrays' index alone (sql/046: no block is detoasted), and
 #: the blocks' text when they are no more than PROBE (a rare pattern: one query reads all it needs)
 CANDIDATES_SQL = (
-    "SELECT b.ctid, b.document_id, b.id, b.line_start, b.line_end, "
-    f"CASE WHEN count(*) OVER () <= {PROBE} THEN b.text END AS text FROM code_blocks b "
-    "WHERE ($1::uuid[] IS NULL OR b.source_id = ANY($1)){words}"
+    "WITH c AS MATERIALIZED (SELECT b.ctid, b.document_id, b.id, b.line_start, b.line_end FROM code_blocks b "
+    "WHERE ($1::uuid[] IS NULL OR b.source_id = ANY($1)){words}) "
+    f"SELECT c.*, CASE WHEN (SELECT count(*) FROM c) <= {PROBE} "
+    "THEN (SELECT t.text FROM code_blocks t WHERE t.ctid = c.ctid) END AS text FROM c"
 )
 BY_CTID_SQL = f"SELECT b.ctid, {BLOCK_COLUMNS} FROM code_blocks b WHERE b.ctid = ANY($1::tid[])"
 BY_DOCUMENT_SQL = f"SELECT {BLOCK_COLUMNS} FROM code_blocks b WHERE b.document_id = ANY($1::uuid[])"
