@@ -198,7 +198,7 @@ async def grep_section(bench: Bench) -> list[str]:
 async def storage_section(bench: Bench) -> list[str]:
     size = await bench.app.db.pool.fetchval("SELECT pg_total_relation_size('code_blocks')")
     heap = await bench.app.db.pool.fetchval("SELECT pg_table_size('code_blocks')")
-    trgm = await bench.app.db.pool.fetchval("SELECT pg_relation_size('code_blocks_trgm_idx')")
+    trgm = await bench.app.db.pool.fetchval("SELECT pg_relation_size('code_blocks_words_idx')")
     code = sum(len(t.encode()) for t in bench.files.values())
     return [
         f"line index: {size / 1e6:.1f} MB total (heap+TOAST {heap / 1e6:.1f} MB, trigram GIN {trgm / 1e6:.1f} MB) "

@@ -2,19 +2,19 @@
 line order, a page at a time.
 
 The files come first, in path order (the `code_paths` view: the manifests of git and folder syncs, so
-a rename is seen at once and identical files each keep their own path). Then the blocks of the line
-index (services/code/lines.py) are read in that order, a window of files at a time, each window's
-query keeping only blocks that hold every literal a match needs (services/code/prefilter.py: `text
-LIKE '%lit%'`, which pg_trgm answers from its GIN index); RE2 confirms the lines here
+a rename is seen at once and identical files each keep their own path). The literals every match needs
+(services/code/prefilter.py) become trigram arrays (pg_trgm's `show_trgm`: the trigrams of their words),
+and one query reads every candidate block from the index of the blocks' trigram arrays (sql/046) — a
+block holding every trigram of a literal — without reading any block's text. The candidates are then
+read in path then line order, a batch at a time, and RE2 confirms the lines here
 (services/code/matcher.py). Reading stops once the page is full and the count past it has read
 COUNT_BLOCKS more candidate blocks (or, on a starved machine, COUNT_SECONDS): a common pattern never
 reads every candidate for page one, and its total is then a lower bound (`total_matches_at_least`).
-
-A probe asks the index first for up to PROBE candidate blocks: when there are no more than that (a
-rare pattern), they are every block to read, in hand at once, and all of them are counted (exactly,
-unless COUNT_SECONDS runs out). A pattern with no usable literal reads every block, in the same order
-and under the same budgets (`scanned`).
-Every read of one call sees one snapshot (a repeatable-read transaction), so pages stay consistent.
+When there are no more than PROBE candidates (a rare pattern), the same query returns their text, and
+all of them are counted (exactly, unless COUNT_SECONDS runs out). A pattern with no usable literal
+reads every block, a window of files at a time, in the same order and under the same budgets
+(`scanned`). Every read of one call sees one snapshot (a repeatable-read transaction), so pages stay
+consistent and a candidate's ctid names the same row until the call ends.
 """
 
 from __future__ import annotations
@@ -30,23 +30,25 @@ import asyncpg
 from services.code.lines import segments
 from services.code.matcher import LineMatcher
 from services.code.paths import compile_glob, matches
-from services.code.prefilter import Prefilter, like_pattern, prefilter
+from services.code.prefilter import Prefilter, prefilter
 from services.core.database import Database
 from services.core.errors import CallTimeout, InvalidArgument
 
 MAX_CONTEXT = 10
-PROBE = 128  # candidate blocks the probe asks for: no more than this, and the walk reads just those
+PROBE = 128  # candidate blocks read with the candidates, and all counted, when there are no more
 COUNT_BLOCKS = 64  # candidate blocks read past the page at most (~0.25 MB of lines), then a lower bound
 COUNT_SECONDS = 0.25  # and never longer than this past the page (the page comes first)
 DEADLINE_SECONDS = 8.0  # the whole call stops here (a scan of a very large knowledge base)
 STATEMENT_MS = 15_000
-#: every statement planned for its own literals (a cached generic plan cannot use the trigram index for
-#: `LIKE $n`: the windows took 5-10x longer once asyncpg's prepared statements went generic), and no
-#: sequential scan (the probe's LIMIT tempts the planner to one, which reads every block for a rare
-#: literal; the windows go by document)
+#: every statement planned for its own arrays (asyncpg's prepared statements would go generic), and no
+#: sequential scan: the candidates come from the trigram arrays' index, and batches are read by ctid
 PLANNER = "SET LOCAL plan_cache_mode = force_custom_plan; SET LOCAL enable_seqscan = off"
 FIRST_WINDOW = 8  # files the first window reads; later ones are sized by what the earlier ones held
 MAX_WINDOW = 512
+MAX_REMEMBERED = 4096  # literals whose trigrams are kept
+TRIGRAMS: dict[str, frozenset[str]] = {}
+FIRST_BATCH = 32  # candidate blocks the first batch reads; later ones are sized by what the earlier ones held
+MAX_BATCH = 1024
 
 
 @dataclass(frozen=True)
@@ -120,6 +122,19 @@ class Tally:
             grow = min(grow, math.ceil((COUNT_BLOCKS - self.blocks_past + 1) / rate * 1.2))
         return max(1, min(remaining, MAX_WINDOW, grow))
 
+    def next_batch(self, remaining: int) -> int:
+        """How many candidate blocks the next batch reads: all of them when they are few (every one is
+        counted), else enough by the rate so far to fill the page (or the count budget), never more
+        than twice the blocks read yet."""
+        if not self.bounded:
+            return remaining
+        grow = max(FIRST_BATCH, 2 * self.blocks_read)
+        if self.page_full_at is None and self.total:
+            grow = min(grow, math.ceil((self.wanted - self.total) * self.blocks_read / self.total * 1.5))
+        elif self.page_full_at is not None:
+            grow = min(grow, COUNT_BLOCKS - self.blocks_past + 1)
+        return max(1, min(remaining, MAX_BATCH, grow))
+
 
 def check_request(request: GrepRequest) -> None:
     if not 0 <= request.context_lines <= MAX_CONTEXT:
@@ -130,34 +145,61 @@ def check_request(request: GrepRequest) -> None:
         raise InvalidArgument(f"offset must be 0 or more (got {request.offset}).", "Use the next_offset given.")
 
 
-def likes_sql(filter_: Prefilter, first_arg: int) -> str:
-    """`AND (b.text LIKE $n OR ...)` for each literal group the prefilter requires ('' for none)."""
-    operator = "ILIKE" if filter_.ignore_case else "LIKE"
-    conditions, n = [], first_arg
-    for group in filter_.groups:
-        alternatives = []
-        for _ in group:
-            alternatives.append(f"b.text {operator} ${n}")
-            n += 1
-        conditions.append("(" + " OR ".join(alternatives) + ")")
-    return "".join(f" AND {c}" for c in conditions)
-
-
+#: the trigrams of each literal that every block holding it has too (pg_trgm's words, lowercased): a
+#: trigram padded at a word's edge (" ab", "ab ") is left out, as the literal's edge may sit inside a
+#: longer word of the line; a hashed multibyte trigram ("0x...") is left out, it may hide such padding
+TRIGRAMS_SQL = (
+    "SELECT ARRAY(SELECT t FROM unnest(show_trgm(l.literal)) t WHERE t NOT LIKE '% %' AND t NOT LIKE '0x%' "
+    "ORDER BY t) FROM unnest($1::text[]) WITH ORDINALITY AS l(literal, n) ORDER BY l.n"
+)
 FILES_SQL = (
     "SELECT path, source_id, document_id FROM code_paths WHERE $1::uuid[] IS NULL OR source_id = ANY($1) "
     "ORDER BY path, source_id"
 )
 BLOCK_COLUMNS = "b.document_id, b.id, b.line_start, b.line_end, b.text"
-PROBE_SQL = (
-    f"SELECT {BLOCK_COLUMNS} FROM code_blocks b WHERE ($1::uuid[] IS NULL OR b.source_id = ANY($1)){{likes}} LIMIT $2"
+#: every candidate block, read from the trigram arrays' index alone (sql/046: no block is detoasted), and
+#: the blocks' text when they are no more than PROBE (a rare pattern: one query reads all it needs)
+CANDIDATES_SQL = (
+    "WITH c AS MATERIALIZED (SELECT b.ctid, b.document_id, b.id, b.line_start, b.line_end FROM code_blocks b "
+    "WHERE ($1::uuid[] IS NULL OR b.source_id = ANY($1)){words}) "
+    f"SELECT c.*, CASE WHEN (SELECT count(*) FROM c) <= {PROBE} "
+    "THEN (SELECT t.text FROM code_blocks t WHERE t.ctid = c.ctid) END AS text FROM c"
 )
-#: the window's blocks by document, the literals checked on those only (OFFSET 0 keeps the LIKEs out of
-#: the scan: for a common literal the planner would rather recheck every candidate of the table, ~3,800
-#: blocks for `return None`, in each window)
-WINDOW_SQL = (
-    f"SELECT * FROM (SELECT {BLOCK_COLUMNS} FROM code_blocks b WHERE b.document_id = ANY($1::uuid[]) OFFSET 0) b "
-    "WHERE true{likes}"
-)
+BY_CTID_SQL = f"SELECT b.ctid, {BLOCK_COLUMNS} FROM code_blocks b WHERE b.ctid = ANY($1::tid[])"
+BY_DOCUMENT_SQL = f"SELECT {BLOCK_COLUMNS} FROM code_blocks b WHERE b.document_id = ANY($1::uuid[])"
+
+
+def words_sql(branches: list[list[str]]) -> str:
+    """`AND (show_trgm(b.text) @> $2 OR ...)`: a block holds every trigram of one branch."""
+    return " AND (" + " OR ".join(f"show_trgm(b.text) @> ${n}::text[]" for n in range(2, len(branches) + 2)) + ")"
+
+
+async def trigrams(conn: asyncpg.Connection, literals: list[str]) -> list[frozenset[str]]:
+    """Each literal's trigrams (remembered: pg_trgm gives a literal the same ones every time)."""
+    missing = [lit for lit in dict.fromkeys(literals) if lit not in TRIGRAMS]
+    if missing:
+        if len(TRIGRAMS) + len(missing) > MAX_REMEMBERED:
+            TRIGRAMS.clear()
+        for lit, row in zip(missing, await conn.fetch(TRIGRAMS_SQL, missing), strict=True):
+            TRIGRAMS[lit] = frozenset(row[0])
+    return [TRIGRAMS[lit] for lit in literals]
+
+
+async def trigram_branches(conn: asyncpg.Connection, filter_: Prefilter) -> list[list[str]]:
+    """The prefilter's literals as trigram arrays a candidate block contains one of ([] for none: the
+    pattern scans). The groups of one literal are AND-ed into one array; the first group of several
+    literals makes one array each (with those), later such groups are left to RE2, as is a literal
+    that gives no trigram: a condition per array keeps every one an index condition."""
+    literals = [lit for group in filter_.groups for lit in group]
+    if not literals:
+        return []
+    arrays = iter(await trigrams(conn, literals))
+    groups = [[next(arrays) for _ in group] for group in filter_.groups]
+    groups = [group for group in groups if all(group)]
+    base: frozenset[str] = frozenset().union(*(group[0] for group in groups if len(group) == 1))
+    either = next((group for group in groups if len(group) > 1), None)
+    branches = [base | alternative for alternative in either] if either else [base]
+    return [sorted(branch) for branch in branches if branch]
 
 
 class CodeSearch:
@@ -171,7 +213,6 @@ class CodeSearch:
         matcher = LineMatcher(request.pattern, request.literal, request.case_sensitive)
         filter_ = prefilter(request.pattern, request.literal, request.case_sensitive)
         glob = compile_glob(request.path) if request.path is not None else None
-        likes = [like_pattern(lit) for group in filter_.groups for lit in group]
         try:
             async with self.db.pool.acquire() as conn, conn.transaction(isolation="repeatable_read", readonly=True):
                 await conn.execute(f"SET LOCAL statement_timeout = {STATEMENT_MS}; {PLANNER}")
@@ -180,17 +221,15 @@ class CodeSearch:
                     for r in await conn.fetch(FILES_SQL, source_ids)
                     if glob is None or matches(glob, r["path"])
                 ]
-                found: list[Any] | None = None  # every candidate block, when the probe found them all
-                if files and filter_.indexed:
-                    probe = PROBE_SQL.format(likes=likes_sql(filter_, 3))
-                    found = await conn.fetch(probe, source_ids, PROBE + 1, *likes)
-                    if len(found) <= PROBE:
-                        candidates = {r["document_id"] for r in found}
-                        files = [f for f in files if f.document_id in candidates]
-                    else:
-                        found = None
-                tally = Tally(request.offset + request.limit, request.offset, bounded=found is None)
-                exact = await self._walk(conn, files, found, filter_, likes, matcher, tally)
+                branches = await trigram_branches(conn, filter_) if files else []
+                if branches:
+                    candidates = await self._candidates(conn, branches, source_ids)
+                    order = [(f, c) for f in files for c in candidates.get(f.document_id, ())]
+                    tally = Tally(request.offset + request.limit, request.offset, bounded=len(order) > PROBE)
+                    exact = await self._walk_blocks(conn, order, matcher, tally)
+                else:
+                    tally = Tally(request.offset + request.limit, request.offset)
+                    exact = await self._walk_files(conn, files, matcher, tally)
         except asyncpg.QueryCanceledError:
             raise CallTimeout(
                 "grep took too long over these sources.",
@@ -198,29 +237,51 @@ class CodeSearch:
             ) from None
         more = tally.total > tally.wanted or not exact
         next_offset = request.offset + len(tally.hits) if more and tally.hits else None
-        return GrepOutcome(tally.hits, tally.total, exact, not filter_.indexed, next_offset, filter_)
+        return GrepOutcome(tally.hits, tally.total, exact, not branches, next_offset, filter_)
 
-    async def _walk(
-        self,
-        conn: asyncpg.Connection,
-        files: list[FileRef],
-        found: list[Any] | None,
-        filter_: Prefilter,
-        likes: list[str],
-        matcher: LineMatcher,
-        tally: Tally,
+    async def _candidates(
+        self, conn: asyncpg.Connection, branches: list[list[str]], source_ids: list[UUID] | None
+    ) -> dict[UUID, list[Any]]:
+        """Every candidate block (its ctid: a row of this snapshot, and its text when they are few) by
+        document, in line order."""
+        rows = await conn.fetch(CANDIDATES_SQL.format(words=words_sql(branches)), source_ids, *branches)
+        blocks: dict[UUID, list[Any]] = {}
+        for row in sorted(rows, key=lambda r: (r["line_start"], r["id"])):
+            blocks.setdefault(row["document_id"], []).append(row)
+        return blocks
+
+    async def _walk_blocks(
+        self, conn: asyncpg.Connection, order: list[tuple[FileRef, Any]], matcher: LineMatcher, tally: Tally
     ) -> bool:
-        """Read the files' candidate blocks in path order, a window at a time, until the page is full
-        and the count budget spent; True when every file was read (the total is exact). `found`: the
-        probe's blocks, every candidate there is (one window of all the files)."""
-        sql = WINDOW_SQL.format(likes=likes_sql(filter_, 2))
+        """Read the candidate blocks in path then line order, a batch at a time, until the page is full and
+        the count budget spent; True when every one was read (the total is exact)."""
+        started = time.monotonic()
+        i = 0
+        while i < len(order):
+            if time.monotonic() - started > DEADLINE_SECONDS:
+                return False
+            batch = order[i : i + tally.next_batch(len(order) - i)]
+            unread = list(dict.fromkeys(c["ctid"] for _, c in batch if c["text"] is None))
+            by_ctid = {row["ctid"]: row for row in await conn.fetch(BY_CTID_SQL, unread)} if unread else {}
+            for file, candidate in batch:
+                row = candidate if candidate["text"] is not None else by_ctid[candidate["ctid"]]
+                if not self._count_block(file, row, matcher, tally, started):
+                    return False
+                i += 1
+        return True
+
+    async def _walk_files(
+        self, conn: asyncpg.Connection, files: list[FileRef], matcher: LineMatcher, tally: Tally
+    ) -> bool:
+        """A scan (no literal to narrow by): every block of the files in path order, a window of files at
+        a time, until the page is full and the count budget spent; True when every file was read."""
         started = time.monotonic()
         i = 0
         while i < len(files):
             if time.monotonic() - started > DEADLINE_SECONDS:
                 return False
-            window = files[i : i + (len(files) if found is not None else tally.next_window(len(files) - i))]
-            rows = found if found is not None else await conn.fetch(sql, list({f.document_id for f in window}), *likes)
+            window = files[i : i + tally.next_window(len(files) - i)]
+            rows = await conn.fetch(BY_DOCUMENT_SQL, list({f.document_id for f in window}))
             blocks: dict[UUID, list[Any]] = {}
             for row in sorted(rows, key=lambda r: (r["line_start"], r["id"])):
                 blocks.setdefault(row["document_id"], []).append(row)
