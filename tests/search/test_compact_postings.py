@@ -175,7 +175,9 @@ def _assert_same(got: list[tuple], want: list[tuple], context: object) -> None:
         theirs = {c for c, s in want if round(s, 9) == score}
         if got[-1][1] > score + 1e-9 or len(got) < 10:  # a tie group cut at the end may differ
             assert mine == theirs, (context, got, want)
-    assert [c for c, _ in got] == [c for c, _ in want] or len(ties) < len(want), (context, got, want)
+    # ids in order, but for the tie group at the cut (its other members may rank just outside the ten)
+    before_cut = [c for c, s in want if len(want) < 10 or s > want[-1][1] + 1e-9]
+    assert [c for c, _ in got][: len(before_cut)] == before_cut or len(ties) < len(want), (context, got, want)
 
 
 async def _rebuild(app: Archivist) -> None:
