@@ -5,7 +5,9 @@ A module's database is a copy of a template migrated once per session (`CREATE D
 
 from __future__ import annotations
 
+import json
 import os
+import statistics
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
@@ -132,3 +134,43 @@ async def app(settings: Settings, embedder: Any) -> AsyncIterator[Archivist]:
     archivist = await Archivist.open(settings, embedder)
     yield archivist
     await archivist.close()
+
+
+# --- file order: longest first -------------------------------------------------------------------------
+#: Seconds each test file took (set-up, calls and tear-down) in a whole run of `make test`; refresh with
+#: `ARCHIVIST_RECORD_FILE_SECONDS=tests/support/file_seconds.json make test`. A stale or missing entry
+#: only orders less well.
+FILE_SECONDS = Path(__file__).parent / "support" / "file_seconds.json"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Longest test files first. `make test` hands each of its two workers the next whole file as it
+    finishes one (`--dist loadfile --no-loadscope-reorder`); in collection order the run could end with
+    one worker alone on a long file, longest first it ends on short ones (the classic greedy schedule).
+    The order within a file is kept (the sort is stable); a file not in the table counts as a typical one."""
+    seconds: dict[str, float] = json.loads(FILE_SECONDS.read_text()) if FILE_SECONDS.exists() else {}
+    typical = statistics.median(seconds.values()) if seconds else 0.0
+
+    def longest_first(item: pytest.Item) -> tuple[float, str]:
+        path = item.nodeid.split("::", 1)[0]
+        return (-seconds.get(path, typical), path)
+
+    items.sort(key=longest_first)
+
+
+_file_seconds: dict[str, float] = {}
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    if os.environ.get("ARCHIVIST_RECORD_FILE_SECONDS"):
+        path = report.nodeid.split("::", 1)[0]
+        _file_seconds[path] = _file_seconds.get(path, 0.0) + report.duration
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """With ARCHIVIST_RECORD_FILE_SECONDS, the run writes each file's seconds there (in the process that
+    sees every report: the xdist controller, or the only one)."""
+    target = os.environ.get("ARCHIVIST_RECORD_FILE_SECONDS")
+    if target and _file_seconds and not hasattr(session.config, "workerinput"):
+        rounded = {path: round(total, 1) for path, total in sorted(_file_seconds.items())}
+        Path(target).write_text(json.dumps(rounded, indent=1) + "\n")
