@@ -42,13 +42,15 @@ chromium:
 
 # Two workers (pytest-xdist), a test file at a time on one of them: each worker has its own embedded
 # PostgreSQL and fixtures, module-scoped databases stay whole, and most tests wait on I/O and processes.
+# Files go out longest first (tests/conftest.py, from tests/support/file_seconds.json), not re-sorted by
+# test count (--no-loadscope-reorder), so the run ends on short files rather than one worker alone.
 # Bytecode is cached (in the ignored __pycache__ folders) even where the environment sets
 # PYTHONDONTWRITEBYTECODE: the suite starts a few hundred Pythons (servers, commands, parser workers),
 # and each would compile the project again (~0.3 s of CPU each).
 TEST_WORKERS ?= 2
 test: install-dev chromium
 	PYTHONDONTWRITEBYTECODE= PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 \
-		$(BIN)/python -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile
+		$(BIN)/python -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 # Screenshots for the docs (docs/screenshots/*.png: the console and the MCP App), on request only:
 # `make test` runs the same browser tests without writing them, so it leaves the tree clean.
