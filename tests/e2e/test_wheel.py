@@ -25,7 +25,9 @@ from tests.support.mcp_helpers import ok
 
 ROOT = Path(__file__).resolve().parents[2]
 #: what the wheel is built from: the project, without environments, caches and build output
-SKIP = shutil.ignore_patterns(".git", ".venv", "build", "dist", "site", "*.egg-info", "__pycache__", ".*_cache", ".cache")
+SKIP = shutil.ignore_patterns(
+    ".git", ".venv", "build", "dist", "site", "*.egg-info", "__pycache__", ".*_cache", ".cache"
+)
 
 
 def dependency_dirs() -> list[str]:
