@@ -73,9 +73,13 @@ class SearchBreadth:
     async def connection(self) -> AsyncIterator[asyncpg.Connection]:
         """A connection inside a transaction whose hnsw.ef_search fits the collection."""
         ef = await self.ef_search()
-        async with self.db.pool.acquire() as conn, conn.transaction():
-            await conn.execute(f"SET LOCAL hnsw.ef_search = {int(ef)}")
-            yield conn
+        async with self.db.pool.acquire() as conn:
+            # one round trip for both (a simple query may hold several statements), not three
+            await conn.execute(f"BEGIN READ ONLY; SET LOCAL hnsw.ef_search = {int(ef)}")
+            try:
+                yield conn
+            finally:
+                await conn.execute("ROLLBACK")  # it read only: nothing to keep
 
     async def fetch(self, sql: str, *args: Any) -> list[asyncpg.Record]:
         async with self.connection() as conn:
