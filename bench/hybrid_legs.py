@@ -6,7 +6,8 @@ hits are identical.
         --queries ../shared/data/scifact/queries.jsonl --num-queries 100
 
 Latency is wall time per query, one at a time after a warm-up pass; on a loaded machine it is
-indicative only (the load average is printed with the figures).
+indicative only (the load average is printed with the figures), so each leg's PostgreSQL backend CPU
+per query is read from /proc as well.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from services.search.base import SearchRequest  # noqa: E402
 from services.search.breadth import SearchBreadth  # noqa: E402
 from services.search.hybrid import HybridSearch  # noqa: E402
 from services.search.legs import code_filter  # noqa: E402
-from services.search.parallel import VECTOR_ROWS_SQL, renumbered  # noqa: E402
+from services.search.parallel import KEYWORD_ROWS_SQL, VECTOR_ROWS_SQL, renumbered  # noqa: E402
 
 
 def summary(times: list[float]) -> dict[str, float]:
@@ -72,11 +73,45 @@ async def measure(app: Archivist, queries: list[str], vectors: list[Any], source
 
     async def vector_leg(r: SearchRequest) -> Any:
         depth = app.settings.hybrid_candidates
-        return await SearchBreadth.of(app.db).fetch(vec_sql, r.query_vector, r.source_ids, depth)
+        return await SearchBreadth.of(app.db).fetch(vec_sql, r.query_vector, r.source_ids, depth, filtered=r.filtered)
 
     result["vector_leg"], _ = await timed(vector_leg, requests)
-    result["ef_search"] = await SearchBreadth.of(app.db).ef_search()
+    result["backend_cpu_ms_per_query"] = await backend_cpu(app, hybrid, requests, vec_sql)
+    result["ef_search"] = await SearchBreadth.of(app.db).ef_search(source is not None)
     return result
+
+
+def cpu_ms(pid: int) -> float:
+    """User + system CPU a PostgreSQL backend has used, from /proc (same machine)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) * 1000 / os.sysconf("SC_CLK_TCK")
+
+
+async def backend_cpu(app: Archivist, hybrid: HybridSearch, requests: list[SearchRequest], vec_sql: str) -> dict:
+    """Backend CPU per query of each leg, on one connection (wall time on a loaded machine is mostly
+    waiting for a core): the vector leg at the shipped breadth and at 1000, the keyword leg."""
+    filtered = requests[0].filtered
+    out: dict[str, float] = {}
+    depth = app.settings.hybrid_candidates
+    args = [await hybrid.keyword_args(r.query, depth) for r in requests]
+    leg = code_filter(KEYWORD_ROWS_SQL.format(keyword_leg=hybrid._parts()[1]), False)
+    async with app.db.pool.acquire() as conn:
+        pid = await conn.fetchval("SELECT pg_backend_pid()")
+        for ef in (await SearchBreadth.of(app.db).ef_search(filtered), 1000):
+            await conn.execute(f"BEGIN; SET LOCAL hnsw.ef_search = {ef}")
+            for r in requests[:3]:
+                await conn.fetch(vec_sql, r.query_vector, r.source_ids, depth)
+            start = cpu_ms(pid)
+            for r in requests:
+                await conn.fetch(vec_sql, r.query_vector, r.source_ids, depth)
+            out[f"vector_ef{ef}"] = round((cpu_ms(pid) - start) / len(requests), 2)
+            await conn.execute("ROLLBACK")
+        start = cpu_ms(pid)
+        for r, (keyword, _) in zip(requests, args, strict=True):
+            sql, values = renumbered(leg, hybrid._params(r, 10, keyword, (0.0, 0.0)))
+            await conn.fetch(sql, *values)
+        out["keyword"] = round((cpu_ms(pid) - start) / len(requests), 2)
+    return out
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:

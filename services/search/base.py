@@ -47,6 +47,12 @@ class SearchRequest:
     #: the keyword leg's terms, when read beside the query's embedding (`HybridSearch.main_terms`)
     query_terms: QueryTerms | None = None
 
+    @property
+    def filtered(self) -> bool:
+        """Whether the vector leg reads part of the collection (some sources, code only): it looks
+        wider (services/search/breadth.py)."""
+        return self.source_ids is not None or self.code_only
+
 
 def to_hit(row: Mapping[str, Any], score: float, match_type: str) -> SearchHit:
     values = dict(row)

@@ -265,7 +265,8 @@ class HybridSearch(SearchStrategy):
         keyword, exact = await self.keyword_args(request.query, depth, pending > 0, mode, request.query_terms)
         weights = self.weights(request, exact)
         sql = self._sql(pending, mode, request.code_only)
-        rows = await SearchBreadth.of(self.db).fetch(sql, *self._params(request, limit, keyword, weights))
+        params = self._params(request, limit, keyword, weights)
+        rows = await SearchBreadth.of(self.db).fetch(sql, *params, filtered=request.filtered)
         return rows, weights
 
     async def _parallel_rows(self, request: SearchRequest, limit: int) -> tuple[list, tuple[float, float]]:
@@ -277,7 +278,8 @@ class HybridSearch(SearchStrategy):
             self._params(request, limit, [None], placeholder),
         )
         (keyword, exact, kw_rows), vec_rows = await asyncio.gather(
-            self._keyword_rows(request, limit, kw_leg), SearchBreadth.of(self.db).fetch(vec_sql, *vec_args)
+            self._keyword_rows(request, limit, kw_leg),
+            SearchBreadth.of(self.db).fetch(vec_sql, *vec_args, filtered=request.filtered),
         )
         weights = self.weights(request, exact)
         params = self._params(request, limit, keyword, weights)
