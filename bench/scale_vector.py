@@ -109,10 +109,10 @@ async def vector_recall(
                     scores.append(recall_scores(found, truth))
             out[f"ef{ef}"] = summary(scores, times)
         scores, times = [], []  # the shipped defaults: the vector leg as it runs (services/search/breadth.py)
-        out["defaults_ef_search"] = await SearchBreadth.of(app.db).ef_search()
+        out["defaults_ef_search"] = await SearchBreadth.of(app.db).ef_search(source_id is not None)
         for vec, truth in zip(vectors, exact, strict=True):
             start = time.perf_counter()
-            async with SearchBreadth.of(app.db).connection() as breadth:
+            async with SearchBreadth.of(app.db).connection(source_id is not None) as breadth:
                 found = await breadth.fetch(ANN_SQL, vec, source_id, 10)
             times.append((time.perf_counter() - start) * 1000)
             scores.append(recall_scores(found, truth))

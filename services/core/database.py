@@ -77,8 +77,17 @@ async def _named_on_failure(setting: str, dsn: str | None) -> AsyncIterator[None
 def session_settings(ef_search: int) -> dict[str, str]:
     """Search settings sent at connection start-up (never a `SET`: pooled connections keep no session
     state, and start-up values are what a `RESET` returns to).
-    relaxed_order: a filtered HNSW scan keeps going until it has enough rows (pgvector 0.8)."""
-    return {"hnsw.ef_search": str(int(ef_search)), "hnsw.iterative_scan": "relaxed_order"}
+    relaxed_order: a filtered HNSW scan keeps going until it has enough rows (pgvector 0.8).
+    force_custom_plan: a prepared statement is planned for its parameters every time. After five runs
+    PostgreSQL may switch to one generic plan, whose different join and aggregation order summed a
+    chunk's BM25 terms in another order: equal-text chunks then tied differently, and the same search
+    ranked differently from its sixth run on (and the hybrid legs run apart differently from one
+    statement, services/search/parallel.py)."""
+    return {
+        "hnsw.ef_search": str(int(ef_search)),
+        "hnsw.iterative_scan": "relaxed_order",
+        "plan_cache_mode": "force_custom_plan",
+    }
 
 
 def _json_dumps(value: Any) -> str:

@@ -57,6 +57,10 @@ class Settings(BaseSettings):
     #: read the search indexes once in the background at start (services/search/warm.py)
     warm_start: bool = True
     hybrid_candidates: int = 100
+    #: Hybrid search runs its vector and keyword legs on two pooled connections at once (then fuses them
+    #: in a third statement); off: one statement on one connection, the same results
+    #: (services/search/parallel.py).
+    hybrid_parallel_legs: bool = True
     rrf_k: int = 10
     hybrid_vector_weight: float = 0.8
     hybrid_keyword_weight: float = 0.2

@@ -17,6 +17,7 @@ from services.embeddings import embed_query_async
 from services.embeddings.base import Embedder
 from services.reranking.base import Reranker
 from services.search.base import QUERY_LEXEMES_SQL, SearchRequest, SearchStrategy
+from services.search.bm25 import QueryTerms
 from services.search.details import with_details
 from services.search.legs import HYBRID_MODES, KEYWORD_MODES
 from services.search.passages import distinct_passages
@@ -186,17 +187,19 @@ class SearchService:
         limit = min(match_count, MAX_PER_PAGE)
         if searched == []:  # a scope without sources: nothing to find
             return SearchOutcome([], limit, match_count > limit, 0)
-        vector, pending, terms = await asyncio.gather(
+        run = search_type if search_type not in HYBRID_TYPES else "filter" if hybrid_mode == "filter" else "hybrid"
+        strategy = self.strategy(run)
+        vector, pending, terms, keyword_terms = await asyncio.gather(
             embed_query_async(self.embedder, query.strip()),
             self.pending_embeddings(searched),
             self.query_lexemes(query.strip()),
+            self.keyword_terms(run, query.strip()),  # the keyword leg's statistics, beside the embedding
         )
-        run = search_type if search_type not in HYBRID_TYPES else "filter" if hybrid_mode == "filter" else "hybrid"
-        strategy = self.strategy(run)
         pool = min(max(limit * POOL_FACTOR, limit + 10), POOL_MAX)
         request = SearchRequest(
             query.strip(), vector, pool, searched, keyword_weight, pending, keyword_mode or "any", search_type == "code"
         )
+        request.query_terms = keyword_terms
         hits = await strategy.search(request)
         trusted = [h for h in hits if not h.flags] if exclude_flagged else hits
         kept = [h for h in trusted if similarity_threshold is None or h.similarity >= similarity_threshold]
@@ -211,6 +214,16 @@ class SearchService:
             flagged_left_out=len(hits) - len(trusted),
             query_terms=terms,
         )
+
+    async def keyword_terms(self, run: str, query: str) -> QueryTerms | None:
+        """The keyword leg's terms and their idf for a search type with a keyword leg (BM25), else None."""
+        if run == "vector" or self.settings.keyword_ranking != "bm25":
+            return None
+        from services.search.hybrid import HybridSearch
+
+        hybrid = self.strategy("hybrid")
+        assert isinstance(hybrid, HybridSearch)
+        return await hybrid.main_terms(query)
 
     async def query_lexemes(self, query: str) -> list[str]:
         """The query as the keyword index analyses it (sql/030's archivist_tsvector)."""

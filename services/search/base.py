@@ -12,6 +12,7 @@ import numpy as np
 
 from models import SearchHit
 from services.flags import FLAGS_COLUMN
+from services.search.bm25 import QueryTerms
 
 # Columns of a hit, given a relation `c` (chunks), `d` (documents) and the query vector as $1. A chunk
 # not embedded yet (found by the keyword leg) has similarity 0.
@@ -43,6 +44,14 @@ class SearchRequest:
     keyword_mode: str = "any"
     #: search_type="code": chunks of code documents only
     code_only: bool = False
+    #: the keyword leg's terms, when read beside the query's embedding (`HybridSearch.main_terms`)
+    query_terms: QueryTerms | None = None
+
+    @property
+    def filtered(self) -> bool:
+        """Whether the vector leg reads part of the collection (some sources, code only): it looks
+        wider (services/search/breadth.py)."""
+        return self.source_ids is not None or self.code_only
 
 
 def to_hit(row: Mapping[str, Any], score: float, match_type: str) -> SearchHit:

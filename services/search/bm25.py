@@ -65,6 +65,9 @@ def exact_terms(chunk: str, terms: str = "$4", idfs: str = "$9") -> str:
     )
 
 
+# Every leg cuts at $3 with ties by chunk id (chunks of equal text score alike to the last bit): which of
+# them make the cut is then the same whatever plan runs the leg, alone or inside the hybrid statement
+# (services/search/parallel.py); cut in sort order, the heap sort chose among them by arrival.
 # The keyword leg of the hybrid query: $3 depth, $4 terms, $9 idfs, $10 k1, $11 b, $12 avgdl. Every
 # live posting of each term (bm25_postings with no cut), scored from its tf and its chunk's dl.
 BM25_LEG = f"""
@@ -76,7 +79,7 @@ kw AS (
             SELECT p.seq, p.tf FROM bm25_postings(q.term, $2::uuid[], NULL) p WHERE true{{codeseq:p.seq}} OFFSET 0
         ) p
         JOIN chunk_seqs s ON s.seq = p.seq
-        GROUP BY s.chunk_id ORDER BY rank DESC LIMIT $3
+        GROUP BY s.chunk_id ORDER BY rank DESC, s.chunk_id LIMIT $3
     ) k
 )"""
 
@@ -98,7 +101,7 @@ kw AS (
             GROUP BY p.seq ORDER BY sum(q.idf * p.impact) DESC, p.seq LIMIT $14::integer
         ) cand
         {exact_terms("s.seq = cand.seq")}
-        GROUP BY s.chunk_id ORDER BY rank DESC LIMIT $3
+        GROUP BY s.chunk_id ORDER BY rank DESC, s.chunk_id LIMIT $3
     ) k
 )"""
 
@@ -118,7 +121,7 @@ kw AS (
         JOIN chunk_seqs s ON s.seq = every.seq
         CROSS JOIN LATERAL unnest(every.idfs, every.tfs) AS q(idf, tf)
         WHERE true{{codeseq:every.seq}}
-        GROUP BY s.chunk_id ORDER BY rank DESC LIMIT $3
+        GROUP BY s.chunk_id ORDER BY rank DESC, s.chunk_id LIMIT $3
     ) k
 )"""
 

@@ -1,14 +1,16 @@
 """How wide the HNSW search looks, chosen from the collection's size (issue 37, recall at the defaults).
 
 A fixed `hnsw.ef_search` loses recall as the graph grows: at 100 it finds ~0.99 of the true ten
-nearest chunks among ten thousand but only 0.76 among a million (docs/performance.md). The vector
-legs therefore run in a transaction that first sets `SET LOCAL hnsw.ef_search` to
-`ef_search_for(chunks)`: the configured value (ARCHIVIST_HNSW_EF_SEARCH) as a floor, growing with the
-square root of the number of chunks, capped so one query's cost stays bounded. The size is
-`pg_class.reltuples` of `chunks` (kept by autovacuum and ANALYZE; an exact count only while the table
-was never analysed), read at most once a minute. Filtered searches (one source, code only) rely on
-the iterative index scans the pool's start-up settings enable (`hnsw.iterative_scan`,
-services/core/database.py): the scan goes on until enough rows pass the filter.
+nearest chunks among ten thousand but only 0.88 among a million (bench/scale_ef.py). The vector legs
+therefore run in a transaction that first sets `SET LOCAL hnsw.ef_search` to `ef_search_for(chunks)`:
+the configured value (ARCHIVIST_HNSW_EF_SEARCH) as a floor, growing with the square root of the
+number of chunks, twice as wide for a filtered search (some sources, code only), capped so one
+query's cost stays bounded. The size is `pg_class.reltuples` of `chunks` (kept by autovacuum and
+ANALYZE; an exact count only while the table was never analysed), read at most once a minute.
+Filtered searches rely on the iterative index scans the pool's start-up settings enable
+(`hnsw.iterative_scan`, services/core/database.py): the scan goes on until enough rows pass the
+filter, but each step looks only as wide as ef_search, and a tenth of the collection needed about
+twice the breadth for the same recall.
 """
 
 from __future__ import annotations
@@ -24,12 +26,16 @@ import asyncpg
 
 from services.core.database import Database
 
-#: ef_search = EF_PER_ROOT * sqrt(chunks): 100 up to 2,500 chunks, 283 at 20,000, 633 at 100,000, the
-#: ceiling from 250,000. Measured (bench/scale.py, SciFact vectors copied with noise, halfvec, 200
-#: queries against exact search): at 100,000 chunks recall@10 0.845 at ef_search 253 (0.8 * sqrt, the
-#: first rule), 0.913 at 400, 0.963 at 600, 0.977 at 800 (vector p50 4.5 / 5.0 / 6.4 / 8.0 ms); at
-#: 20,000, 0.976 at 114; at a million, 0.76 at 100 and 0.94 at 400.
-EF_PER_ROOT = 2.0
+#: ef_search = EF_PER_ROOT * sqrt(chunks), twice that filtered: the lowest breadths with recall@10 >= 0.95
+#: against exact search (bench/scale_ef.py: SciFact's 9,732 passage vectors copied with noise, 100
+#: queries, 50 at a million; filtered to one of 10 sources). Lowest passing of 40/100/200/300/400/500/
+#: 600/800/1000, whole / filtered: 10,000 chunks 40 / 40; 30,000 40 / 200 (100: 0.948); 100,000 40 /
+#: 200; 300,000 200 / 300 (100: 0.941, 200: 0.942); 1,000,000 300 / 600 (0.956 / 0.954; 400 / 800 give
+#: 0.958 / 0.968). The rule gives 100 / 200 up to 62,500 chunks, 127 / 254 at 100,000, 220 / 440 at
+#: 300,000, 400 / 800 at a million. (The first rule, 2 * sqrt, came from 565 passages copied ~177 times.)
+EF_PER_ROOT = 0.4
+#: A filtered search (some sources, code documents only) looks this many times as wide.
+FILTERED_FACTOR = 2
 #: No query looks wider than this (a query's HNSW work grows about linearly with ef_search).
 EF_CEILING = 1000
 REFRESH_SECONDS = 60.0
@@ -39,10 +45,11 @@ SIZE_SQL = (
 )
 
 
-def ef_search_for(chunks: int, floor: int) -> int:
-    """The HNSW breadth for a collection of `chunks` vectors, never below `floor`."""
-    wanted = math.ceil(EF_PER_ROOT * math.sqrt(max(chunks, 0)))
-    return max(int(floor), min(EF_CEILING, wanted))
+def ef_search_for(chunks: int, floor: int, filtered: bool = False) -> int:
+    """The HNSW breadth for a collection of `chunks` vectors, never below `floor` (times
+    FILTERED_FACTOR for a filtered search)."""
+    wanted = max(int(floor), math.ceil(EF_PER_ROOT * math.sqrt(max(chunks, 0))))
+    return min(EF_CEILING, wanted * (FILTERED_FACTOR if filtered else 1))
 
 
 class SearchBreadth:
@@ -63,20 +70,24 @@ class SearchBreadth:
             found = cls._of[db] = cls(db)
         return found
 
-    async def ef_search(self) -> int:
+    async def ef_search(self, filtered: bool = False) -> int:
         if time.monotonic() - self._read_at > REFRESH_SECONDS:
             self._chunks = int(await self.db.pool.fetchval(SIZE_SQL) or 0)
             self._read_at = time.monotonic()
-        return ef_search_for(self._chunks, self.db.settings.hnsw_ef_search)
+        return ef_search_for(self._chunks, self.db.settings.hnsw_ef_search, filtered)
 
     @asynccontextmanager
-    async def connection(self) -> AsyncIterator[asyncpg.Connection]:
-        """A connection inside a transaction whose hnsw.ef_search fits the collection."""
-        ef = await self.ef_search()
-        async with self.db.pool.acquire() as conn, conn.transaction():
-            await conn.execute(f"SET LOCAL hnsw.ef_search = {int(ef)}")
-            yield conn
+    async def connection(self, filtered: bool = False) -> AsyncIterator[asyncpg.Connection]:
+        """A connection inside a transaction whose hnsw.ef_search fits the collection (and the filter)."""
+        ef = await self.ef_search(filtered)
+        async with self.db.pool.acquire() as conn:
+            # one round trip for both (a simple query may hold several statements), not three
+            await conn.execute(f"BEGIN READ ONLY; SET LOCAL hnsw.ef_search = {int(ef)}")
+            try:
+                yield conn
+            finally:
+                await conn.execute("ROLLBACK")  # it read only: nothing to keep
 
-    async def fetch(self, sql: str, *args: Any) -> list[asyncpg.Record]:
-        async with self.connection() as conn:
+    async def fetch(self, sql: str, *args: Any, filtered: bool = False) -> list[asyncpg.Record]:
+        async with self.connection(filtered) as conn:
             return list(await conn.fetch(sql, *args))

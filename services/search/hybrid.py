@@ -1,4 +1,6 @@
-"""Hybrid retrieval: reciprocal-rank fusion of HNSW vector top-N and full-text top-N, in one SQL query.
+"""Hybrid retrieval: reciprocal-rank (or convex) fusion of HNSW vector top-N and full-text top-N, as
+one SQL query; by default its legs run as two statements on two connections at once and a third fuses
+them with the same SQL (services/search/parallel.py, `hybrid_parallel_legs`), with the same results.
 
 A query naming an identifier that an API reference page in scope documents gets a third leg: the chunk
 holding that entry is lifted (services/search/names.py); any other query is ranked by the two legs alone.
@@ -23,13 +25,16 @@ what made the keyword leg slow at scale.
 
 from __future__ import annotations
 
+import asyncio
 import time
+from uuid import UUID
 
 from models import SearchHit
 from services.core.database import Database
 from services.core.settings import Settings
+from services.search import parallel
 from services.search.base import HIT_COLUMNS, TS_QUERY_LEXEMES_SQL, SearchRequest, SearchStrategy, to_hit
-from services.search.bm25 import query_terms
+from services.search.bm25 import QueryTerms, query_terms
 from services.search.breadth import SearchBreadth
 from services.search.legs import code_filter, keyword_leg, uses_topk
 from services.search.names import NameEvidence
@@ -37,20 +42,20 @@ from services.search.pending import pending_fusion, pending_leg
 
 # $1 query vector, $2 source filter, $3 depth per leg, $4 keyword terms (see the leg), $5 vector weight,
 # $6 keyword weight, $7 rrf k, $8 final limit (BM25 adds $9-$12, see services/search/bm25.py)
-HYBRID_SQL = """
-WITH vec AS (
+VEC_LEG = """vec AS (
     SELECT id, dist, row_number() OVER (ORDER BY dist, id) AS rnk FROM (
         SELECT id, embedding <=> $1 AS dist FROM chunks
         WHERE {vec_filter}($2::uuid[] IS NULL OR source_id = ANY($2::uuid[])){{code:chunks.id}}
         ORDER BY embedding <=> $1 LIMIT $3
     ) v
-),
-{keyword_leg},
-{fusion}
-SELECT {hit_columns}, fused.rrf, fused.vrank, fused.krank
+)"""
+FUSED_TAIL = """SELECT {hit_columns}, fused.rrf, fused.vrank, fused.krank
 FROM fused JOIN chunks c ON c.id = fused.id JOIN documents d ON d.id = c.document_id
 ORDER BY fused.rrf DESC, c.id
 """
+HYBRID_SQL = "\nWITH " + VEC_LEG + ",\n{keyword_leg},\n{fusion}\n" + FUSED_TAIL
+#: the fusion alone, over the legs' rows run apart (services/search/parallel.py): `{legs}` their CTEs
+FUSED_SQL = "\nWITH {legs},\n{fusion}\n" + FUSED_TAIL
 
 # Reciprocal-rank fusion: weight / (k + rank) summed over the legs.
 RRF_FUSION = """fused AS (
@@ -168,9 +173,8 @@ class HybridSearch(SearchStrategy):
         self.term_stats = TermStatistics(db, settings.keyword_statistics_min_chunks)
         self.names = NameEvidence(db)
 
-    def _sql(self, pending: int = 0, mode: str = "any", code_only: bool = False) -> str:
-        """The hybrid query; `pending`: chunks in scope with no vector yet; `mode`: the keyword mode;
-        `code_only`: code documents only (services/search/legs.py)."""
+    def _parts(self, pending: int = 0, mode: str = "any") -> tuple[str, str, str]:
+        """The vector leg, the keyword leg(s) and the fusion of the hybrid query (code marks unfilled)."""
         s = self.settings
         leg = keyword_leg(s, mode)
         if pending and s.keyword_ranking == "bm25":  # pending chunks rank by a keyword leg of their own
@@ -181,31 +185,50 @@ class HybridSearch(SearchStrategy):
             fusion = CONVEX_FUSION
         else:
             fusion = RRF_FUSION_PENDING if pending else RRF_FUSION
+        vec_leg = VEC_LEG.format(vec_filter="embedding IS NOT NULL AND " if pending else "")
+        return vec_leg, leg, fusion
+
+    def _sql(self, pending: int = 0, mode: str = "any", code_only: bool = False) -> str:
+        """The hybrid query as one statement; `pending`: chunks in scope with no vector yet; `mode`: the
+        keyword mode; `code_only`: code documents only (services/search/legs.py)."""
+        _, leg, fusion = self._parts(pending, mode)
         vec_filter = "embedding IS NOT NULL AND " if pending else ""
         sql = HYBRID_SQL.format(keyword_leg=leg, fusion=fusion, hit_columns=HIT_COLUMNS, vec_filter=vec_filter)
         return code_filter(sql, code_only)
 
     async def keyword_args(
-        self, text: str, depth: int = 0, pending: bool = False, mode: str = "any"
+        self, text: str, depth: int = 0, pending: bool = False, mode: str = "any", terms: QueryTerms | None = None
     ) -> tuple[list, float]:
         """Query parameters of the keyword leg ($4, and $9-$12 for BM25, $13-$14 over impact order),
         and the query's exactness (services/search/bm25.py `exactness`; 0 with ts_rank); `pending`
-        (BM25): the pending leg's terms and idfs follow. `mode="all"`: the terms rarest first."""
+        (BM25): the pending leg's terms and idfs follow. `mode="all"`: the terms rarest first. `terms`:
+        the query's terms when already read (`main_terms`, beside the query's embedding)."""
         s = self.settings
         if s.keyword_ranking != "bm25":
             return [await self.keyword_query(text, "&" if mode == "all" else "|")], 0.0
         frequencies = await self.term_stats.frequencies()
-        terms = await query_terms(self.db, text, s.keyword_max_term_frequency, frequencies, s.hybrid_rare_term_share)
+        if terms is None:
+            terms = await self.main_terms(text)
+        kept, idfs = terms.terms, terms.idfs
         if mode == "all":
-            pairs = sorted(zip(terms.terms, terms.idfs, strict=True), key=lambda p: (-p[1], p[0]))
-            terms.terms, terms.idfs = [t for t, _ in pairs], [i for _, i in pairs]
-        args = [terms.terms, terms.idfs, float(s.bm25_k1), float(s.bm25_b), terms.avgdl]
+            pairs = sorted(zip(kept, idfs, strict=True), key=lambda p: (-p[1], p[0]))
+            kept, idfs = [t for t, _ in pairs], [i for _, i in pairs]
+        args = [kept, idfs, float(s.bm25_k1), float(s.bm25_b), terms.avgdl]
         if uses_topk(s, mode):
             args += [s.bm25_postings_per_term, max(s.bm25_candidates, s.hybrid_candidates, depth)]
         if pending:
             every = await query_terms(self.db, text, s.keyword_pending_max_term_frequency, frequencies)
             args += [every.terms, every.idfs]
         return args, terms.exactness
+
+    async def main_terms(self, text: str) -> QueryTerms:
+        """The keyword leg's terms with their idf (BM25; none with ts_rank): one statement that needs no
+        vector, so a search reads them while the query is embedded."""
+        s = self.settings
+        if s.keyword_ranking != "bm25":
+            return QueryTerms()
+        frequencies = await self.term_stats.frequencies()
+        return await query_terms(self.db, text, s.keyword_max_term_frequency, frequencies, s.hybrid_rare_term_share)
 
     async def keyword_query(self, text: str, operator: str = "|") -> str | None:
         """The query's informative lexemes ORed (or ANDed), as tsquery text (None when there are none)."""
@@ -215,31 +238,75 @@ class HybridSearch(SearchStrategy):
         return or_query(kept, operator)
 
     async def fused_rows(self, request: SearchRequest, limit: int) -> list:
+        """The fused candidates, best first (with the name leg when the query names a documented
+        identifier): the legs on two connections at once, or with `hybrid_parallel_legs` off in one
+        statement; the same rows either way."""
         s = self.settings
-        depth = max(s.hybrid_candidates, limit)
-        pending = request.pending_embeddings
-        mode = request.keyword_mode
-        (keyword, *bm25), exact = await self.keyword_args(request.query, depth, pending > 0, mode)
-        vector_weight, keyword_weight = self.weights(request, exact)
-        rows = await SearchBreadth.of(self.db).fetch(
-            self._sql(pending, mode, request.code_only),
-            request.query_vector,
-            request.source_ids,
-            depth,
-            keyword,
-            vector_weight,
-            keyword_weight,
-            float(s.rrf_k),
-            limit,
-            *bm25,
-        )
-        if s.hybrid_name_weight <= 0:
-            return rows
-        named = await self.names.chunks(request.query, request.source_ids, request.code_only)
+        legs = self._parallel_rows if s.hybrid_parallel_legs else self._one_statement_rows
+        named_task = self._named(request) if s.hybrid_name_weight > 0 else _nothing()
+        (rows, weights), named = await asyncio.gather(legs(request, limit), named_task)
         if not named:
             return rows
-        share = float(s.hybrid_name_weight) / max(vector_weight + keyword_weight, 1e-9)
+        share = float(s.hybrid_name_weight) / max(sum(weights), 1e-9)
         return await self.names.fuse(rows, named, request.query_vector, share, self.max_rrf(request), limit)
+
+    async def _named(self, request: SearchRequest) -> set[UUID]:
+        return await self.names.chunks(request.query, request.source_ids, request.code_only)
+
+    def _params(self, request: SearchRequest, limit: int, keyword: list, weights: tuple[float, float]) -> list:
+        """The hybrid query's parameters, $1 on (see `HYBRID_SQL`)."""
+        depth = max(self.settings.hybrid_candidates, limit)
+        head = [request.query_vector, request.source_ids, depth, keyword[0], *weights]
+        return [*head, float(self.settings.rrf_k), limit, *keyword[1:]]
+
+    async def _one_statement_rows(self, request: SearchRequest, limit: int) -> tuple[list, tuple[float, float]]:
+        depth = max(self.settings.hybrid_candidates, limit)
+        pending, mode = request.pending_embeddings, request.keyword_mode
+        keyword, exact = await self.keyword_args(request.query, depth, pending > 0, mode, request.query_terms)
+        weights = self.weights(request, exact)
+        sql = self._sql(pending, mode, request.code_only)
+        params = self._params(request, limit, keyword, weights)
+        rows = await SearchBreadth.of(self.db).fetch(sql, *params, filtered=request.filtered)
+        return rows, weights
+
+    async def _parallel_rows(self, request: SearchRequest, limit: int) -> tuple[list, tuple[float, float]]:
+        pending, code = request.pending_embeddings, request.code_only
+        vec_leg, kw_leg, fusion = self._parts(pending, request.keyword_mode)
+        placeholder = (0.0, 0.0)  # the legs read no weight; the fusion gets the real ones
+        vec_sql, vec_args = parallel.renumbered(
+            code_filter(parallel.VECTOR_ROWS_SQL.format(vec_leg=vec_leg), code),
+            self._params(request, limit, [None], placeholder),
+        )
+        (keyword, exact, kw_rows), vec_rows = await asyncio.gather(
+            self._keyword_rows(request, limit, kw_leg),
+            SearchBreadth.of(self.db).fetch(vec_sql, *vec_args, filtered=request.filtered),
+        )
+        weights = self.weights(request, exact)
+        params = self._params(request, limit, keyword, weights)
+        score = "float8" if self.settings.keyword_ranking == "bm25" else "real"
+        with_kwp = pending > 0 and self._pending_leg
+        legs = parallel.leg_arrays(len(params) + 1, with_kwp, score)
+        arrays = parallel.columns(vec_rows, "dist") + parallel.keyword_columns(kw_rows, with_kwp)
+        sql = code_filter(FUSED_SQL.format(legs=legs, fusion=fusion, hit_columns=HIT_COLUMNS), code)
+        sql, args = parallel.renumbered(sql, [*params, *arrays])
+        return list(await self.db.pool.fetch(sql, *args)), weights
+
+    @property
+    def _pending_leg(self) -> bool:
+        """Whether a search with pending chunks has the pending keyword leg (`kwp`, BM25 only)."""
+        return self.settings.keyword_ranking == "bm25"
+
+    async def _keyword_rows(self, request: SearchRequest, limit: int, leg: str) -> tuple[list, float, list]:
+        """The keyword leg's arguments, the query's exactness and the leg's rows (term statistics first)."""
+        depth = max(self.settings.hybrid_candidates, limit)
+        pending, mode = request.pending_embeddings > 0, request.keyword_mode
+        keyword, exact = await self.keyword_args(request.query, depth, pending, mode, request.query_terms)
+        if not keyword[0] and not pending:  # no informative term: no keyword candidate
+            return keyword, exact, []
+        template = parallel.KEYWORD_PENDING_ROWS_SQL if pending and self._pending_leg else parallel.KEYWORD_ROWS_SQL
+        sql = code_filter(template.format(keyword_leg=leg), request.code_only)
+        sql, args = parallel.renumbered(sql, self._params(request, limit, keyword, (0.0, 0.0)))
+        return keyword, exact, list(await self.db.pool.fetch(sql, *args))
 
     def weights(self, request: SearchRequest | None = None, exact: float = 0.0) -> tuple[float, float]:
         """(vector, keyword) weights: the request's keyword weight (a profile's default) as given; else the
@@ -266,6 +333,10 @@ class HybridSearch(SearchStrategy):
         rows = await self.fused_rows(request, request.limit)
         top = self.max_rrf(request)
         return [to_hit(_hit_fields(r), r["rrf"] / top, match_type(r["vrank"], r["krank"])) for r in rows]
+
+
+async def _nothing() -> set[UUID]:
+    return set()
 
 
 def _hit_fields(row) -> dict:

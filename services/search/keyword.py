@@ -46,7 +46,7 @@ class KeywordSearch(SearchStrategy):
     async def rows(self, request: SearchRequest) -> list:
         depth = max(self.settings.hybrid_candidates, request.limit)
         mode = request.keyword_mode
-        (keyword, *bm25), _ = await self.hybrid.keyword_args(request.query, depth, mode=mode)
+        (keyword, *bm25), _ = await self.hybrid.keyword_args(request.query, depth, mode=mode, terms=request.query_terms)
         if not keyword:
             return []
         return await self.db.pool.fetch(

@@ -21,7 +21,7 @@ kw AS (
     SELECT id, rank AS kscore, row_number() OVER (ORDER BY rank DESC, id) AS rnk FROM (
         SELECT c.id, ts_rank(c.tsv, $4::tsquery, 1) AS rank FROM chunks c
         WHERE c.tsv @@ $4::tsquery AND ($2::uuid[] IS NULL OR c.source_id = ANY($2::uuid[])){code:c.id}
-        ORDER BY rank DESC LIMIT $3
+        ORDER BY rank DESC, c.id LIMIT $3
     ) k
 )"""
 

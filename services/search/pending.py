@@ -45,7 +45,7 @@ kwp AS (
             WHERE {{pending}}{{{{codeseq:p.seq}}}} OFFSET 0
         ) p
         JOIN chunk_seqs s ON s.seq = p.seq
-        GROUP BY s.chunk_id ORDER BY rank DESC LIMIT $3
+        GROUP BY s.chunk_id ORDER BY rank DESC, s.chunk_id LIMIT $3
     ) k
 )"""
 
@@ -62,7 +62,7 @@ kwp AS (
                 {{{{code:pc.id}}}} OFFSET 0
         ) cand
         {exact_terms("s.chunk_id = cand.id", "{terms}", "{idfs}")}
-        GROUP BY s.chunk_id ORDER BY rank DESC LIMIT $3
+        GROUP BY s.chunk_id ORDER BY rank DESC, s.chunk_id LIMIT $3
     ) k
 )"""
 #: Pending chunks in scope up to which the pending leg starts from them rather than from the postings.
@@ -84,7 +84,7 @@ kwp AS (
             GROUP BY p.seq ORDER BY sum(q.idf * p.impact) DESC, p.seq LIMIT $14::integer
         ) cand
         {EXACT}
-        GROUP BY s.chunk_id ORDER BY rank DESC LIMIT $3
+        GROUP BY s.chunk_id ORDER BY rank DESC, s.chunk_id LIMIT $3
     ) k
 )"""
 

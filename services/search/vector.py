@@ -34,5 +34,7 @@ class VectorSearch(SearchStrategy):
 
     async def search(self, request: SearchRequest) -> list[SearchHit]:
         sql = VECTOR_PENDING_SQL if request.pending_embeddings else VECTOR_SQL
-        rows = await SearchBreadth.of(self.db).fetch(sql, request.query_vector, request.source_ids, request.limit)
+        breadth = SearchBreadth.of(self.db)
+        args = (request.query_vector, request.source_ids, request.limit)
+        rows = await breadth.fetch(sql, *args, filtered=request.filtered)
         return [to_hit(r, r["similarity"], self.name) for r in rows]

@@ -139,8 +139,10 @@ async def test_pending_chunks_rank_by_the_questions_common_words(
 
 @pytest.mark.usefixtures("owner")
 async def test_fully_embedded_search_keeps_todays_sql_and_terms(app: Archivist, sources: dict[str, Any]) -> None:
-    """Passes on main too: no pending chunk in scope, the same query with the same parameters."""
-    hybrid = HybridSearch(SpyDatabase(app.db), app.settings)  # type: ignore[arg-type]
+    """Passes on main too: no pending chunk in scope, the same query with the same parameters (as one
+    statement; tests/search/test_parallel_legs.py shows the legs run apart rank the same)."""
+    settings = app.settings.model_copy(update={"hybrid_parallel_legs": False})
+    hybrid = HybridSearch(SpyDatabase(app.db), settings)  # type: ignore[arg-type]
     app.search._strategies["hybrid"] = hybrid
     try:
         outcome = await app.search.search(QUESTION, source_id=sources["embedded"], match_count=5)
