@@ -130,10 +130,14 @@ def rank_key(hit: SymbolHit, score: int) -> tuple[Any, ...]:
     return (-score, hit.anchor is not None, _private(hit.name), _in_tests(hit.path), depth, hit.path, hit.line_start)
 
 
+#: a file's lines of names[k] (sql/049: one row per file, each name's lines one after another in `lines`)
+SLICE = "r.lines[coalesce(r.ends[p.k - 1], 0) + 1 : r.ends[p.k]]"
 REFERENCES_SQL = (
-    "SELECT r.source_id, r.document_id, r.lines, {path} AS path "
-    "FROM code_references r JOIN documents d ON d.id = r.document_id {paths} "
-    "WHERE r.name = $1 AND ($2::uuid[] IS NULL OR r.source_id = ANY($2)){only} ORDER BY 4, r.document_id"
+    f"SELECT r.source_id, r.document_id, {SLICE} AS lines, {{path}} AS path "
+    "FROM code_references r CROSS JOIN LATERAL (SELECT array_position(r.names, $1::text) AS k) p "
+    "JOIN documents d ON d.id = r.document_id {paths} "
+    "WHERE r.names @> ARRAY[$1::text] AND ($2::uuid[] IS NULL OR r.source_id = ANY($2)){only} "
+    "ORDER BY 4, r.document_id"
 )
 #: files whose uses were not resolved (another language, or a Python file indexed before sql/043)
 UNRESOLVED = (
@@ -141,10 +145,11 @@ UNRESOLVED = (
     "AND f.language = 'python' AND f.qualified IS NOT NULL)"
 )
 QUALIFIED_SQL = (
-    "SELECT r.source_id, r.document_id, r.qualifier, r.lines, {path} AS path, f.language "
-    "FROM code_qualified_references r JOIN documents d ON d.id = r.document_id {paths} "
+    f"SELECT r.source_id, r.document_id, r.qualifiers[p.k] AS qualifier, {SLICE} AS lines, {{path}} AS path, "
+    "f.language FROM code_qualified_references r CROSS JOIN LATERAL unnest(array_positions(r.names, $1::text)) "
+    "AS p(k) JOIN documents d ON d.id = r.document_id {paths} "
     "LEFT JOIN code_symbol_files f ON f.document_id = r.document_id "
-    "WHERE r.name = $1 AND ($2::uuid[] IS NULL OR r.source_id = ANY($2))"
+    "WHERE r.names @> ARRAY[$1::text] AND ($2::uuid[] IS NULL OR r.source_id = ANY($2))"
 )
 QUALIFIED_NOTE = (
     "Qualified: in Python files, the uses the file's imports resolve to that qualifier (an instance's "
