@@ -1,4 +1,4 @@
--- Packed references (issue 36): one row per file instead of one per (file, name), converted in place
+-- Packed references and slimmer definitions (issue 36): a file's references in one row, converted in place
 -- A row per (file, name) cost ~200 bytes (tuple header, two uuids, its array, a primary key and a name
 -- index entry of its own) to hold a few line numbers: the reference tables were twice the code's own
 -- bytes. Now each file has one row: its distinct names, and the lines of all of them in one array,
@@ -51,3 +51,11 @@ GROUP BY source_id, document_id;
 
 DROP TABLE code_references_rows;
 DROP TABLE code_qualified_references_rows;
+
+-- Definitions: the surrogate key goes (nothing reads it; a definition is found by its name or its file),
+-- and the file index keys on document_id alone, which B-tree deduplication stores once per file with the
+-- list of its rows instead of an entry per row; an outline sorts its file's few rows itself.
+ALTER TABLE code_symbols DROP CONSTRAINT IF EXISTS code_symbols_pkey;
+ALTER TABLE code_symbols DROP COLUMN IF EXISTS id;
+DROP INDEX IF EXISTS code_symbols_document_idx;
+CREATE INDEX code_symbols_document_idx ON code_symbols (document_id);

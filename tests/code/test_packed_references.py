@@ -39,11 +39,15 @@ def test_packed_lines_end_where_each_group_ends() -> None:
     assert packed([]) == ([], [])
 
 
-async def _answers(app: Archivist, source_id: Any) -> dict[str, list[tuple[str, int]]]:
-    out = {}
+async def _answers(app: Archivist, source_id: Any, documents: list[Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
     for name in NAMES:
         page = await app.symbols.references(name, [source_id], 0, 20)
         out[name] = [(h.path, h.line) for h in page.hits] + [("total", page.total)]
+        found = await app.symbols.definitions(name.replace("shutil.", ""), [source_id], 0, 20)
+        out[f"definitions {name}"] = [(h.path, h.line_start, h.qualified_name) for h in found.hits]
+    for document in documents:
+        out[str(document)] = await app.symbols.outline(document)
     return out
 
 
@@ -69,7 +73,8 @@ async def test_a_file_has_one_reference_row(app: Archivist) -> None:
 
 @pytest.mark.usefixtures("owner")
 async def test_rows_per_name_are_converted_in_place(app: Archivist) -> None:
-    """sql/049 over the tables of sql/038 and sql/043 gives every query the answers a fresh write gives."""
+    """sql/049 over the tables of sql/038 and sql/043 gives every query (references, definitions, outlines)
+    the answers a fresh write gives."""
     source = await app.sources.create(title="Converted references")
     documents = {}
     for path, text in {"pkg/m.py": MODULE, "pkg/other.py": OTHER}.items():
@@ -77,8 +82,10 @@ async def test_rows_per_name_are_converted_in_place(app: Archivist) -> None:
             source.id, path, text, "code", f"file:///repo/{path}", {"language": "python", "path": path}, embed=False
         )
         documents[path] = (stored.document.id, extract(text, "python", path))
-    expected = await _answers(app, source.id)
+    ids = [document for document, _ in documents.values()]
+    expected = await _answers(app, source.id, ids)
     assert expected["copytree"][-1] == ("total", 5)
+    assert [s["name"] for s in expected[str(ids[0])]["symbols"]] == ["copy_tree", "Tree", "grow"]
     async with app.db.pool.acquire() as conn, conn.transaction():
         await conn.execute(OLD_TABLES)
         for document, symbols in documents.values():
@@ -88,5 +95,5 @@ async def test_rows_per_name_are_converted_in_place(app: Archivist) -> None:
             await conn.copy_records_to_table("code_qualified_references", records=rows)
         await conn.execute(migration_file("049").read_text())
     await app.db.pool.expire_connections()  # statements prepared against the tables before
-    assert await _answers(app, source.id) == expected
+    assert await _answers(app, source.id, ids) == expected
     assert await app.db.pool.fetchval("SELECT count(*) FROM code_references WHERE source_id = $1", source.id) == 2
