@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field
-from functools import cache
+from functools import cache, lru_cache
 from pathlib import PurePosixPath
 from typing import Any, cast
 
@@ -83,6 +83,7 @@ def _text(node: Any) -> str:
     return node.text.decode("utf-8", "replace") if node is not None and node.text is not None else ""
 
 
+@lru_cache(maxsize=8192)  # every definition of a common name asks, and paths repeat
 def path_qualifier(language: str | None, path: str | None) -> str:
     """The qualifier a file's path gives its names: a Python module (`Lib/pathlib/__init__.py` ->
     `Lib.pathlib`), else "". Applied when the table is read, so a renamed file's names follow it."""
