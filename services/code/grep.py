@@ -30,7 +30,7 @@ import asyncpg
 from services.code.lines import segments
 from services.code.matcher import LineMatcher
 from services.code.paths import compile_glob, matches
-from services.code.prefilter import Prefilter, prefilter
+from services.code.prefilter import Prefilter, like_pattern, prefilter
 from services.core.database import Database
 from services.core.errors import CallTimeout, InvalidArgument
 
@@ -166,7 +166,26 @@ CANDIDATES_SQL = (
     "THEN (SELECT t.text FROM code_blocks t WHERE t.ctid = c.ctid) END AS text FROM c"
 )
 BY_CTID_SQL = f"SELECT b.ctid, {BLOCK_COLUMNS} FROM code_blocks b WHERE b.ctid = ANY($1::tid[])"
+#: a block that holds no required literal of a group holds no matching line: PostgreSQL drops it, and its
+#: text never travels here (a common pattern's trigrams are in many more blocks than its literals)
+HOLDS_SQL = " AND ({})"
 BY_DOCUMENT_SQL = f"SELECT {BLOCK_COLUMNS} FROM code_blocks b WHERE b.document_id = ANY($1::uuid[])"
+
+
+def literals_sql(filter_: Prefilter) -> tuple[str, list[str]]:
+    """`AND ((b.text LIKE $2 OR ...) AND ...)`, and its LIKE patterns: every group of required literals
+    of a case-sensitive pattern ("" and [] without case: ILIKE's folding is not RE2's)."""
+    if filter_.ignore_case or not filter_.groups:
+        return "", []
+    patterns: list[str] = []
+    clauses = []
+    for group in filter_.groups:
+        either = []
+        for literal in group:
+            patterns.append(like_pattern(literal))
+            either.append(f"b.text LIKE ${len(patterns) + 1}")
+        clauses.append("(" + " OR ".join(either) + ")")
+    return HOLDS_SQL.format(" AND ".join(clauses)), patterns
 
 
 def words_sql(branches: list[list[str]]) -> str:
@@ -226,7 +245,7 @@ class CodeSearch:
                     candidates = await self._candidates(conn, branches, source_ids)
                     order = [(f, c) for f in files for c in candidates.get(f.document_id, ())]
                     tally = Tally(request.offset + request.limit, request.offset, bounded=len(order) > PROBE)
-                    exact = await self._walk_blocks(conn, order, matcher, tally)
+                    exact = await self._walk_blocks(conn, order, matcher, tally, literals_sql(filter_))
                 else:
                     tally = Tally(request.offset + request.limit, request.offset)
                     exact = await self._walk_files(conn, files, matcher, tally)
@@ -251,21 +270,31 @@ class CodeSearch:
         return blocks
 
     async def _walk_blocks(
-        self, conn: asyncpg.Connection, order: list[tuple[FileRef, Any]], matcher: LineMatcher, tally: Tally
+        self,
+        conn: asyncpg.Connection,
+        order: list[tuple[FileRef, Any]],
+        matcher: LineMatcher,
+        tally: Tally,
+        literals: tuple[str, list[str]],
     ) -> bool:
         """Read the candidate blocks in path then line order, a batch at a time, until the page is full and
-        the count budget spent; True when every one was read (the total is exact)."""
+        the count budget spent; True when every one was read (the total is exact). A block PostgreSQL
+        finds without the pattern's literals (`literals`: literals_sql) has no matching line: it is
+        passed over, and not counted against the budget past the page."""
         started = time.monotonic()
+        sql, patterns = BY_CTID_SQL + literals[0], literals[1]
         i = 0
         while i < len(order):
             if time.monotonic() - started > DEADLINE_SECONDS:
                 return False
             batch = order[i : i + tally.next_batch(len(order) - i)]
             unread = list(dict.fromkeys(c["ctid"] for _, c in batch if c["text"] is None))
-            by_ctid = {row["ctid"]: row for row in await conn.fetch(BY_CTID_SQL, unread)} if unread else {}
+            by_ctid = {row["ctid"]: row for row in await conn.fetch(sql, unread, *patterns)} if unread else {}
             for file, candidate in batch:
-                row = candidate if candidate["text"] is not None else by_ctid[candidate["ctid"]]
-                if not self._count_block(file, row, matcher, tally, started):
+                row = candidate if candidate["text"] is not None else by_ctid.get(candidate["ctid"])
+                if row is None:
+                    tally.blocks_read += 1  # read by PostgreSQL only: no line of it matches
+                elif not self._count_block(file, row, matcher, tally, started):
                     return False
                 i += 1
         return True
