@@ -22,6 +22,7 @@ from functools import cache, lru_cache
 from pathlib import PurePosixPath
 from typing import Any, cast
 
+from services.chunking.trees import parse
 from services.code.qualified import qualified_references
 from services.code.symbol_languages import CONTAINERS, LANGUAGES, SymbolLanguage
 from services.core.budgets import budget
@@ -58,13 +59,6 @@ class Symbols:
 
 def supports(language: object) -> bool:
     return language in LANGUAGES
-
-
-@cache
-def _parser(grammar: str) -> Any:
-    from tree_sitter_language_pack import get_parser
-
-    return get_parser(cast("Any", grammar))
 
 
 @cache
@@ -119,7 +113,7 @@ def extract(content: str, language: str, path: str | None = None) -> Symbols:
         return out
     started = time.monotonic()
     try:  # linear in the input, which the budget's input size bounds (~1 s for 4 MB)
-        tree = _parser(LANGUAGES[language].grammar).parse(source)
+        tree = parse(LANGUAGES[language].grammar, source)  # the chunker's tree of these bytes, when it has one
     except Exception as exc:  # a grammar that fails: the file keeps its chunks and lines, without symbols
         logger.warning("tree-sitter could not parse %s (%s): no symbols", path or language, exc)
         out.capped = "not parsed"
