@@ -6,7 +6,8 @@ a rename is seen at once and identical files each keep their own path). The lite
 (services/code/prefilter.py) become trigram arrays (pg_trgm's `show_trgm`: the trigrams of their words),
 and one query reads every candidate block from the index of the blocks' trigram arrays (sql/046) — a
 block holding every trigram of a literal — without reading any block's text. The candidates are then
-read in path then line order, a batch at a time, and RE2 confirms the lines here
+read in path then line order, a batch at a time (PostgreSQL dropping the blocks without a
+case-sensitive pattern's required literals, by LIKE), and RE2 confirms the lines here
 (services/code/matcher.py). Reading stops once the page is full and the count past it has read
 COUNT_BLOCKS more candidate blocks (or, on a starved machine, COUNT_SECONDS): a common pattern never
 reads every candidate for page one, and its total is then a lower bound (`total_matches_at_least`).
