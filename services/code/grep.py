@@ -280,8 +280,8 @@ class CodeSearch:
     ) -> bool:
         """Read the candidate blocks in path then line order, a batch at a time, until the page is full and
         the count budget spent; True when every one was read (the total is exact). A block PostgreSQL
-        finds without the pattern's literals (`literals`: literals_sql) has no matching line: it is
-        passed over, and not counted against the budget past the page."""
+        finds without the pattern's literals (`literals`: literals_sql) has no matching line: its text
+        never comes here, and it counts against the budgets as a block read."""
         started = time.monotonic()
         sql, patterns = BY_CTID_SQL + literals[0], literals[1]
         i = 0
@@ -293,8 +293,9 @@ class CodeSearch:
             by_ctid = {row["ctid"]: row for row in await conn.fetch(sql, unread, *patterns)} if unread else {}
             for file, candidate in batch:
                 row = candidate if candidate["text"] is not None else by_ctid.get(candidate["ctid"])
-                if row is None:
-                    tally.blocks_read += 1  # read by PostgreSQL only: no line of it matches
+                if row is None:  # read by PostgreSQL only: no line of it matches
+                    if not self._spend(tally, started):
+                        return False
                 elif not self._count_block(file, row, matcher, tally, started):
                     return False
                 i += 1
@@ -323,8 +324,8 @@ class CodeSearch:
                 i += 1
         return True
 
-    def _count_block(self, file: FileRef, row: Any, matcher: LineMatcher, tally: Tally, started: float) -> bool:
-        """Count one candidate block's matching lines (keeping the page's); False once a budget is spent."""
+    def _spend(self, tally: Tally, started: float) -> bool:
+        """Account for one candidate block read; False once a budget is spent (the block is then not counted)."""
         now = time.monotonic()
         if now - started > DEADLINE_SECONDS:
             return False
@@ -333,6 +334,12 @@ class CodeSearch:
             if (tally.bounded and tally.blocks_past > COUNT_BLOCKS) or now - tally.page_full_at > COUNT_SECONDS:
                 return False
         tally.blocks_read += 1
+        return True
+
+    def _count_block(self, file: FileRef, row: Any, matcher: LineMatcher, tally: Tally, started: float) -> bool:
+        """Count one candidate block's matching lines (keeping the page's); False once a budget is spent."""
+        if not self._spend(tally, started):
+            return False
         for found in matcher.lines(row["line_start"], row["line_end"], row["text"]):
             key = (file.path, file.source_id, found.number)
             if key == tally.last:

@@ -1,8 +1,8 @@
 """grep drops, inside PostgreSQL, the candidate blocks that hold a literal's trigrams but not the literal
-(a case-sensitive pattern's required literals, by LIKE): their text never travels, and they do not count
-against the budget past the page. `return None` has its trigrams in every block of `return x  # None`
-lines, so page one of it used to stop counting within COUNT_BLOCKS of them and give a lower bound; it
-now counts exactly. Escaped LIKE characters (`%`, `_`, backslash) never drop a matching line."""
+(a case-sensitive pattern's required literals, by LIKE): their text never travels here. `return None`
+has its trigrams in every block of `return x  # None` lines; those blocks must neither hide nor add a
+line, on page one or later pages, and escaped LIKE characters (`%`, `_`, backslash) never drop a
+matching line."""
 
 from __future__ import annotations
 
@@ -28,7 +28,8 @@ pytest_plugins = ("tests.support.git_fixtures",)
 BLOCKS = PROBE + COUNT_BLOCKS + 40  # more candidate blocks than the probe and the count take
 FILES = {
     "a/first.py": "def f():\n    return None\n" * 25,  # page one is full before the decoys
-    "b/decoys.py": "    return x  # None\n" * (BLOCKS * BLOCK_LINES),
+    # the trigrams of every literal below, in more blocks than the probe reads with the candidates
+    "b/decoys.py": "    return x  # None 100 done C path to file snake case name\n" * (BLOCKS * BLOCK_LINES),
     "c/last.py": "def g():\n    return None\n",
     "d/odd.txt": (
         "100%_done = 1\n100x_done\nC:\\path\\to\\file.txt\nC:/path/to/file.txt\nsnake_case_name\nsnakeXcaseXname\n"
@@ -66,13 +67,14 @@ def oracle(pattern: str, flags: int = 0) -> list[tuple[str, int]]:
     return [(p, n) for p in sorted(FILES) for n, line in enumerate(split_lines(FILES[p]), 1) if rx.search(line)]
 
 
-async def test_blocks_without_the_literal_are_not_counted(client: Client, source_id: str) -> None:
+async def test_blocks_without_the_literal_hide_and_add_nothing(client: Client, source_id: str) -> None:
     expected = oracle(r"return None$")
     assert len(expected) == TOTAL
     page = await grep(client, source_id, query="return None$")
-    assert found(page) == expected[:20] and page["total_matches"] == TOTAL and page["next_offset"] == 20
+    assert found(page) == expected[:20] and page["next_offset"] == 20
+    assert 20 <= page.get("total_matches", page.get("total_matches_at_least")) <= TOTAL
     second = await grep(client, source_id, query="return None$", offset=20)
-    assert found(second) == expected[20:] and second["total_matches"] == TOTAL
+    assert found(second) == expected[20:] and second["total_matches"] == TOTAL  # every block read: exact
 
 
 async def test_without_case_the_trigrams_alone_narrow(client: Client, source_id: str) -> None:
