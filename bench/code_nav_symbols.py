@@ -258,7 +258,7 @@ async def symbols_section(bench: Bench) -> list[str]:
     ]
     outline = await measure_outlines(app, documents, rng)
     out.append(f"outline: {outline['files']} files, p50 {outline['p50_ms']} ms, p95 {outline['p95_ms']} ms")
-    tables = ("code_symbols", "code_references", "code_symbol_files")
+    tables = ("code_symbols", "code_references", "code_qualified_references", "code_symbol_files")
     size = {t: await app.db.pool.fetchval("SELECT pg_total_relation_size($1::regclass)", t) for t in tables}
     code = sum(len(t.encode()) for t in bench.files.values())
     total = sum(size.values())

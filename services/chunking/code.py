@@ -24,15 +24,15 @@ from __future__ import annotations
 import logging
 from bisect import bisect_right
 from dataclasses import dataclass
-from functools import cache
 from itertools import accumulate
-from typing import TYPE_CHECKING, Any, TypeGuard, cast
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 from services.chunking.base import Chunk, Chunker
 from services.chunking.markdown import MAX_CHUNK_FACTOR, MarkdownChunker
+from services.chunking.trees import parse
 
 if TYPE_CHECKING:
-    from tree_sitter_language_pack import SupportedLanguage
+    pass
 
 logger = logging.getLogger(__name__)
 
@@ -150,13 +150,6 @@ def supports(language: object) -> TypeGuard[str]:
     return language in LANGUAGES
 
 
-@cache
-def _parser(grammar: str) -> Any:
-    from tree_sitter_language_pack import get_parser
-
-    return get_parser(cast("SupportedLanguage", grammar))  # LANGUAGES names only the pack's grammars
-
-
 def _node_text(node: Any | None) -> str:
     return node.text.decode("utf-8", "replace") if node is not None and node.text is not None else ""
 
@@ -207,7 +200,7 @@ class CodeChunker(Chunker):
             return []
         try:
             source = content.encode("utf-8", "surrogatepass")
-            tree = _parser(self.language.grammar).parse(source)
+            tree = parse(self.language.grammar, source)  # the symbol table reads the same tree
         except Exception as exc:  # missing grammar, parser failure: never lose the file
             logger.warning("tree-sitter could not parse %s code (%s); using the text chunker", self.language, exc)
             return self._text_chunks(content, 0, len(content), self.prefix)

@@ -6,7 +6,8 @@ a rename is seen at once and identical files each keep their own path). The lite
 (services/code/prefilter.py) become trigram arrays (pg_trgm's `show_trgm`: the trigrams of their words),
 and one query reads every candidate block from the index of the blocks' trigram arrays (sql/046) — a
 block holding every trigram of a literal — without reading any block's text. The candidates are then
-read in path then line order, a batch at a time, and RE2 confirms the lines here
+read in path then line order, a batch at a time (PostgreSQL dropping the blocks without a
+case-sensitive pattern's required literals, by LIKE), and RE2 confirms the lines here
 (services/code/matcher.py). Reading stops once the page is full and the count past it has read
 COUNT_BLOCKS more candidate blocks (or, on a starved machine, COUNT_SECONDS): a common pattern never
 reads every candidate for page one, and its total is then a lower bound (`total_matches_at_least`).
@@ -30,7 +31,7 @@ import asyncpg
 from services.code.lines import segments
 from services.code.matcher import LineMatcher
 from services.code.paths import compile_glob, matches
-from services.code.prefilter import Prefilter, prefilter
+from services.code.prefilter import Prefilter, like_pattern, prefilter
 from services.core.database import Database
 from services.core.errors import CallTimeout, InvalidArgument
 
@@ -166,7 +167,26 @@ CANDIDATES_SQL = (
     "THEN (SELECT t.text FROM code_blocks t WHERE t.ctid = c.ctid) END AS text FROM c"
 )
 BY_CTID_SQL = f"SELECT b.ctid, {BLOCK_COLUMNS} FROM code_blocks b WHERE b.ctid = ANY($1::tid[])"
+#: a block that holds no required literal of a group holds no matching line: PostgreSQL drops it, and its
+#: text never travels here (a common pattern's trigrams are in many more blocks than its literals)
+HOLDS_SQL = " AND ({})"
 BY_DOCUMENT_SQL = f"SELECT {BLOCK_COLUMNS} FROM code_blocks b WHERE b.document_id = ANY($1::uuid[])"
+
+
+def literals_sql(filter_: Prefilter) -> tuple[str, list[str]]:
+    """`AND ((b.text LIKE $2 OR ...) AND ...)`, and its LIKE patterns: every group of required literals
+    of a case-sensitive pattern ("" and [] without case: ILIKE's folding is not RE2's)."""
+    if filter_.ignore_case or not filter_.groups:
+        return "", []
+    patterns: list[str] = []
+    clauses = []
+    for group in filter_.groups:
+        either = []
+        for literal in group:
+            patterns.append(like_pattern(literal))
+            either.append(f"b.text LIKE ${len(patterns) + 1}")
+        clauses.append("(" + " OR ".join(either) + ")")
+    return HOLDS_SQL.format(" AND ".join(clauses)), patterns
 
 
 def words_sql(branches: list[list[str]]) -> str:
@@ -226,7 +246,7 @@ class CodeSearch:
                     candidates = await self._candidates(conn, branches, source_ids)
                     order = [(f, c) for f in files for c in candidates.get(f.document_id, ())]
                     tally = Tally(request.offset + request.limit, request.offset, bounded=len(order) > PROBE)
-                    exact = await self._walk_blocks(conn, order, matcher, tally)
+                    exact = await self._walk_blocks(conn, order, matcher, tally, literals_sql(filter_))
                 else:
                     tally = Tally(request.offset + request.limit, request.offset)
                     exact = await self._walk_files(conn, files, matcher, tally)
@@ -251,21 +271,32 @@ class CodeSearch:
         return blocks
 
     async def _walk_blocks(
-        self, conn: asyncpg.Connection, order: list[tuple[FileRef, Any]], matcher: LineMatcher, tally: Tally
+        self,
+        conn: asyncpg.Connection,
+        order: list[tuple[FileRef, Any]],
+        matcher: LineMatcher,
+        tally: Tally,
+        literals: tuple[str, list[str]],
     ) -> bool:
         """Read the candidate blocks in path then line order, a batch at a time, until the page is full and
-        the count budget spent; True when every one was read (the total is exact)."""
+        the count budget spent; True when every one was read (the total is exact). A block PostgreSQL
+        finds without the pattern's literals (`literals`: literals_sql) has no matching line: its text
+        never comes here, and it counts against the budgets as a block read."""
         started = time.monotonic()
+        sql, patterns = BY_CTID_SQL + literals[0], literals[1]
         i = 0
         while i < len(order):
             if time.monotonic() - started > DEADLINE_SECONDS:
                 return False
             batch = order[i : i + tally.next_batch(len(order) - i)]
             unread = list(dict.fromkeys(c["ctid"] for _, c in batch if c["text"] is None))
-            by_ctid = {row["ctid"]: row for row in await conn.fetch(BY_CTID_SQL, unread)} if unread else {}
+            by_ctid = {row["ctid"]: row for row in await conn.fetch(sql, unread, *patterns)} if unread else {}
             for file, candidate in batch:
-                row = candidate if candidate["text"] is not None else by_ctid[candidate["ctid"]]
-                if not self._count_block(file, row, matcher, tally, started):
+                row = candidate if candidate["text"] is not None else by_ctid.get(candidate["ctid"])
+                if row is None:  # read by PostgreSQL only: no line of it matches
+                    if not self._spend(tally, started):
+                        return False
+                elif not self._count_block(file, row, matcher, tally, started):
                     return False
                 i += 1
         return True
@@ -293,8 +324,8 @@ class CodeSearch:
                 i += 1
         return True
 
-    def _count_block(self, file: FileRef, row: Any, matcher: LineMatcher, tally: Tally, started: float) -> bool:
-        """Count one candidate block's matching lines (keeping the page's); False once a budget is spent."""
+    def _spend(self, tally: Tally, started: float) -> bool:
+        """Account for one candidate block read; False once a budget is spent (the block is then not counted)."""
         now = time.monotonic()
         if now - started > DEADLINE_SECONDS:
             return False
@@ -303,6 +334,12 @@ class CodeSearch:
             if (tally.bounded and tally.blocks_past > COUNT_BLOCKS) or now - tally.page_full_at > COUNT_SECONDS:
                 return False
         tally.blocks_read += 1
+        return True
+
+    def _count_block(self, file: FileRef, row: Any, matcher: LineMatcher, tally: Tally, started: float) -> bool:
+        """Count one candidate block's matching lines (keeping the page's); False once a budget is spent."""
+        if not self._spend(tally, started):
+            return False
         for found in matcher.lines(row["line_start"], row["line_end"], row["text"]):
             key = (file.path, file.source_id, found.number)
             if key == tally.last:

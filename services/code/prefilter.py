@@ -4,7 +4,8 @@ RE2 cannot say which literals a match needs, so the pattern is read a second tim
 regex parser (`re._parser`, the old `sre_parse`) and walked for the literals every match contains: a
 run of literal characters in sequence, a repeat taken at least once, and a group of alternatives when
 each alternative requires one (then any of them). The result is an AND of ORs of literal strings; each
-becomes `text LIKE '%literal%'` (ILIKE without case), which pg_trgm answers from its GIN index. It is
+becomes the trigrams a candidate block must hold (services/code/grep.py), and for a case-sensitive
+pattern also `text LIKE '%literal%'` on the candidate blocks. It is
 conservative by construction: it may require less than the pattern does, never more, so RE2 confirms
 every candidate line. A pattern Python's parser does not read (RE2-only syntax), or with no literal of
 MIN_LITERAL word characters, gets no prefilter: grep then scans, bounded in time, and says so.

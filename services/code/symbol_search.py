@@ -11,10 +11,12 @@ so a renamed file is found at its new path and identical files each at their own
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import PurePosixPath
 from typing import Any
 from uuid import UUID
 
+import asyncpg
 import re2
 
 from services.code.qualified import OWN_MODULE
@@ -73,6 +75,13 @@ class Page:
     notes: list[str] = field(default_factory=list)
 
 
+def split_parts(text: str) -> list[str]:
+    """`a.b::C#d->e` -> [a, b, C, d, e]: what PARTS.split gives, with str methods (ranking splits the
+    qualified name of every candidate, and pyre2's split costs ~0.1 ms a call: most of a name with
+    hundreds of definitions)."""
+    return text.replace("::", ".").replace("->", ".").replace("#", ".").split(".")
+
+
 def with_prefix(prefix: str, name: str) -> str:
     return f"{prefix}.{name}" if prefix else name
 
@@ -103,7 +112,7 @@ def qualifier_score(qualifiers: list[str], qualified_name: str, path: str) -> in
     parts; 0: only the name matches."""
     if not qualifiers:
         return 3
-    held = PARTS.split(qualified_name)[:-1]
+    held = split_parts(qualified_name)[:-1]
     if held[-len(qualifiers) :] == qualifiers:
         return 3
     if _in_order(qualifiers, held):
@@ -121,19 +130,24 @@ def _private(name: str) -> bool:
     return name.startswith("_") and not name.startswith("__")
 
 
+@lru_cache(maxsize=8192)
 def _in_tests(path: str) -> bool:
     return any(p in ("test", "tests", "testing") or p.startswith("test_") for p in PurePosixPath(path).parts)
 
 
 def rank_key(hit: SymbolHit, score: int) -> tuple[Any, ...]:
-    depth = len(PARTS.split(hit.qualified_name))
+    depth = len(split_parts(hit.qualified_name))
     return (-score, hit.anchor is not None, _private(hit.name), _in_tests(hit.path), depth, hit.path, hit.line_start)
 
 
+#: a file's lines of names[k] (sql/049: one row per file, each name's lines one after another in `lines`)
+SLICE = "r.lines[coalesce(r.ends[p.k - 1], 0) + 1 : r.ends[p.k]]"
 REFERENCES_SQL = (
-    "SELECT r.source_id, r.document_id, r.lines, {path} AS path "
-    "FROM code_references r JOIN documents d ON d.id = r.document_id {paths} "
-    "WHERE r.name = $1 AND ($2::uuid[] IS NULL OR r.source_id = ANY($2)){only} ORDER BY 4, r.document_id"
+    f"SELECT r.source_id, r.document_id, {SLICE} AS lines, {{path}} AS path "
+    "FROM code_references r CROSS JOIN LATERAL (SELECT array_position(r.names, $1::text) AS k) p "
+    "JOIN documents d ON d.id = r.document_id {paths} "
+    "WHERE r.names @> ARRAY[$1::text] AND ($2::uuid[] IS NULL OR r.source_id = ANY($2)){only} "
+    "ORDER BY 4, r.document_id"
 )
 #: files whose uses were not resolved (another language, or a Python file indexed before sql/043)
 UNRESOLVED = (
@@ -141,15 +155,61 @@ UNRESOLVED = (
     "AND f.language = 'python' AND f.qualified IS NOT NULL)"
 )
 QUALIFIED_SQL = (
-    "SELECT r.source_id, r.document_id, r.qualifier, r.lines, {path} AS path, f.language "
-    "FROM code_qualified_references r JOIN documents d ON d.id = r.document_id {paths} "
+    f"SELECT r.source_id, r.document_id, r.qualifiers[p.k] AS qualifier, {SLICE} AS lines, {{path}} AS path, "
+    "f.language FROM code_qualified_references r CROSS JOIN LATERAL unnest(array_positions(r.names, $1::text)) "
+    "AS p(k) JOIN documents d ON d.id = r.document_id {paths} "
     "LEFT JOIN code_symbol_files f ON f.document_id = r.document_id "
-    "WHERE r.name = $1 AND ($2::uuid[] IS NULL OR r.source_id = ANY($2))"
+    "WHERE r.names @> ARRAY[$1::text] AND ($2::uuid[] IS NULL OR r.source_id = ANY($2))"
 )
 QUALIFIED_NOTE = (
     "Qualified: in Python files, the uses the file's imports resolve to that qualifier (an instance's "
     "methods cannot be told); in other languages, every use of the name."
 )
+
+
+#: what ranking needs of every definition of a name (the rest is read for the page only: a name with
+#: hundreds of definitions sends 20 signatures and docstrings, not all of them)
+CANDIDATES_SQL = (
+    "SELECT s.ctid, s.source_id, s.document_id, s.name, s.qualified_name, s.line_start, s.anchor, "
+    f"{PATH} AS path, f.language FROM code_symbols s JOIN documents d ON d.id = s.document_id {PATHS} "
+    "LEFT JOIN code_symbol_files f ON f.document_id = s.document_id "
+    "WHERE s.name = $1 AND ($2::uuid[] IS NULL OR s.source_id = ANY($2)) LIMIT $3"
+)
+PAGE_SQL = (
+    "SELECT s.ctid, s.kind, s.parent, s.line_end, s.signature, s.doc, d.url, d.title FROM code_symbols s "
+    "JOIN documents d ON d.id = s.document_id WHERE s.ctid = ANY($1::tid[])"
+)
+
+
+def candidate(row: Any) -> SymbolHit:
+    """A definition as ranking sees it (its kind, span, signature and text come with the page)."""
+    return SymbolHit(
+        row["source_id"], row["document_id"], row["path"], row["name"], "", row["qualified_name"], None,
+        row["line_start"], None, "", "", row["anchor"],
+    )  # fmt: skip
+
+
+def rank(hits: list[SymbolHit], name: str, qualifiers: list[str], query: str) -> tuple[list[SymbolHit], list[str]]:
+    """The definitions best first (those qualified as asked, when any is), and a note when none is."""
+    scored = [(qualifier_score(qualifiers, h.qualified_name, h.path), h) for h in hits]
+    notes = []
+    if qualifiers and scored and not any(score for score, _ in scored):
+        notes.append(f"No definition of {name} is qualified as {query.strip()}: every definition of {name}.")
+    elif qualifiers:
+        scored = [(score, h) for score, h in scored if score]
+    scored.sort(key=lambda pair: rank_key(pair[1], pair[0]))
+    return [h for _, h in scored], notes
+
+
+async def fill_definitions(conn: asyncpg.Connection, page: list[SymbolHit], found: list[Any]) -> None:
+    """The page's definitions get the rest of their row (read in the snapshot that found them)."""
+    rows = {r["ctid"]: r for r in await conn.fetch(PAGE_SQL, [f["ctid"] for f in found])} if found else {}
+    for hit, candidate_row in zip(page, found, strict=True):
+        row = rows[candidate_row["ctid"]]
+        prefix = path_qualifier(candidate_row["language"], hit.path)
+        hit.kind, hit.line_end, hit.signature, hit.doc = row["kind"], row["line_end"], row["signature"], row["doc"]
+        hit.parent = with_prefix(prefix, row["parent"]) if row["parent"] else None
+        hit.url, hit.title = row["url"], row["title"]
 
 
 class SymbolSearch:
@@ -161,28 +221,13 @@ class SymbolSearch:
     async def definitions(self, query: str, sources: list[UUID] | None, offset: int, limit: int) -> Page:
         parts = split_symbol(query)
         name, qualifiers = parts[-1], parts[:-1]
-        rows = await self.db.pool.fetch(
-            "SELECT s.source_id, s.document_id, s.name, s.kind, s.qualified_name, s.parent, s.line_start, "
-            f"s.line_end, s.signature, s.doc, s.anchor, d.url, d.title, {PATH} AS path, f.language "
-            f"FROM code_symbols s JOIN documents d ON d.id = s.document_id {PATHS} "
-            "LEFT JOIN code_symbol_files f ON f.document_id = s.document_id "
-            "WHERE s.name = $1 AND ($2::uuid[] IS NULL OR s.source_id = ANY($2)) LIMIT $3",
-            name,
-            sources,
-            MAX_CANDIDATES,
-        )
-        hits = [
-            qualified(SymbolHit(**{k: v for k, v in row.items() if k != "language"}), row["language"]) for row in rows
-        ]
-        scored = [(qualifier_score(qualifiers, h.qualified_name, h.path), h) for h in hits]
-        notes = []
-        if qualifiers and scored and not any(score for score, _ in scored):
-            notes.append(f"No definition of {name} is qualified as {query.strip()}: every definition of {name}.")
-        elif qualifiers:
-            scored = [(score, h) for score, h in scored if score]
-        scored.sort(key=lambda pair: rank_key(pair[1], pair[0]))
-        ranked = [h for _, h in scored]
-        page = ranked[offset : offset + limit]
+        async with self.db.pool.acquire() as conn, conn.transaction(isolation="repeatable_read", readonly=True):
+            rows = await conn.fetch(CANDIDATES_SQL, name, sources, MAX_CANDIDATES)
+            hits = [qualified(candidate(row), row["language"]) for row in rows]
+            found = {id(h): row for h, row in zip(hits, rows, strict=True)}
+            ranked, notes = rank(hits, name, qualifiers, query)
+            page = ranked[offset : offset + limit]
+            await fill_definitions(conn, page, [found[id(h)] for h in page])
         await self._versions(page)
         following = offset + limit if offset + limit < len(ranked) else None
         return Page(page, len(ranked), offset, following, notes)
@@ -220,7 +265,7 @@ class SymbolSearch:
         for row in resolved:
             written = row["qualifier"]
             held = path_qualifier(row["language"], row["path"]) if written == OWN_MODULE else written
-            parts = PARTS.split(held) if held else []
+            parts = split_parts(held) if held else []
             if len(parts) >= len(qualifiers) and parts[len(parts) - len(qualifiers) :] == qualifiers:
                 entry = files.setdefault(row["document_id"], {**dict(row), "lines": set()})
                 entry["lines"].update(row["lines"])

@@ -20,8 +20,8 @@ SYMBOL_COLUMNS = (
     "source_id", "document_id", "name", "kind", "qualified_name", "parent", "line_start", "line_end", "signature",
     "doc", "anchor", "char_start",
 )  # fmt: skip
-REFERENCE_COLUMNS = ("source_id", "document_id", "name", "lines")
-QUALIFIED_COLUMNS = ("source_id", "document_id", "name", "qualifier", "lines")
+REFERENCE_COLUMNS = ("source_id", "document_id", "names", "ends", "lines")
+QUALIFIED_COLUMNS = ("source_id", "document_id", "names", "qualifiers", "ends", "lines")
 FILE_COLUMNS = ("source_id", "document_id", "language", "definitions", "references", "capped", "qualified")
 TABLES = ("code_symbols", "code_references", "code_qualified_references", "code_symbol_files")
 
@@ -78,18 +78,32 @@ async def write_extracted(conn: asyncpg.Connection, document_id: UUID, source_id
         )
         for d in symbols.definitions
     ]
-    references = [(source_id, document_id, name, lines) for name, lines in symbols.references.items()]
     if definitions:
         await conn.copy_records_to_table("code_symbols", records=definitions, columns=SYMBOL_COLUMNS)
-    if references:
-        await conn.copy_records_to_table("code_references", records=references, columns=REFERENCE_COLUMNS)
-    qualified = [(source_id, document_id, name, where, lines) for (name, where), lines in symbols.qualified.items()]
-    if qualified:
-        await conn.copy_records_to_table("code_qualified_references", records=qualified, columns=QUALIFIED_COLUMNS)
+    if symbols.references:
+        ends, lines = packed(list(symbols.references.values()))
+        row = (source_id, document_id, list(symbols.references), ends, lines)
+        await conn.copy_records_to_table("code_references", records=[row], columns=REFERENCE_COLUMNS)
+    if symbols.qualified:
+        ends, lines = packed(list(symbols.qualified.values()))
+        names, qualifiers = (list(column) for column in zip(*symbols.qualified, strict=True))
+        record = (source_id, document_id, names, qualifiers, ends, lines)
+        await conn.copy_records_to_table("code_qualified_references", records=[record], columns=QUALIFIED_COLUMNS)
     counted = sum(len(lines) for lines in symbols.references.values())
     uses = sum(len(lines) for lines in symbols.qualified.values())
     summary = [(source_id, document_id, symbols.language, len(definitions), counted, symbols.capped, uses)]
     await conn.copy_records_to_table("code_symbol_files", records=summary, columns=FILE_COLUMNS)
+
+
+def packed(groups: list[list[int]]) -> tuple[list[int], list[int]]:
+    """A file's line lists as one row's arrays (sql/049): where each list ends in the joined lines, and
+    the joined lines."""
+    ends: list[int] = []
+    lines: list[int] = []
+    for group in groups:
+        lines.extend(group)
+        ends.append(len(lines))
+    return ends, lines
 
 
 async def write_documented(conn: asyncpg.Connection, document_id: UUID, source_id: UUID, documented: Any) -> None:

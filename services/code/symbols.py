@@ -18,10 +18,11 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field
-from functools import cache
+from functools import cache, lru_cache
 from pathlib import PurePosixPath
 from typing import Any, cast
 
+from services.chunking.trees import parse
 from services.code.qualified import qualified_references
 from services.code.symbol_languages import CONTAINERS, LANGUAGES, SymbolLanguage
 from services.core.budgets import budget
@@ -61,13 +62,6 @@ def supports(language: object) -> bool:
 
 
 @cache
-def _parser(grammar: str) -> Any:
-    from tree_sitter_language_pack import get_parser
-
-    return get_parser(cast("Any", grammar))
-
-
-@cache
 def _queries(language: str) -> tuple[Any, Any]:
     """The compiled (definitions, references) queries of a language."""
     from tree_sitter import Query
@@ -83,6 +77,7 @@ def _text(node: Any) -> str:
     return node.text.decode("utf-8", "replace") if node is not None and node.text is not None else ""
 
 
+@lru_cache(maxsize=8192)  # every definition of a common name asks, and paths repeat
 def path_qualifier(language: str | None, path: str | None) -> str:
     """The qualifier a file's path gives its names: a Python module (`Lib/pathlib/__init__.py` ->
     `Lib.pathlib`), else "". Applied when the table is read, so a renamed file's names follow it."""
@@ -118,7 +113,7 @@ def extract(content: str, language: str, path: str | None = None) -> Symbols:
         return out
     started = time.monotonic()
     try:  # linear in the input, which the budget's input size bounds (~1 s for 4 MB)
-        tree = _parser(LANGUAGES[language].grammar).parse(source)
+        tree = parse(LANGUAGES[language].grammar, source)  # the chunker's tree of these bytes, when it has one
     except Exception as exc:  # a grammar that fails: the file keeps its chunks and lines, without symbols
         logger.warning("tree-sitter could not parse %s (%s): no symbols", path or language, exc)
         out.capped = "not parsed"
