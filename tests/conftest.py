@@ -119,6 +119,9 @@ async def started_data_dir(tmp_path_factory: pytest.TempPathFactory, embedder: A
     data_dir = tmp_path_factory.mktemp("started") / "kb"
     db = Database(Settings(_env_file=None, database_url=None, data_dir=data_dir))
     await db.start(embedder.name, embedder.dim)
+    # as pg_server's: no waiting for the disk (a killed server still loses nothing), in force from the
+    # copies' first start; their shutdown checkpoints then cost no fsync under a busy disk
+    await db.pool.execute("ALTER SYSTEM SET fsync = off")
     await db.close()  # the last user of the embedded server: it is stopped (services/core/embedded.py)
     assert not (data_dir / "pgdata" / "postmaster.pid").exists(), "the template's PostgreSQL is still running"
     return data_dir
