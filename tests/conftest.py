@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import statistics
+import subprocess
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
@@ -105,6 +106,33 @@ def embedder() -> Any:
     from services.embeddings import create_embedder
 
     return create_embedder(Settings(_env_file=None))
+
+
+@pytest_asyncio.fixture(scope="session")
+async def started_data_dir(tmp_path_factory: pytest.TempPathFactory, embedder: Any) -> Path:
+    """A data directory as an `archivist` process leaves it after its first run: its embedded PostgreSQL
+    initialized (initdb, ~2-5 s and ~1 s of CPU), migrated for the session's embedder, and stopped. Tests
+    of processes that do not test the first start take a copy (`copy_data_dir`) instead of paying for it
+    in every process; a test of the first start keeps an empty directory."""
+    from services.core.database import Database
+
+    data_dir = tmp_path_factory.mktemp("started") / "kb"
+    db = Database(Settings(_env_file=None, database_url=None, data_dir=data_dir))
+    await db.start(embedder.name, embedder.dim)
+    # as pg_server's: no waiting for the disk (a killed server still loses nothing), in force from the
+    # copies' first start; their shutdown checkpoints then cost no fsync under a busy disk
+    await db.pool.execute("ALTER SYSTEM SET fsync = off")
+    await db.close()  # the last user of the embedded server: it is stopped (services/core/embedded.py)
+    assert not (data_dir / "pgdata" / "postmaster.pid").exists(), "the template's PostgreSQL is still running"
+    return data_dir
+
+
+def copy_data_dir(template: Path, target: Path) -> Path:
+    """`target` as a copy of a stopped data directory. `cp -a` keeps the owner: as root, pgserver runs
+    PostgreSQL as its own user, which must own pgdata."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["cp", "-a", str(template), str(target)], check=True)
+    return target
 
 
 @pytest.fixture(scope="module")

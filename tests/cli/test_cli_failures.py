@@ -23,6 +23,7 @@ from urllib.parse import urlsplit, urlunsplit
 import pytest
 
 from tests.cli.test_cli import ROOT, archivist, cli_env
+from tests.conftest import copy_data_dir
 from tests.support.fixture_site import FixtureSite
 
 NO_ID = str(uuid.UUID(int=1))
@@ -175,8 +176,10 @@ def test_completion_into_a_closed_pipe_ends_quietly() -> None:
         assert done.stderr == "", f"| {reader}: {done.stderr}"
 
 
-def test_search_of_an_empty_knowledge_base_says_how_to_add(tmp_path: Path) -> None:
-    done = run("--data-dir", str(tmp_path / "kb"), "search", "anything", env=cli_env(), process=True)
+def test_search_of_an_empty_knowledge_base_says_how_to_add(tmp_path: Path, started_data_dir: Path) -> None:
+    # an initialized, empty data directory (the first start of one is tests/cli/test_cli.py's)
+    data_dir = copy_data_dir(started_data_dir, tmp_path / "kb")
+    done = run("--data-dir", str(data_dir), "search", "anything", env=cli_env(), process=True)
     assert done.returncode == 0
     assert "knowledge base is empty" in done.stdout and "archivist ingest" in done.stdout
 

@@ -2,7 +2,9 @@
 `worker` and `crawl` with exit code 0 within 10 s, no traceback, the embedded PostgreSQL stopped (unless
 another live Archivist process still uses it) and running crawl jobs handed back to the queue.
 
-Each test runs real `archivist` processes, each against its own data directory (embedded PostgreSQL)."""
+Each test runs real `archivist` processes, each against its own data directory (embedded PostgreSQL), a
+copy of one initialized once (tests/conftest.py `started_data_dir`; the first start of an empty data
+directory is tested in tests/cli)."""
 
 from __future__ import annotations
 
@@ -23,6 +25,8 @@ from typing import IO, Any
 import psutil
 import pytest
 
+from tests.conftest import copy_data_dir
+from tests.support.cli_process import run_in_process
 from tests.support.fixture_site import FixtureSite
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -70,8 +74,10 @@ def started(data_dir: Path, stderr_path: Path, *args: str) -> Iterator[subproces
 
 
 def run_cli(data_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    command = [sys.executable, "-c", "import cli; cli.main()", *args]
-    return subprocess.run(command, cwd=ROOT, env=cli_env(data_dir), capture_output=True, text=True, timeout=180)
+    """A command around the one under test (queue a crawl, list the jobs): run by `cli.main` in this
+    process (tests/support/cli_process.py), which starts and stops the data directory's PostgreSQL as
+    its own process would, without ~2 s of CPU to start a Python."""
+    return run_in_process(list(args), cli_env(data_dir))
 
 
 def postgres_pids(data_dir: Path) -> list[int]:
@@ -165,9 +171,10 @@ def assert_clean_exit(proc: subprocess.Popen[bytes], stderr_path: Path, data_dir
 
 
 @pytest.fixture
-def data_dir(tmp_path: Path) -> Iterator[Path]:
-    path = tmp_path / "kb"
-    path.mkdir()
+def data_dir(tmp_path: Path, started_data_dir: Path) -> Iterator[Path]:
+    """A copy of a data directory whose PostgreSQL was initialized and migrated once per session: these
+    tests are about stopping, and initdb in each would cost more than all the rest of the process."""
+    path = copy_data_dir(started_data_dir, tmp_path / "kb")
     yield path
     for pid in postgres_pids(path):  # never leave a server behind, whatever the test did
         psutil.Process(pid).kill()

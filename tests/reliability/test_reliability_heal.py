@@ -14,6 +14,7 @@ import httpx
 from mcp import Client
 
 from services.core.supervisor import clear_stale_pid, postmaster_alive, read_pid
+from tests.conftest import copy_data_dir
 from tests.e2e.test_e2e import ARCHIVIST, free_port, wait_for_port
 from tests.support.mcp_helpers import call, ok
 
@@ -32,8 +33,8 @@ def test_stale_postmaster_pid_is_cleared(tmp_path: Path) -> None:
     assert not clear_stale_pid(pgdata)
 
 
-async def test_killed_embedded_postgres_heals_under_searches(tmp_path: Path) -> None:
-    data_dir = tmp_path / "data"
+async def test_killed_embedded_postgres_heals_under_searches(tmp_path: Path, started_data_dir: Path) -> None:
+    data_dir = copy_data_dir(started_data_dir, tmp_path / "data")  # initialized once per session: not what is tested
     env = {k: v for k, v in os.environ.items() if not k.startswith("ARCHIVIST_") and k != "DATABASE_URL"}
     env.update(ARCHIVIST_DATA_DIR=str(data_dir), ARCHIVIST_LOG_LEVEL="WARNING", HF_HUB_OFFLINE="1")
     port = free_port()
