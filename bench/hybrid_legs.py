@@ -66,7 +66,8 @@ async def measure(app: Archivist, queries: list[str], vectors: list[Any], source
     result["term_statistics"], _ = await timed(lambda r: hybrid.main_terms(r.query), requests)
 
     async def keyword_leg(r: SearchRequest) -> Any:
-        return await hybrid._keyword_rows(r, 10, hybrid._parts()[1])
+        async with app.db.pool.acquire() as conn:
+            return await hybrid._keyword_rows(r, 10, hybrid._parts()[1], conn)
 
     result["keyword_leg_with_statistics"], _ = await timed(keyword_leg, requests)
     vec_sql, _ = renumbered(code_filter(VECTOR_ROWS_SQL.format(vec_leg=hybrid._parts()[0]), False), [0, 0, 0])

@@ -15,7 +15,9 @@ twice the breadth for the same recall.
 
 from __future__ import annotations
 
+import logging
 import math
+import re
 import time
 import weakref
 from collections.abc import AsyncIterator
@@ -25,6 +27,8 @@ from typing import Any
 import asyncpg
 
 from services.core.database import Database
+
+logger = logging.getLogger(__name__)
 
 #: ef_search = EF_PER_ROOT * sqrt(chunks), twice that filtered: the lowest breadths with recall@10 >= 0.95
 #: against exact search (bench/scale_ef.py: SciFact's 9,732 passage vectors copied with noise, 100
@@ -39,6 +43,13 @@ FILTERED_FACTOR = 2
 #: No query looks wider than this (a query's HNSW work grows about linearly with ef_search).
 EF_CEILING = 1000
 REFRESH_SECONDS = 60.0
+#: How long a search waits for its second connection before running both legs on the first (a busy
+#: pool must not deadlock searches that each hold one connection and wait for another).
+SECOND_CONNECTION_SECONDS = 0.05
+#: what `pg_export_snapshot()` returns (checked before it is written into SET TRANSACTION SNAPSHOT)
+#: a transaction whose statements all read the snapshot it starts with (so it can be shared)
+SNAPSHOT_BEGIN = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
+SNAPSHOT_ID = re.compile(r"[0-9A-Fa-f]+(-[0-9A-Fa-f]+)+")
 SIZE_SQL = (
     "SELECT CASE WHEN reltuples >= 0 THEN reltuples::bigint ELSE (SELECT count(*) FROM chunks) END "
     "FROM pg_class WHERE oid = 'chunks'::regclass"
@@ -91,3 +102,44 @@ class SearchBreadth:
     async def fetch(self, sql: str, *args: Any, filtered: bool = False) -> list[asyncpg.Record]:
         async with self.connection(filtered) as conn:
             return list(await conn.fetch(sql, *args))
+
+    @asynccontextmanager
+    async def shared_snapshot(
+        self, filtered: bool = False
+    ) -> AsyncIterator[tuple[asyncpg.Connection, asyncpg.Connection | None]]:
+        """Two connections reading one snapshot (the first with the vector leg's ef_search), or the
+        first and None when no second connection is free at once: statements run on either see the
+        same committed data, so legs run apart and fused afterwards never mix a document's old and
+        new chunks, nor lose both to an update committed between them."""
+        ef = await self.ef_search(filtered)
+        async with self.db.pool.acquire() as first:
+            await first.execute(f"{SNAPSHOT_BEGIN}; SET LOCAL hnsw.ef_search = {int(ef)}")
+            try:
+                snapshot = str(await first.fetchval("SELECT pg_export_snapshot()"))
+                second = await self._second_connection()
+                if second is None:
+                    yield first, None
+                    return
+                try:
+                    await _import_snapshot(second, snapshot)
+                    try:
+                        yield first, second
+                    finally:
+                        await second.execute("ROLLBACK")
+                finally:
+                    await self.db.pool.release(second)
+            finally:
+                await first.execute("ROLLBACK")  # it read only: nothing to keep
+
+    async def _second_connection(self) -> asyncpg.Connection | None:
+        try:
+            return await self.db.pool.acquire(timeout=SECOND_CONNECTION_SECONDS)
+        except TimeoutError:
+            logger.debug("no second connection free: the legs run one after the other")
+            return None
+
+
+async def _import_snapshot(conn: asyncpg.Connection, snapshot: str) -> None:
+    if SNAPSHOT_ID.fullmatch(snapshot) is None:
+        raise ValueError(f"unexpected snapshot id {snapshot!r}")
+    await conn.execute(f"{SNAPSHOT_BEGIN}; SET TRANSACTION SNAPSHOT '{snapshot}'")

@@ -29,6 +29,8 @@ import asyncio
 import time
 from uuid import UUID
 
+import asyncpg
+
 from models import SearchHit
 from services.core.database import Database
 from services.core.settings import Settings
@@ -277,27 +279,36 @@ class HybridSearch(SearchStrategy):
             code_filter(parallel.VECTOR_ROWS_SQL.format(vec_leg=vec_leg), code),
             self._params(request, limit, [None], placeholder),
         )
-        (keyword, exact, kw_rows), vec_rows = await asyncio.gather(
-            self._keyword_rows(request, limit, kw_leg),
-            SearchBreadth.of(self.db).fetch(vec_sql, *vec_args, filtered=request.filtered),
-        )
-        weights = self.weights(request, exact)
-        params = self._params(request, limit, keyword, weights)
-        score = "float8" if self.settings.keyword_ranking == "bm25" else "real"
-        with_kwp = pending > 0 and self._pending_leg
-        legs = parallel.leg_arrays(len(params) + 1, with_kwp, score)
-        arrays = parallel.columns(vec_rows, "dist") + parallel.keyword_columns(kw_rows, with_kwp)
-        sql = code_filter(FUSED_SQL.format(legs=legs, fusion=fusion, hit_columns=HIT_COLUMNS), code)
-        sql, args = parallel.renumbered(sql, [*params, *arrays])
-        return list(await self.db.pool.fetch(sql, *args)), weights
+        # both legs and the fusion read one snapshot: an update committed between them must not
+        # leave the fusion looking up chunks the legs saw and it no longer does
+        async with SearchBreadth.of(self.db).shared_snapshot(request.filtered) as (vec_conn, kw_conn):
+            if kw_conn is None:
+                vec_rows = list(await vec_conn.fetch(vec_sql, *vec_args))
+                keyword, exact, kw_rows = await self._keyword_rows(request, limit, kw_leg, vec_conn)
+            else:
+                (keyword, exact, kw_rows), vec_rows = await asyncio.gather(
+                    self._keyword_rows(request, limit, kw_leg, kw_conn), vec_conn.fetch(vec_sql, *vec_args)
+                )
+            weights = self.weights(request, exact)
+            params = self._params(request, limit, keyword, weights)
+            score = "float8" if self.settings.keyword_ranking == "bm25" else "real"
+            with_kwp = pending > 0 and self._pending_leg
+            legs = parallel.leg_arrays(len(params) + 1, with_kwp, score)
+            arrays = parallel.columns(vec_rows, "dist") + parallel.keyword_columns(kw_rows, with_kwp)
+            sql = code_filter(FUSED_SQL.format(legs=legs, fusion=fusion, hit_columns=HIT_COLUMNS), code)
+            sql, args = parallel.renumbered(sql, [*params, *arrays])
+            return list(await vec_conn.fetch(sql, *args)), weights
 
     @property
     def _pending_leg(self) -> bool:
         """Whether a search with pending chunks has the pending keyword leg (`kwp`, BM25 only)."""
         return self.settings.keyword_ranking == "bm25"
 
-    async def _keyword_rows(self, request: SearchRequest, limit: int, leg: str) -> tuple[list, float, list]:
-        """The keyword leg's arguments, the query's exactness and the leg's rows (term statistics first)."""
+    async def _keyword_rows(
+        self, request: SearchRequest, limit: int, leg: str, conn: asyncpg.Connection
+    ) -> tuple[list, float, list]:
+        """The keyword leg's arguments, the query's exactness and the leg's rows on `conn` (term
+        statistics first, from the pool: they steer the query, not which chunks it reads)."""
         depth = max(self.settings.hybrid_candidates, limit)
         pending, mode = request.pending_embeddings > 0, request.keyword_mode
         keyword, exact = await self.keyword_args(request.query, depth, pending, mode, request.query_terms)
@@ -306,7 +317,7 @@ class HybridSearch(SearchStrategy):
         template = parallel.KEYWORD_PENDING_ROWS_SQL if pending and self._pending_leg else parallel.KEYWORD_ROWS_SQL
         sql = code_filter(template.format(keyword_leg=leg), request.code_only)
         sql, args = parallel.renumbered(sql, self._params(request, limit, keyword, (0.0, 0.0)))
-        return keyword, exact, list(await self.db.pool.fetch(sql, *args))
+        return keyword, exact, list(await conn.fetch(sql, *args))
 
     def weights(self, request: SearchRequest | None = None, exact: float = 0.0) -> tuple[float, float]:
         """(vector, keyword) weights: the request's keyword weight (a profile's default) as given; else the

@@ -8,6 +8,7 @@ tenant's scope narrows both legs.
 
 from __future__ import annotations
 
+import asyncio
 import random
 from typing import Any
 
@@ -18,6 +19,7 @@ from services.access.scope import Scope, use_scope
 from services.app import Archivist
 from services.search import SearchService
 from services.search.base import SearchRequest
+from services.search.breadth import SearchBreadth
 from services.search.hybrid import HybridSearch
 from services.search.keyword import KeywordSearch
 
@@ -183,3 +185,50 @@ async def test_statements_are_planned_for_their_parameters(app: Archivist) -> No
     another order: at a million chunks 4 of 15 searches then ranked chunks of equal text differently as
     one statement than with the legs apart (services/core/database.py `session_settings`)."""
     assert await app.db.pool.fetchval("SHOW plan_cache_mode") == "force_custom_plan"
+
+
+@pytest.mark.usefixtures("owner")
+async def test_shared_snapshot_reads_one_committed_state(app: Archivist) -> None:
+    """Both connections of `shared_snapshot` keep reading the state they began with after a delete
+    commits, so legs run apart and the fusion after them see the same chunks."""
+    source = await app.sources.create("legs snapshot")
+    doc = await app.documents.ingest(source.id, "Egret", "An egret waits in the reeds.", "markdown")
+    count = "SELECT count(*) FROM chunks WHERE document_id = $1"
+    async with SearchBreadth.of(app.db).shared_snapshot() as (first, second):
+        assert second is not None
+        held = await first.fetchval(count, doc.document.id)
+        assert held > 0
+        await app.documents.delete(doc.document.id)
+        assert await app.db.pool.fetchval(count, doc.document.id) == 0
+        assert await first.fetchval(count, doc.document.id) == held
+        assert await second.fetchval(count, doc.document.id) == held
+
+
+@pytest.mark.usefixtures("owner")
+async def test_updates_never_hide_a_document_from_legs_run_apart(app: Archivist) -> None:
+    """A document updated over and over while hybrid searches run with the legs apart: every search
+    finds it (legs and fusion on separate snapshots lost it whenever an update committed between them)."""
+    source = await app.sources.create("legs updates")
+    doc = await app.documents.ingest(source.id, "Heron", "The heron fishes at the weir at dawn.", "markdown")
+    search = _service(app, True)
+    running = True
+
+    async def updater() -> int:
+        n = 0
+        while running:
+            n += 1
+            text = f"The heron fishes at the weir at dawn. Visit {n} saw {n % 7} herons."
+            await app.documents.update(doc.document.id, content=text, embed=True)
+        return n
+
+    task = asyncio.create_task(updater())
+    missing = 0
+    try:
+        for _ in range(150):
+            found = await search.search("heron weir dawn", source_id=source.id, match_count=5)
+            missing += not any(h.document_id == doc.document.id for h in found.hits)
+    finally:
+        running = False
+        updates = await task
+    assert updates > 20
+    assert missing == 0
