@@ -3,15 +3,20 @@ token's new sources join its first profile, and the per-token running-jobs limit
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 from mcp import Client, StdioServerParameters
 
+from services.app import Archivist
+from services.core.settings import Settings
 from tests.access.test_access_http import HEADERS, INIT, authed
 from tests.e2e.test_e2e import ARCHIVIST, free_port, server_env, wait_for_port
+from tests.support.cli_process import run_in_process
 from tests.support.mcp_helpers import err, ok
 
 
@@ -33,25 +38,51 @@ async def post_init(url: str, secret: str | None = None) -> httpx.Response:
         return await http.post(url, json=INIT, headers=headers)
 
 
+def cli_here(env: dict[str, str], *args: str) -> str:
+    """`archivist ARGS` in this process (tests/support/cli_process.py), still another process than the
+    server's; `cli` runs a real one."""
+    done = run_in_process(list(args), env)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
 @pytest.mark.usefixtures("owner")
-async def test_auth_turns_on_and_off_without_restart(app, database_url: str, files_dir: Path) -> None:
-    s1 = await app.sources.create(title="Dyn one", source_type="api")
-    s2 = await app.sources.create(title="Dyn two", source_type="api")
-    await app.profiles.create("pj1", "one", [s1.id])
-    await app.profiles.create("pj2", "two", [s2.id])
+def test_auth_turns_on_and_off_without_restart(
+    settings: Settings, embedder: Any, database_url: str, files_dir: Path
+) -> None:
+    """A sync test with its own loop (asyncio.Runner), idle between its steps: the commands run in this
+    process (`cli_here`, which needs no running loop) instead of four archivist processes."""
+    with asyncio.Runner() as loop:
+        app = loop.run(Archivist.open(settings, embedder))
+        try:
+            auth_turns_on_and_off(loop, app, database_url, files_dir)
+        finally:
+            loop.run(app.close())
+
+
+def auth_turns_on_and_off(loop: asyncio.Runner, app: Archivist, database_url: str, files_dir: Path) -> None:
+    async def set_up() -> tuple[Any, Any]:
+        s1 = await app.sources.create(title="Dyn one", source_type="api")
+        s2 = await app.sources.create(title="Dyn two", source_type="api")
+        await app.profiles.create("pj1", "one", [s1.id])
+        await app.profiles.create("pj2", "two", [s2.id])
+        return s1, s2
+
+    s1, _ = loop.run(set_up())
     env = {**server_env(database_url, files_dir), "ARCHIVIST_MAX_RUNNING_JOBS_PER_TOKEN": "2"}
     port = free_port()
     proc = subprocess.Popen(
         [ARCHIVIST, "serve", "--http", "--port", str(port), "--no-worker"], env=env, stdout=subprocess.DEVNULL
     )
     url = f"http://127.0.0.1:{port}/mcp"
-    try:
+
+    async def open_while_no_token() -> None:
         await wait_for_port(port, proc)
         async with Client(url) as anonymous:  # loopback, no token yet: open
             await ok(anonymous, "manage_source", action="list")
         assert (await post_init(url)).status_code == 200
-        # a token made by another process: the very next request needs it
-        secret = secret_of(cli(env, "token", "create", "--name", "dyn", "--profile", "pj2", "--profile", "pj1"))
+
+    async def the_token_is_needed(secret: str) -> str:
         refused = await post_init(url)
         assert refused.status_code == 401 and refused.headers["www-authenticate"].startswith("Bearer ")
         assert (await post_init(url, "arch_wrong")).status_code == 401
@@ -71,23 +102,40 @@ async def test_auth_turns_on_and_off_without_restart(app, database_url: str, fil
             await ok(c, "crawl_website", action="start", url="http://127.0.0.1:9/j3/", source_id=made)
         assert str(made) in {str(s) for s in (await app.profiles.get("pj2")).source_ids}
         assert str(made) not in {str(s) for s in (await app.profiles.get("pj1")).source_ids}
-        # a per-token override
-        one = secret_of(cli(env, "token", "create", "--name", "dyn-one", "--profile", "pj1", "--max-jobs", "1"))
+        return str(made)
+
+    async def its_own_limit(one: str) -> None:
         async with authed(url, one) as c1:
             await ok(c1, "crawl_website", action="start", url="http://127.0.0.1:9/k1/", source_id=str(s1.id))
             k2 = "http://127.0.0.1:9/k2/"
             await err(c1, "crawl_website", "RATE_LIMITED", action="start", url=k2, source_id=str(s1.id))
-        cli(env, "token", "revoke", "dyn")
-        assert (await post_init(url, secret)).status_code == 401
-        assert (await post_init(url)).status_code == 401  # dyn-one is still active
-        revoked = cli(env, "token", "revoke", "dyn-one")
+
+    async def refused(secret: str | None) -> int:
+        return (await post_init(url, secret)).status_code
+
+    try:
+        loop.run(open_while_no_token())
+        # a token made by another process: the very next request needs it
+        secret = secret_of(cli_here(env, "token", "create", "--name", "dyn", "--profile", "pj2", "--profile", "pj1"))
+        loop.run(the_token_is_needed(secret))
+        # a per-token override
+        one = secret_of(cli_here(env, "token", "create", "--name", "dyn-one", "--profile", "pj1", "--max-jobs", "1"))
+        loop.run(its_own_limit(one))
+        cli_here(env, "token", "revoke", "dyn")
+        assert loop.run(refused(secret)) == 401
+        assert loop.run(refused(None)) == 401  # dyn-one is still active
+        revoked = cli_here(env, "token", "revoke", "dyn-one")
         assert "no token is active" in revoked and "never reopen" in revoked  # says what state it is in
-        assert (await post_init(url)).status_code == 401  # no active token left: still closed (issue 38)
+        assert loop.run(refused(None)) == 401  # no active token left: still closed (issue 38)
     finally:
         proc.terminate()
         proc.wait(timeout=15)
-    for job in (await app.jobs.list("queued", None, 1, 20)).items:
-        await app.jobs.cancel(job.id, wait_seconds=0)
+
+    async def cancel_queued() -> None:
+        for job in (await app.jobs.list("queued", None, 1, 20)).items:
+            await app.jobs.cancel(job.id, wait_seconds=0)
+
+    loop.run(cancel_queued())
 
 
 @pytest.mark.usefixtures("owner")

@@ -16,6 +16,7 @@ from services.core.errors import Conflict, InvalidArgument
 from services.core.settings import Settings
 from services.documents import backup as backups
 from services.documents.export import export_source
+from tests.conftest import copy_data_dir
 
 TOPICS = {
     "Lighthouses": "# Lighthouses\n\nA Fresnel lens focuses the lamp's light into a beam seen from far at sea.",
@@ -40,9 +41,10 @@ async def search_snapshot(app: Archivist) -> list[list[tuple[str, float]]]:
 
 
 @pytest.fixture(scope="module")
-async def original(tmp_path_factory: pytest.TempPathFactory, embedder: Any) -> dict[str, Any]:
-    """A small knowledge base in its own embedded PostgreSQL, backed up once."""
-    settings = local_settings(tmp_path_factory.mktemp("kb-a"))
+async def original(tmp_path_factory: pytest.TempPathFactory, embedder: Any, started_data_dir: Path) -> dict[str, Any]:
+    """A small knowledge base in its own embedded PostgreSQL (a copy of the session's started data
+    directory: its first start is not what is tested here), backed up once."""
+    settings = local_settings(copy_data_dir(started_data_dir, tmp_path_factory.mktemp("kb-a") / "kb"))
     app = await Archivist.open(settings, embedder)
     try:
         with use_scope(Scope.owner()):  # the fixture sets its data up as the local owner
@@ -97,9 +99,9 @@ async def test_restore_into_an_empty_data_directory_gives_identical_results(
 
 @pytest.mark.usefixtures("owner")
 async def test_restore_refuses_a_non_empty_knowledge_base_without_force(
-    original: dict[str, Any], tmp_path: Path, embedder: Any
+    original: dict[str, Any], tmp_path: Path, embedder: Any, started_data_dir: Path
 ) -> None:
-    target = local_settings(tmp_path / "kb-c")
+    target = local_settings(copy_data_dir(started_data_dir, tmp_path / "kb-c"))  # started before, as in use
     app = await Archivist.open(target, embedder)
     try:
         source = await app.sources.create("Mine")

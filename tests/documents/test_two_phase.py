@@ -96,9 +96,11 @@ async def until(check: Callable[[], Awaitable[Any]], timeout: float = 30.0, what
         await asyncio.sleep(0.05)
 
 
-def notes(topic: str, word: str, paragraphs: int = 4) -> str:
+def notes(topic: str, word: str, paragraphs: int = 4, lines: int = 12) -> str:
+    """A markdown note of `paragraphs` sections, each one chunk (`lines` lines: 12 ~1000 characters,
+    3 ~260, still above the chunker's smallest chunk, so never merged)."""
     line = f"The {word} keeper logs the {topic} tides with lantern readings and harbour notes. "
-    body = "\n\n".join(f"## {topic} part {i}\n\n" + line * 12 for i in range(paragraphs))
+    body = "\n\n".join(f"## {topic} part {i}\n\n" + line * lines for i in range(paragraphs))
     return f"# {topic}\n\n{body}"
 
 
@@ -248,7 +250,9 @@ async def test_backlog_survives_kill_9_and_nothing_is_embedded_twice(
 ) -> None:
     await app.db.pool.execute(EMBED_LOG)
     source, _ = await app.sources.get_or_create("two-phase backlog")
-    items = [NewDocument(f"Ledger {i}", notes(f"ledger{i}", f"heron{i}", 6), "markdown") for i in range(24)]
+    # short chunks: the backlog's size in chunks (several claims) is the point, not their length, and
+    # two worker processes embed every one of them
+    items = [NewDocument(f"Ledger {i}", notes(f"ledger{i}", f"heron{i}", 6, lines=3), "markdown") for i in range(24)]
     await app.documents.ingest_many(source.id, items, embed=False)
     pending_sql = "SELECT count(*) FROM chunks WHERE source_id = $1 AND embedding IS NULL"
     total = await app.db.pool.fetchval(pending_sql, source.id)

@@ -8,7 +8,6 @@ import contextvars
 import hashlib
 import json
 import re
-import subprocess
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -20,7 +19,7 @@ from mcp.shared.exceptions import MCPError
 
 from services.access.scope import Scope, use_scope
 from tests.access.test_access_http import HEADERS, INIT
-from tests.e2e.test_e2e import ARCHIVIST, free_port, server_env
+from tests.e2e.test_e2e import free_port, server_env
 from tests.security.support import (
     World,
     audit_rows,
@@ -28,6 +27,7 @@ from tests.security.support import (
     build_world,
     http_server,
 )
+from tests.support.cli_process import run_in_process
 from tests.support.mcp_helpers import call, client_in_own_task
 
 
@@ -54,13 +54,9 @@ async def test_auth_gate_fails_closed_when_its_first_check_fails(files_dir: Path
 
 @pytest.mark.parametrize("name", ["stdio", "local", "owner", "LOCAL", " stdio "])
 def test_owner_names_are_refused_for_tokens(name: str, database_url: str, files_dir: Path) -> None:
-    made = subprocess.run(
-        [ARCHIVIST, "token", "create", "--name", name],
-        env=server_env(database_url, files_dir),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    # in this process (cli.main, tests/support/cli_process.py): five commands cost five Python starts
+    # otherwise; test_access_dynamic runs `token create` as a real process
+    made = run_in_process(["token", "create", "--name", name], server_env(database_url, files_dir))
     assert made.returncode != 0 and "reserved" in made.stderr, (made.returncode, made.stdout, made.stderr)
 
 

@@ -11,7 +11,8 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Iterator
+import threading
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 from uuid import UUID
@@ -20,7 +21,9 @@ import pytest
 import pytest_asyncio
 
 from models.jobs import CrawlRequest
+from services.access.scope import Scope, use_scope
 from services.app import Archivist, run_worker
+from services.core.settings import Settings
 from tests.conftest import make_settings
 from tests.reliability.test_lifecycle import free_port, http_ready
 from tests.support.cli_process import run_in_process
@@ -180,45 +183,87 @@ async def test_a_job_queued_before_rights_runs_as_before(
 
 
 def cli(*args: str, database_url: str, allowed: Path) -> subprocess.CompletedProcess[str]:
+    """`archivist ARGS` in this process (tests/support/cli_process.py), another process than the worker's
+    as far as the command can tell: it opens its own connections and runs no worker."""
     env = {
         **os.environ,
         "DATABASE_URL": database_url,
         "ARCHIVIST_ALLOWED_PATHS": str(allowed),
         "ARCHIVIST_CRAWL_ALLOW_PRIVATE": "true",
     }
-    command = [sys.executable, "-c", "import cli; cli.main()", *args]
-    return subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=180)
+    return run_in_process(list(args), env)
 
 
-@pytest.mark.usefixtures("owner")
-async def test_detach_warns_without_a_worker_and_doctor_tells_workers_from_itself(
-    database_url: str, files_dir: Path, private_app: Archivist, site: FixtureSite
+@contextlib.contextmanager
+def worker_beside(settings: Settings, embedder: Any, name: str) -> Iterator[Callable[[], int]]:
+    """A worker named `name` running in a thread on its own event loop and knowledge base handle, so the
+    commands beside it run in this thread (`cli`, which needs the main thread and no running loop).
+    Entered once the worker is registered; on leaving, it finishes the queued jobs, then stops. Yields
+    a function that, after the block, is how many workers remain registered."""
+    registered, finish = threading.Event(), threading.Event()
+    outcome: dict[str, Any] = {}
+
+    async def work() -> None:
+        app = await Archivist.open(settings, embedder)
+        try:
+            stop = asyncio.Event()
+            worker = asyncio.create_task(run_worker(app, stop, name))
+            try:
+                sql = "SELECT count(*) FROM job_workers WHERE id = $1"
+                while not await app.db.pool.fetchval(sql, name):
+                    assert not worker.done(), worker
+                    await asyncio.sleep(0.02)
+                registered.set()
+                await asyncio.to_thread(finish.wait)
+                for job in (await app.jobs.list(None, None, 1, 20)).items:
+                    await app.jobs.wait(job.id, 60, interval=0.1)
+            finally:
+                stop.set()
+                await worker
+            outcome["left"] = await app.db.pool.fetchval("SELECT count(*) FROM job_workers")
+        finally:
+            await app.close()
+
+    def thread_main() -> None:
+        try:
+            with use_scope(Scope.owner()):
+                asyncio.run(work())
+        except BaseException as exc:
+            outcome["error"] = exc
+            registered.set()
+
+    thread = threading.Thread(target=thread_main, name=f"worker-{name}")
+    thread.start()
+    try:
+        registered.wait(60)
+        assert "error" not in outcome and registered.is_set(), outcome
+        yield lambda: outcome["left"]
+    finally:
+        finish.set()
+        thread.join(90)
+    assert "error" not in outcome, outcome
+
+
+def test_detach_warns_without_a_worker_and_doctor_tells_workers_from_itself(
+    database_url: str, files_dir: Path, embedder: Any, site: FixtureSite
 ) -> None:
     url = site.url_for("/docs/a")
-    alone = await asyncio.to_thread(cli, "crawl", url, "--detach", database_url=database_url, allowed=files_dir)
+    alone = cli("crawl", url, "--detach", database_url=database_url, allowed=files_dir)
     assert alone.returncode == 0, alone.stderr[-2000:]
     assert "No worker is running" in alone.stderr, alone.stderr
-    report = (await asyncio.to_thread(cli, "doctor", database_url=database_url, allowed=files_dir)).stdout
+    report = cli("doctor", database_url=database_url, allowed=files_dir).stdout
     assert "none running" in report and "this process (doctor) runs no worker" in report, report
     assert "in-process worker" not in report
 
-    stop = asyncio.Event()
-    worker = asyncio.create_task(run_worker(private_app, stop, "registry-test"))
-    try:
-        await asyncio.sleep(0.5)  # registered as it starts
-        taken = await asyncio.to_thread(cli, "crawl", url, "--detach", database_url=database_url, allowed=files_dir)
+    settings = make_settings(
+        database_url, files_dir, crawl_delay_seconds=0, crawl_page_timeout=2.0, job_poll_seconds=0.1
+    )  # private_app's: ARCHIVIST_CRAWL_ALLOW_PRIVATE=true
+    with worker_beside(settings, embedder, "registry-test") as workers_left:
+        taken = cli("crawl", url, "--detach", database_url=database_url, allowed=files_dir)
         assert taken.returncode == 0, taken.stderr[-2000:]
         assert "No worker" not in taken.stderr and "None of the" not in taken.stderr, taken.stderr
-        report = (await asyncio.to_thread(cli, "doctor", database_url=database_url, allowed=files_dir)).stdout
+        report = cli("doctor", database_url=database_url, allowed=files_dir).stdout
         assert "1 running (registry-test)" in report, report
-        health = json.loads(
-            (await asyncio.to_thread(cli, "doctor", "--json", database_url=database_url, allowed=files_dir)).stdout
-        )
+        health = json.loads(cli("doctor", "--json", database_url=database_url, allowed=files_dir).stdout)
         assert health["worker"]["live_workers"] == ["registry-test"]
-        jobs = await private_app.jobs.list(None, None, 1, 20)
-        for job in jobs.items:
-            await private_app.jobs.wait(job.id, 60, interval=0.1)
-    finally:
-        stop.set()
-        await worker
-    assert await private_app.db.pool.fetchval("SELECT count(*) FROM job_workers") == 0  # it left as it stopped
+    assert workers_left() == 0  # it left as it stopped
