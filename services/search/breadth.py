@@ -108,16 +108,18 @@ class SearchBreadth:
         self, filtered: bool = False
     ) -> AsyncIterator[tuple[asyncpg.Connection, asyncpg.Connection | None]]:
         """Two connections reading one snapshot (the first with the vector leg's ef_search), or the
-        first and None when no second connection is free at once: statements run on either see the
+        first and None when no second connection is free at once or the snapshot cannot be shared
+        (a full disk): statements run on either see the
         same committed data, so legs run apart and fused afterwards never mix a document's old and
         new chunks, nor lose both to an update committed between them."""
         ef = await self.ef_search(filtered)
+        begin = f"{SNAPSHOT_BEGIN}; SET LOCAL hnsw.ef_search = {int(ef)}"
         async with self.db.pool.acquire() as first:
-            await first.execute(f"{SNAPSHOT_BEGIN}; SET LOCAL hnsw.ef_search = {int(ef)}")
+            await first.execute(begin)
             try:
-                snapshot = str(await first.fetchval("SELECT pg_export_snapshot()"))
-                second = await self._second_connection()
-                if second is None:
+                snapshot = await _exported_snapshot(first, begin)
+                second = await self._second_connection() if snapshot else None
+                if second is None or snapshot is None:
                     yield first, None
                     return
                 try:
@@ -137,6 +139,17 @@ class SearchBreadth:
         except TimeoutError:
             logger.debug("no second connection free: the legs run one after the other")
             return None
+
+
+async def _exported_snapshot(conn: asyncpg.Connection, begin: str) -> str | None:
+    """The snapshot id of `conn`'s transaction, or None (the transaction begun anew) when PostgreSQL
+    cannot write it: an export is a file in pg_snapshots, and a full disk must not stop searches."""
+    try:
+        return str(await conn.fetchval("SELECT pg_export_snapshot()"))
+    except asyncpg.PostgresError as exc:
+        logger.info("snapshot not exported (%s): the legs run one after the other", exc)
+        await conn.execute(f"ROLLBACK; {begin}")
+        return None
 
 
 async def _import_snapshot(conn: asyncpg.Connection, snapshot: str) -> None:
