@@ -103,9 +103,11 @@ class ParserPool:
         by the worker (a module-level function) and its arguments and result picklable."""
         executor = self._pool()
         cpu = max(1, min(self.cpu_seconds, int(limits.seconds)))
-        loop = asyncio.get_running_loop()
         try:
-            return await loop.run_in_executor(executor, _run_limited, function, args, cpu, limits)
+            # submitted from a thread: a submit may start a worker, and the first start waits for the
+            # forkserver to start and import its preload (~0.5-2 s), which must not stop the event loop
+            future = await asyncio.to_thread(executor.submit, _run_limited, function, args, cpu, limits)
+            return await asyncio.wrap_future(future)
         except ServiceError:
             raise
         except MemoryError:
