@@ -23,6 +23,7 @@ from services.access.scope import Scope, use_scope
 from services.app import Archivist
 from services.core.database import IndexConfig, apply_migrations, ensure_vector_extension
 from services.core.settings import Settings
+from tests.support.scheduling import grouped_seconds, make_scheduler, work_unit
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -172,18 +173,29 @@ FILE_SECONDS = Path(__file__).parent / "support" / "file_seconds.json"
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Longest test files first. `make test` hands each of its two workers the next whole file as it
+    """Longest test files first (a group of files that share a worker, tests/support/scheduling.py, by
+    its total and together). `make test` hands each of its two workers the next whole file as it
     finishes one (`--dist loadfile --no-loadscope-reorder`); in collection order the run could end with
     one worker alone on a long file, longest first it ends on short ones (the classic greedy schedule).
     The order within a file is kept (the sort is stable); a file not in the table counts as a typical one."""
     seconds: dict[str, float] = json.loads(FILE_SECONDS.read_text()) if FILE_SECONDS.exists() else {}
     typical = statistics.median(seconds.values()) if seconds else 0.0
+    paths = {item.nodeid.split("::", 1)[0] for item in items}
+    units = grouped_seconds({path: seconds.get(path, typical) for path in paths})
 
-    def longest_first(item: pytest.Item) -> tuple[float, str]:
+    def longest_first(item: pytest.Item) -> tuple[float, str, str]:
         path = item.nodeid.split("::", 1)[0]
-        return (-seconds.get(path, typical), path)
+        return (-units[work_unit(path)], work_unit(path), path)
 
     items.sort(key=longest_first)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """`--dist loadfile`, with the files of tests/support/scheduling.py's groups on one worker."""
+    if config.getoption("dist") == "loadfile":
+        return make_scheduler(config, log)
+    return None
 
 
 _file_seconds: dict[str, float] = {}
