@@ -40,14 +40,17 @@ chromium:
 	@test -x $(CHROMIUM) || { SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); \
 		$$SUDO apt-get update && $$SUDO apt-get install -y --no-install-recommends chromium; }
 
-# Two workers (pytest-xdist), a test file at a time on one of them: each worker has its own embedded
-# PostgreSQL and fixtures, module-scoped databases stay whole, and most tests wait on I/O and processes.
-# Files go out longest first (tests/conftest.py, from tests/support/file_seconds.json), not re-sorted by
-# test count (--no-loadscope-reorder), so the run ends on short files rather than one worker alone.
+# Three workers (pytest-xdist) on two cores, a test file at a time on one of them: each worker has its own
+# embedded PostgreSQL and fixtures, module-scoped databases stay whole. Tests often wait (on servers,
+# subprocesses, polls and timeouts): two workers kept ~1.5 of the 2 cores busy (1,060 s of CPU in 692-780 s),
+# a third fills those waits (TEST_WORKERS=2 to compare). Files that share an expensive start run on one
+# worker (tests/support/scheduling.py). Files go out longest first (tests/conftest.py, from
+# tests/support/file_seconds.json), not re-sorted by test count (--no-loadscope-reorder), so the run ends
+# on short files rather than one worker alone.
 # Bytecode is cached (in the ignored __pycache__ folders) even where the environment sets
 # PYTHONDONTWRITEBYTECODE: the suite starts a few hundred Pythons (servers, commands, parser workers),
 # and each would compile the project again (~0.3 s of CPU each).
-TEST_WORKERS ?= 2
+TEST_WORKERS ?= 3
 test: install-dev chromium
 	PYTHONDONTWRITEBYTECODE= PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 \
 		$(BIN)/python -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder

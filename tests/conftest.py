@@ -174,7 +174,7 @@ FILE_SECONDS = Path(__file__).parent / "support" / "file_seconds.json"
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Longest test files first (a group of files that share a worker, tests/support/scheduling.py, by
-    its total and together). `make test` hands each of its two workers the next whole file as it
+    its total and together). `make test` hands each of its workers the next whole file as it
     finishes one (`--dist loadfile --no-loadscope-reorder`); in collection order the run could end with
     one worker alone on a long file, longest first it ends on short ones (the classic greedy schedule).
     The order within a file is kept (the sort is stable); a file not in the table counts as a typical one."""
