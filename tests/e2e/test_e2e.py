@@ -18,6 +18,7 @@ import pytest
 from mcp import Client, StdioServerParameters
 from mcp.types import CreateMessageRequestParams, CreateMessageResult, TextContent
 
+from tests.support.cli_process import run_in_process
 from tests.support.corpus import DOCUMENTS, QUERIES
 from tests.support.mcp_helpers import err, ok
 
@@ -187,8 +188,12 @@ async def answer_from_first_passage(context: Any, params: CreateMessageRequestPa
     )
 
 
-def run_cli(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    """`archivist ARGS` from this checkout (the installed script may point at another one)."""
+def run_cli(args: list[str], env: dict[str, str], process: bool = True) -> subprocess.CompletedProcess[str]:
+    """`archivist ARGS` from this checkout (the installed script may point at another one); with
+    `process=False` through `cli.main` in this process (tests/support/cli_process.py: the same
+    environment, ~2 s of CPU less), for a sync test's commands after its first real one."""
+    if not process:
+        return run_in_process(args, env)
     command = [sys.executable, "-c", "import cli; cli.main()", *args]
     root = Path(__file__).resolve().parents[2]
     return subprocess.run(command, cwd=root, env=env, capture_output=True, text=True, timeout=120)
@@ -199,14 +204,17 @@ def test_config_prints_working_client_entries(database_url: str, files_dir: Path
 
     env = server_env(database_url, files_dir)
     for client in ("claude-code", "claude-desktop"):
-        done = run_cli(["config", client], env)
+        done = run_cli(["config", client], env, process=client == "claude-code")
         assert done.returncode == 0, done.stderr
         entry = json.loads(done.stdout)["mcpServers"]["archivist"]
         assert Path(entry["command"]).is_absolute() and os.access(entry["command"], os.X_OK)
         assert entry["args"] == ["serve"]
         assert entry["env"]["DATABASE_URL"] == database_url
         assert entry["env"]["ARCHIVIST_ALLOWED_PATHS"] == str(files_dir)
-    assert json.loads(run_cli(["config", "claude-code"], env).stdout)["mcpServers"]["archivist"]["type"] == "stdio"
+    assert (
+        json.loads(run_cli(["config", "claude-code"], env, process=False).stdout)["mcpServers"]["archivist"]["type"]
+        == "stdio"
+    )
 
 
 def test_cli_ingest_search_sources(database_url: str, files_dir: Path) -> None:
@@ -218,15 +226,17 @@ def test_cli_ingest_search_sources(database_url: str, files_dir: Path) -> None:
     ingested = run_cli(["ingest", str(notes), "--source", "CLI notes"], env)
     assert ingested.returncode == 0, ingested.stderr
     assert "2 documents" in ingested.stdout
-    found = run_cli(["search", "nocturnal birds hunting", "--type", "vector", "-k", "1"], env)
+    found = run_cli(["search", "nocturnal birds hunting", "--type", "vector", "-k", "1"], env, process=False)
     assert found.returncode == 0, found.stderr
     assert "Owls" in found.stdout.splitlines()[0]
-    listed = run_cli(["sources"], env)
+    listed = run_cli(["sources"], env, process=False)
     assert "CLI notes" in listed.stdout
-    counts = {s["title"]: s["documents_count"] for s in json.loads(run_cli(["sources", "--json"], env).stdout)}
+    counts = {
+        s["title"]: s["documents_count"] for s in json.loads(run_cli(["sources", "--json"], env, process=False).stdout)
+    }
     assert counts["CLI notes"] == 2
     (notes / ".env").write_text("SECRET=1")
-    refused = run_cli(["ingest", str(notes / ".env"), "--source", "CLI notes"], env)
+    refused = run_cli(["ingest", str(notes / ".env"), "--source", "CLI notes"], env, process=False)
     assert refused.returncode != 0 and ".env" in refused.stderr  # hidden files stay refused, even locally
 
 
@@ -238,5 +248,5 @@ def test_cli_crawl_and_jobs(database_url: str, files_dir: Path) -> None:
         crawled = run_cli(["crawl", site.url + "/", "--max-pages", "3", "--title", "CLI crawl"], env)
         assert crawled.returncode == 0, crawled.stderr
         assert "completed" in crawled.stdout and "3 pages" in crawled.stdout
-    jobs = run_cli(["jobs"], env)
+    jobs = run_cli(["jobs"], env, process=False)
     assert "completed" in jobs.stdout and site.url in jobs.stdout
