@@ -10,6 +10,11 @@ the file descriptors, so output written by libraries or child processes is read 
 read anew (`get_settings` caches them for the life of a process). The exit code is
 SystemExit's, 1 with the traceback for an exception that escaped `main` (as Python prints it).
 
+A process loads its embedding model when it opens the knowledge base (~1 s of CPU for the packaged
+ONNX model), even for `jobs ID`; in-process commands share one instance per model (`shared_models`),
+as loaded by the same `create_embedder` from the command's own settings, so each command still gets
+the model its environment names. Loading stays covered by the real processes below and tests/embeddings.
+
 The entry point itself stays covered by real processes: each command family keeps at least one test
 through `tests.cli.test_cli.archivist` (stdio `serve`, `--data-dir` with its own embedded PostgreSQL,
 `completion | head`, and the commands whose point is the process: signals, exit on a taken port).
@@ -30,6 +35,7 @@ import tempfile
 import traceback
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -118,6 +124,34 @@ def exit_code(exc: SystemExit) -> int:
     return 1
 
 
+_models: dict[tuple[Any, ...], Any] = {}
+
+
+@contextlib.contextmanager
+def shared_models() -> Iterator[None]:
+    """`Archivist.open` gets the embedder from `create_embedder` once per model configuration, then the
+    same instance (stateless between calls: an ONNX session or a sentence-transformers model)."""
+    import services.app
+    from services.embeddings import create_embedder
+
+    def shared(settings: Any) -> Any:
+        key = (
+            settings.embedding_provider,
+            settings.embedding_model.strip(),
+            settings.embedding_batch_size,
+            settings.embedding_query_prefix,
+        )
+        if key not in _models:
+            _models[key] = create_embedder(settings)
+        return _models[key]
+
+    services.app.create_embedder = shared
+    try:
+        yield
+    finally:
+        services.app.create_embedder = create_embedder
+
+
 def run_in_process(args: list[str], env: dict[str, str], cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
     """`archivist ARGS` with `env` as its whole environment, through `cli.main(args)`."""
     with contextlib.suppress(RuntimeError):
@@ -131,6 +165,7 @@ def run_in_process(args: list[str], env: dict[str, str], cwd: Path = ROOT) -> su
         exactly_this_environment(env),
         working_directory(cwd),
         fresh_logging(),
+        shared_models(),
         captured_streams() as (out, err),
     ):
         get_settings.cache_clear()  # read once per process: this "process" reads its own environment
