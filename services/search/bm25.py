@@ -27,7 +27,7 @@ from services.core.database import Database
 #: corpus totals, and the query words (split at white space, numbered from 1) each lexeme comes from.
 #: bm25_df sums the term's block lengths and delta rows (sql/042). One round trip; the words are analysed
 #: once (MATERIALIZED: inlined, the word analysis ran again for every term, most of this query's time),
-#: and archivist_query_tsvector (sql/045) skips the name search where a word can hold no name.
+#: and archivist_query_tsvector (sql/045, 050) skips the name search where a word can hold no name.
 TERM_STATS_SQL = """
 WITH tot AS (SELECT coalesce(sum(chunks), 0)::float8 AS n, coalesce(sum(length), 0)::float8 AS len FROM bm25_totals),
 terms AS (SELECT DISTINCT unnest(tsvector_to_array(archivist_query_tsvector('{fts_config}'::regconfig, $1))) AS term),

@@ -10,6 +10,8 @@ estimated), at several caps.
 
 from __future__ import annotations
 
+import random
+
 import pytest
 
 from services.app import Archivist
@@ -88,3 +90,29 @@ async def test_term_statistics_rows_equal_the_query_before(app: Archivist) -> No
         assert lexemes == reference, query
     terms = await query_terms(app.db, "mock.patch.object kiln glaze", 1.0)
     assert {"mock.patch.object", "kiln", "glaze"} <= set(terms.terms) and len(terms.idfs) == len(terms.terms)
+
+
+#: Words that end a sentence or hold a stray separator, but no name: no name search (sql/050).
+NO_NAME = ["positivity.", "1 in 5 million.", "a: b. c_ d::", "x. y", "end:", "__init", "3.14", "_:", "a::1"]
+#: Texts with a name somewhere: the name search runs.
+NAMES = ["mock.patch.object", "U.S.", "e.g. 5", "tokio::spawn", "dirs_exist_ok", "a_b", "_.x", "x1.y", "9_9", "os.path"]
+
+
+@pytest.mark.usefixtures("owner")
+async def test_query_lexemes_skip_the_name_search_only_where_no_name_can_be(app: Archivist) -> None:
+    """archivist_query_tsvector equals archivist_tsvector on every text (random texts over letters,
+    digits, separators and spaces), and skips the name search for sentence punctuation (sql/050)."""
+    pool, cfg = app.db.pool, app.db.fts_config
+    may = "SELECT archivist_may_hold_name(t) FROM unnest($1::text[]) t"
+    assert [r[0] for r in await pool.fetch(may, NO_NAME)] == [False] * len(NO_NAME)
+    assert [r[0] for r in await pool.fetch(may, NAMES)] == [True] * len(NAMES)
+    rng = random.Random(37)
+    alphabet = ["a", "Zé", "7", "_", "__", ".", "::", ":", " ", "x.y", "getattr", "1_2", "ß"]
+    texts = NO_NAME + NAMES + ["".join(rng.choice(alphabet) for _ in range(rng.randint(1, 12))) for _ in range(3000)]
+    differ = await pool.fetch(
+        "SELECT t FROM unnest($1::text[]) t"
+        " WHERE archivist_query_tsvector($2::regconfig, t) IS DISTINCT FROM archivist_tsvector($2::regconfig, t)",
+        texts,
+        cfg,
+    )
+    assert differ == []
