@@ -205,7 +205,7 @@ async def storage_section(bench: Bench) -> list[str]:
     trgm = await bench.app.db.pool.fetchval("SELECT pg_relation_size('code_blocks_words_idx')")
     code = sum(len(t.encode()) for t in bench.files.values())
     both = await bench.app.db.pool.fetchval(
-        "SELECT sum(pg_total_relation_size(t::regclass)) FROM unnest($1::text[]) t", list(CODE_TABLES)
+        "SELECT sum(pg_total_relation_size(t::regclass))::bigint FROM unnest($1::text[]) t", list(CODE_TABLES)
     )
     return [
         f"line index: {size / 1e6:.1f} MB total (heap+TOAST {heap / 1e6:.1f} MB, trigram GIN {trgm / 1e6:.1f} MB) "

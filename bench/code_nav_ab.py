@@ -4,7 +4,8 @@
 
 Variants, interleaved round by round on the same kept source (so load drifts hit both alike):
 - `as_is`: grep as the tool runs it;
-- `no_like`: without the literal pre-check of each candidate batch (services/code/grep.py `literals_sql`).
+- `no_like`: without the literal pre-check of each candidate batch (services/code/grep.py `literals_sql`);
+- `baseline`: the grep module at `--baseline` (another checkout's services/code/grep.py), as it is.
 
 Each round times page one of the 20 indexed patterns of bench/code_nav.py (`grep` + `fill`) for each
 variant and notes what else the database was doing meanwhile (`--watch`: other backends active,
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib.util
 import os
 import statistics
 import sys
@@ -47,7 +49,17 @@ def no_literals(filter_: Any) -> tuple[str, list[str]]:
     return "", []
 
 
-VARIANTS = {"as_is": PLAIN_LITERALS, "no_like": no_literals}
+VARIANTS = {"as_is": PLAIN_LITERALS, "no_like": no_literals, "baseline": PLAIN_LITERALS}
+
+
+def baseline_search(path: str, app: Archivist) -> Any:
+    """CodeSearch from another checkout's grep.py (its own module: our services for everything else)."""
+    spec = importlib.util.spec_from_file_location("baseline_grep", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["baseline_grep"] = module  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module.CodeSearch(app.db)
 
 
 async def background(app: Archivist) -> list[str]:
@@ -72,9 +84,11 @@ async def main(args: argparse.Namespace) -> None:
             cpu = dict.fromkeys(variants, 0.0)
             pg = dict.fromkeys(variants, 0.0)
             seen: set[str] = set()
+            ours, other = app.code, baseline_search(args.baseline, app) if "baseline" in variants else None
             for round_ in range(args.rounds):
                 for variant in variants if round_ % 2 == 0 else reversed(variants):
                     grep_module.literals_sql = VARIANTS[variant]
+                    app.code = other if variant == "baseline" else ours
                     c0, p0 = time.process_time(), postgres_cpu(settings.data_dir) or 0.0
                     for pattern, flags, *_ in PATTERNS:
                         times[variant][pattern].append((await grep_page(bench, pattern, flags))[0])
@@ -82,6 +96,7 @@ async def main(args: argparse.Namespace) -> None:
                     pg[variant] += (postgres_cpu(settings.data_dir) or 0.0) - p0
                     seen.update(await background(app))
                 grep_module.literals_sql = PLAIN_LITERALS
+                app.code = ours
             print(f"load average {os.getloadavg()[0]:.1f}; other work seen: {sorted(seen) or 'none'}")
             for variant in variants:
                 medians = [statistics.median(t) for t in times[variant].values()]
@@ -105,4 +120,5 @@ if __name__ == "__main__":
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--variants", default="as_is,no_like")
     parser.add_argument("--per-pattern", action="store_true")
+    parser.add_argument("--baseline", default="/work/main/services/code/grep.py", help="grep.py of the baseline")
     asyncio.run(main(parser.parse_args()))
