@@ -67,6 +67,8 @@ class TrigramUpkeep:
         """(rows inserted since the last build, live rows, the insert count now); a statistics reset
         (the count below the one recorded) counts every insert since the reset."""
         row = await self.db.pool.fetchrow(STATE_SQL, INDEX)
+        if row is None:  # no statistics for the table (none kept): nothing to go by
+            return 0, 0, 0
         inserted, live, built = int(row["inserted"]), int(row["live"]), row["built"]
         since = inserted - built if built is not None and built <= inserted else inserted
         return since, live, inserted
