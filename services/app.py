@@ -204,8 +204,10 @@ def worker_chores(app: Archivist) -> Mapping[str, Chore]:
     """What every worker (the server's and `archivist worker`) does beside jobs: embed pending chunks
     (services/documents/backlog.py), flag chunks stored before flags existed (services/flags), write
     the symbols of code stored before the symbol table (services/code/symbol_backfill.py) and fold new
-    keyword postings into blocks (services/search/merge.py; one merge at a time across workers)."""
+    keyword postings into blocks (services/search/merge.py; one merge at a time across workers) and
+    rebuild grep's trigram index after large syncs (services/code/trigram_upkeep.py; one at a time)."""
     from services.code.symbol_backfill import run_symbol_backfill
+    from services.code.trigram_upkeep import TrigramUpkeep
     from services.flags.store import run_scanner
     from services.search.merge import PostingsMerger
 
@@ -216,6 +218,7 @@ def worker_chores(app: Archivist) -> Mapping[str, Chore]:
     chores["flag-scan"] = partial(run_scanner, app.db)
     chores["symbol-backfill"] = partial(run_symbol_backfill, app.db)
     chores["postings-merge"] = PostingsMerger(app.db, app.settings.bm25_merge_postings).run
+    chores["trigram-upkeep"] = TrigramUpkeep(app.db).run
     return chores
 
 

@@ -1,13 +1,14 @@
 """search_type="grep": every line of the chosen sources' files that an RE2 pattern matches, in path then
 line order, a page at a time.
 
-The files come first, in path order (the `code_paths` view: the manifests of git and folder syncs, so
-a rename is seen at once and identical files each keep their own path). The literals every match needs
+Files are named by the `code_paths` view (the manifests of git and folder syncs, so a rename is seen at
+once and identical files each keep their own path). The literals every match needs
 (services/code/prefilter.py) become trigram arrays (pg_trgm's `show_trgm`: the trigrams of their words),
 and one query reads every candidate block from the index of the blocks' trigram arrays (sql/046) — a
-block holding every trigram of a literal — without reading any block's text. The candidates are then
-read in path then line order, a batch at a time (PostgreSQL dropping the blocks without a
-case-sensitive pattern's required literals, by LIKE), and RE2 confirms the lines here
+block holding every trigram of a literal — without reading any block's text, joined to its paths and
+sorted in path then line order there. The candidates are then read in that order, a batch at a time
+(PostgreSQL dropping the blocks without a case-sensitive pattern's required literals, by LIKE), and RE2
+confirms the lines here
 (services/code/matcher.py). Reading stops once the page is full and the count past it has read
 COUNT_BLOCKS more candidate blocks (or, on a starved machine, COUNT_SECONDS): a common pattern never
 reads every candidate for page one, and its total is then a lower bound (`total_matches_at_least`).
@@ -158,13 +159,18 @@ FILES_SQL = (
     "ORDER BY path, source_id"
 )
 BLOCK_COLUMNS = "b.document_id, b.id, b.line_start, b.line_end, b.text"
-#: every candidate block, read from the trigram arrays' index alone (sql/046: no block is detoasted), and
-#: the blocks' text when they are no more than PROBE (a rare pattern: one query reads all it needs)
+#: every candidate block, read from the trigram arrays' index alone (sql/046: no block is detoasted), with
+#: each path its document has, in path then line order (sorting here, not in Python, is what kept a
+#: common pattern's page one CPU-bound in the client), and the blocks' text when they are no more than
+#: PROBE (a rare pattern: one query reads all it needs)
 CANDIDATES_SQL = (
     "WITH c AS MATERIALIZED (SELECT b.ctid, b.document_id, b.id, b.line_start, b.line_end FROM code_blocks b "
-    "WHERE ($1::uuid[] IS NULL OR b.source_id = ANY($1)){words}) "
-    f"SELECT c.*, CASE WHEN (SELECT count(*) FROM c) <= {PROBE} "
-    "THEN (SELECT t.text FROM code_blocks t WHERE t.ctid = c.ctid) END AS text FROM c"
+    "WHERE ($1::uuid[] IS NULL OR b.source_id = ANY($1)){words}), "
+    "o AS MATERIALIZED (SELECT p.path, p.source_id, c.* FROM c JOIN code_paths p ON p.document_id = c.document_id "
+    "WHERE $1::uuid[] IS NULL OR p.source_id = ANY($1)) "
+    f"SELECT o.path, o.source_id, o.document_id, o.ctid, o.line_start, o.line_end, CASE WHEN (SELECT count(*) FROM o) "
+    f"<= {PROBE} THEN (SELECT t.text FROM code_blocks t WHERE t.ctid = o.ctid) END AS text FROM o "
+    "ORDER BY o.path, o.source_id, o.line_start, o.id"
 )
 BY_CTID_SQL = f"SELECT b.ctid, {BLOCK_COLUMNS} FROM code_blocks b WHERE b.ctid = ANY($1::tid[])"
 #: a block that holds no required literal of a group holds no matching line: PostgreSQL drops it, and its
@@ -236,18 +242,17 @@ class CodeSearch:
         try:
             async with self.db.pool.acquire() as conn, conn.transaction(isolation="repeatable_read", readonly=True):
                 await conn.execute(f"SET LOCAL statement_timeout = {STATEMENT_MS}; {PLANNER}")
-                files = [
-                    FileRef(r["path"], r["source_id"], r["document_id"])
-                    for r in await conn.fetch(FILES_SQL, source_ids)
-                    if glob is None or matches(glob, r["path"])
-                ]
-                branches = await trigram_branches(conn, filter_) if files else []
+                branches = await trigram_branches(conn, filter_)
                 if branches:
-                    candidates = await self._candidates(conn, branches, source_ids)
-                    order = [(f, c) for f in files for c in candidates.get(f.document_id, ())]
+                    order = await self._candidates(conn, branches, source_ids, glob)
                     tally = Tally(request.offset + request.limit, request.offset, bounded=len(order) > PROBE)
                     exact = await self._walk_blocks(conn, order, matcher, tally, literals_sql(filter_))
                 else:
+                    files = [
+                        FileRef(r["path"], r["source_id"], r["document_id"])
+                        for r in await conn.fetch(FILES_SQL, source_ids)
+                        if glob is None or matches(glob, r["path"])
+                    ]
                     tally = Tally(request.offset + request.limit, request.offset)
                     exact = await self._walk_files(conn, files, matcher, tally)
         except asyncpg.QueryCanceledError:
@@ -260,15 +265,22 @@ class CodeSearch:
         return GrepOutcome(tally.hits, tally.total, exact, not branches, next_offset, filter_)
 
     async def _candidates(
-        self, conn: asyncpg.Connection, branches: list[list[str]], source_ids: list[UUID] | None
-    ) -> dict[UUID, list[Any]]:
-        """Every candidate block (its ctid: a row of this snapshot, and its text when they are few) by
-        document, in line order."""
+        self, conn: asyncpg.Connection, branches: list[list[str]], source_ids: list[UUID] | None, glob: Any
+    ) -> list[tuple[FileRef, Any]]:
+        """Every candidate block (its ctid: a row of this snapshot, and its text when they are few) with
+        the file it is read for, in path then line order; a file the `path` glob leaves out is dropped."""
         rows = await conn.fetch(CANDIDATES_SQL.format(words=words_sql(branches)), source_ids, *branches)
-        blocks: dict[UUID, list[Any]] = {}
-        for row in sorted(rows, key=lambda r: (r["line_start"], r["id"])):
-            blocks.setdefault(row["document_id"], []).append(row)
-        return blocks
+        order: list[tuple[FileRef, Any]] = []
+        file: FileRef | None = None
+        keep = False
+        for row in rows:
+            path, source_id = row["path"], row["source_id"]
+            if file is None or file.path != path or file.source_id != source_id:
+                file = FileRef(path, source_id, row["document_id"])
+                keep = glob is None or matches(glob, path)
+            if keep:
+                order.append((file, row))
+        return order
 
     async def _walk_blocks(
         self,

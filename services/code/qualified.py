@@ -22,6 +22,7 @@ symbol budget's deadline.
 from __future__ import annotations
 
 import time
+from functools import cache
 from typing import Any
 
 OWN_MODULE = "."
@@ -45,12 +46,30 @@ def _module(node: Any) -> str:
     return _text(node)
 
 
+@cache
+def _query(pattern: str) -> Any:
+    from tree_sitter import Query
+    from tree_sitter_language_pack import get_language
+
+    return Query(get_language("python"), pattern)
+
+
+def _nodes(root: Any, pattern: str) -> list[Any]:
+    """The nodes a query captures (found by tree-sitter, not walked here: the Python walk of every node
+    was most of a file's symbol time), last in the file first: the order the depth-first walk this
+    replaces visited them in (so an earlier import still wins over a later one of the same name)."""
+    from tree_sitter import QueryCursor
+
+    captured = QueryCursor(_query(pattern)).captures(root)
+    nodes = [node for group in captured.values() for node in group]
+    nodes.sort(key=lambda n: n.start_byte, reverse=True)
+    return nodes
+
+
 def bindings(root: Any) -> dict[str, str]:
     """Names the file's imports bind -> the dotted name each stands for."""
     bound: dict[str, str] = {}
-    stack = [root]
-    while stack:
-        node = stack.pop()
+    for node in _nodes(root, "[(import_statement) (import_from_statement)] @import"):
         if node.type == "import_statement":
             for item in node.children_by_field_name("name"):
                 if item.type == "aliased_import":
@@ -65,8 +84,6 @@ def bindings(root: Any) -> dict[str, str]:
                 alias = item.child_by_field_name("alias") if item.type == "aliased_import" else item
                 if module:
                     bound[_text(alias)] = f"{module}.{_text(written)}"
-        else:
-            stack.extend(node.children)
     return bound
 
 
@@ -129,20 +146,13 @@ def qualified_references(
     whether the deadline stopped the walk."""
     bound = bindings(root)
     found: dict[tuple[str, str], set[int]] = {}
-    stack = [root]
-    visited = 0
-    while stack:
-        node = stack.pop()
-        visited += 1
+    for visited, node in enumerate(_nodes(root, "(identifier) @name"), 1):
         if visited % 4096 == 0 and time.monotonic() > deadline:
             return _sorted(found), True
-        if node.type == "identifier":
-            if node.end_byte not in definition_ends:
-                use = _qualify(node, bound, own)
-                if use is not None and use[0] and len(use[0]) <= 200 and len(use[1]) <= 500:
-                    found.setdefault(use, set()).add(node.start_point[0] + 1)
-            continue
-        stack.extend(node.children)
+        if node.end_byte not in definition_ends:
+            use = _qualify(node, bound, own)
+            if use is not None and use[0] and len(use[0]) <= 200 and len(use[1]) <= 500:
+                found.setdefault(use, set()).add(node.start_point[0] + 1)
     return _sorted(found), False
 
 
