@@ -10,6 +10,7 @@ among several connections (sql/052), for a bulk load on more than one core.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import time
 
 import asyncpg
@@ -52,8 +53,8 @@ async def rebuild(conn: asyncpg.Connection, vacuum: bool = True) -> dict[str, fl
 async def rebuild_parallel(
     pool: asyncpg.Pool, parts: int, vacuum: bool = True, block_size: int = BLOCK_SIZE
 ) -> dict[str, float]:
-    """`rebuild` with the terms split among `parts` connections of `pool` (sql/052 bm25_rebuild_part),
-    each writing its terms' blocks: the same blocks, in about 1/parts of the time given the cores.
+    """`rebuild` on `parts` connections of `pool` at once (sql/052): chunk_seqs split by ranges of the
+    chunks' pages, then the blocks by term; the same rows, in about 1/parts of the time given the cores.
 
     For bulk loads: the steps commit one by one, so a keyword search meanwhile sees part of the postings,
     and a failure leaves them incomplete (run it again). Throughout, one more connection holds the merge
@@ -67,16 +68,17 @@ async def rebuild_parallel(
         await hold.execute("SELECT pg_advisory_xact_lock($1)", MERGE_LOCK)
         await hold.execute("LOCK TABLE chunks IN SHARE MODE")
         async with pool.acquire() as conn:
-            avgdl = await conn.fetchval("SELECT bm25_rebuild_seqs()")
+            await conn.execute("SELECT bm25_rebuild_clear()")
+            end = await conn.fetchval("SELECT bm25_chunk_pages_end()")
+        pages = list(itertools.pairwise(end * part // parts for part in range(parts + 1)))
+        counts = await _each(pool, [("SELECT bm25_chunks_in_pages($1, $2)", *p) for p in pages])
+        seqs_sql = "SELECT bm25_rebuild_seqs_part($1, $2, $3)"
+        await _each(pool, [(seqs_sql, *p, 1 + sum(counts[:i])) for i, p in enumerate(pages)])
+        async with pool.acquire() as conn:
+            avgdl = await conn.fetchval("SELECT bm25_rebuild_totals()")
         timings["seqs_seconds"] = round(time.perf_counter() - start, 1)
-
-        async def write(part: int) -> None:
-            async with pool.acquire() as conn:
-                await conn.execute("SELECT bm25_rebuild_part($1, $2, $3, $4)", block_size, avgdl, part, parts)
-
-        async with asyncio.TaskGroup() as group:  # one failing cancels the others
-            for part in range(parts):
-                group.create_task(write(part))
+        part_sql = "SELECT bm25_rebuild_part($1, $2, $3, $4)"
+        await _each(pool, [(part_sql, block_size, avgdl, part, parts) for part in range(parts)])
         async with pool.acquire() as conn:
             await conn.execute("SELECT bm25_index_blocks()")
     now = time.perf_counter()
@@ -86,6 +88,19 @@ async def rebuild_parallel(
             await conn.execute("VACUUM (ANALYZE) chunk_seqs, term_blocks")
         timings["vacuum_seconds"] = round(time.perf_counter() - now, 1)
     return timings
+
+
+async def _each(pool: asyncpg.Pool, calls: list[tuple]) -> list:
+    """Each (sql, *args) on a connection of its own, all at once; their first values, in order. One
+    failing cancels the others."""
+
+    async def call(sql: str, *args: object) -> object:
+        async with pool.acquire() as conn:
+            return await conn.fetchval(sql, *args)
+
+    async with asyncio.TaskGroup() as group:
+        tasks = [group.create_task(call(*c)) for c in calls]
+    return [task.result() for task in tasks]
 
 
 async def merge(conn: asyncpg.Connection) -> int:

@@ -1,7 +1,8 @@
 """The postings rebuilt by several connections (sql/052, bm25_index.rebuild_parallel) equal the serial rebuild's.
 
-Each connection writes the blocks of its part of the terms; a part dropped or written twice, or a
-block cut differently, changes the multiset of block rows compared here. Blocks of 4 postings make
+Each connection numbers the chunks of its range of pages, then writes the blocks of its part of the
+terms; a part dropped or written twice, a chunk numbered differently, or a block cut differently
+changes the chunk_seqs rows or the multiset of block rows compared here. Blocks of 4 postings make
 most terms span several blocks.
 """
 
@@ -46,6 +47,8 @@ async def test_parallel_rebuild_writes_the_serial_rebuild_s_blocks(app: Archivis
         await conn.execute("SELECT bm25_rebuild($1)", BLOCK)
     serial = await _postings(app)
     blocks = serial[0]
+    pages = await app.db.pool.fetchval("SELECT count(DISTINCT (ctid::text::point)[0]) FROM chunks")
+    assert pages >= 3  # every part numbers chunks of its own pages
     terms = sorted({term for term, _ in blocks})
     assert sum(blocks.values()) > 2 * len(terms)  # terms span blocks
     for parts in (2, 3):
