@@ -59,21 +59,37 @@ def perturb(vectors: np.ndarray, rng: np.random.Generator, cosine: float = NOISE
 
 
 async def create_documents(
-    app: Archivist, source_ids: list[uuid.UUID], count: int, pairs: Sequence
+    app: Archivist, source_ids: list[uuid.UUID], count: int, pairs: Sequence, streams: int
 ) -> list[tuple[uuid.UUID, uuid.UUID]]:
-    """`count` documents spread round-robin over the sources; returns (document id, source id) pairs."""
+    """`count` documents spread round-robin over the sources, COPYed over `streams` connections (every
+    `streams`-th batch each); returns (document id, source id) pairs."""
     docs = [(uuid.uuid4(), source_ids[i % len(source_ids)]) for i in range(count)]
     records = [
         (doc_id, source_id, pairs[i % len(pairs)][0][:500], f"scale:{i}", "text", "", f"h{i}", CHUNKS_PER_DOCUMENT)
         for i, (doc_id, source_id) in enumerate(docs)
     ]
-    async with app.db.pool.acquire() as conn:
-        for start in range(0, len(records), COPY_BATCH):
-            await conn.copy_records_to_table(
-                "documents",
-                records=records[start : start + COPY_BATCH],
-                columns=["id", "source_id", "title", "url", "document_type", "content", "content_hash", "chunk_count"],
-            )
+
+    async def copy(first: int) -> None:
+        async with app.db.pool.acquire() as conn:
+            for start in range(first * COPY_BATCH, len(records), streams * COPY_BATCH):
+                await conn.copy_records_to_table(
+                    "documents",
+                    records=records[start : start + COPY_BATCH],
+                    columns=[
+                        "id",
+                        "source_id",
+                        "title",
+                        "url",
+                        "document_type",
+                        "content",
+                        "content_hash",
+                        "chunk_count",
+                    ],
+                )
+
+    async with asyncio.TaskGroup() as group:
+        for first in range(streams):
+            group.create_task(copy(first))
     return docs
 
 
@@ -135,7 +151,9 @@ async def load_chunks(
         for i in range(args.sources)
     ]
     started = time.perf_counter()
-    docs = await create_documents(app, [src.id for src in sources], -(-size // CHUNKS_PER_DOCUMENT), pairs)
+    docs = await create_documents(
+        app, [src.id for src in sources], -(-size // CHUNKS_PER_DOCUMENT), pairs, args.copy_streams
+    )
     async with app.db.pool.acquire() as conn:
         # a benchmark cluster of its own: fewer checkpoints during the bulk load
         await conn.execute("ALTER SYSTEM SET max_wal_size = '8GB'")
