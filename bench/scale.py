@@ -272,6 +272,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--build-only", action="store_true", help="build the corpora (untimed) and stop")
     parser.add_argument("--maintenance-work-mem", default="1GB")
     parser.add_argument("--parallel-workers", type=int, default=1)
+    parser.add_argument("--copy-streams", type=int, default=2, help="connections loading the chunks at once")
+    parser.add_argument("--postings-parts", type=int, default=2, help="connections building the postings at once")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args(argv)
     args.sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
