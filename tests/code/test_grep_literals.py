@@ -43,7 +43,9 @@ async def source_id(git_app: Archivist, git_server: GitServer) -> str:
     git_server.add("decoys").commit(FILES, "first")
     with use_scope(Scope.owner()):
         config, _ = await git_app.git.bind(git_server.url("decoys"))
-        await run_sync(git_app, config.source_id)
+        # the decoys are ~3,300 chunks to embed before the job completes: 45 s on a quiet 2-core run of
+        # the whole suite, past 60 s when the machine is busier
+        await run_sync(git_app, config.source_id, timeout=240)
     return str(config.source_id)
 
 

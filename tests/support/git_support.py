@@ -12,13 +12,14 @@ from services.app import Archivist, run_worker
 TOKEN = "glpat-Sup3rSecretT0ken-x91"
 
 
-async def run_sync(app: Archivist, source_id: Any, status: str | None = "completed") -> CrawlJob:
-    """Queue a sync of `source_id`, run a worker until it ends; its status checked unless `status` is None."""
+async def run_sync(app: Archivist, source_id: Any, status: str | None = "completed", timeout: float = 60) -> CrawlJob:
+    """Queue a sync of `source_id`, run a worker until it ends (at most `timeout` seconds); its status
+    checked unless `status` is None."""
     started = await app.git.queue(source_id)
     stop = asyncio.Event()
     task = asyncio.create_task(run_worker(app, stop, "git-test"))
     try:
-        job = await app.jobs.wait(started.job.id, 60, interval=0.1)
+        job = await app.jobs.wait(started.job.id, timeout, interval=0.1)
     finally:
         stop.set()
         await task
