@@ -28,8 +28,9 @@ pytest_plugins = ("tests.support.git_fixtures",)
 BLOCKS = PROBE + COUNT_BLOCKS + 40  # more candidate blocks than the probe and the count take
 FILES = {
     "a/first.py": "def f():\n    return None\n" * 25,  # page one is full before the decoys
-    # the trigrams of every literal below, in more blocks than the probe reads with the candidates
-    "b/decoys.py": "    return x  # None 100 done C path to file snake case name\n" * (BLOCKS * BLOCK_LINES),
+    # the trigrams of every literal below, in more blocks than the probe reads with the candidates: one
+    # decoy line to a block of BLOCK_LINES lines, the rest empty, so the file stays small to embed
+    "b/decoys.py": ("    return x  # None 100 done C path to file snake case name" + "\n" * BLOCK_LINES) * BLOCKS,
     "c/last.py": "def g():\n    return None\n",
     "d/odd.txt": (
         "100%_done = 1\n100x_done\nC:\\path\\to\\file.txt\nC:/path/to/file.txt\nsnake_case_name\nsnakeXcaseXname\n"
@@ -43,9 +44,11 @@ async def source_id(git_app: Archivist, git_server: GitServer) -> str:
     git_server.add("decoys").commit(FILES, "first")
     with use_scope(Scope.owner()):
         config, _ = await git_app.git.bind(git_server.url("decoys"))
-        # the decoys are ~3,300 chunks to embed before the job completes: 45 s on a quiet 2-core run of
-        # the whole suite, past 60 s when the machine is busier
-        await run_sync(git_app, config.source_id, timeout=240)
+        await run_sync(git_app, config.source_id)
+    decoy_blocks = await git_app.db.pool.fetchval(
+        "SELECT count(*) FROM code_blocks WHERE source_id = $1 AND text LIKE '%return x  # None%'", config.source_id
+    )
+    assert decoy_blocks >= BLOCKS, decoy_blocks  # each a candidate of every literal, without the literal
     return str(config.source_id)
 
 
