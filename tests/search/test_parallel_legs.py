@@ -61,7 +61,8 @@ async def corpus(app: Archivist) -> dict[str, Any]:
             for i in range(30):
                 kind = "code" if s == 2 and i % 2 else "markdown"
                 await app.documents.ingest(source.id, f"d{s}-{i}", _text(rng), kind, f"legs{s}:{i}")
-    return {"sources": sources, "queries": _queries()}
+    queries = _queries()
+    return {"sources": sources, "queries": queries, "vectors": await _vectors(app, queries)}
 
 
 def _hybrid(app: Archivist, parallel: bool, **overrides: Any) -> HybridSearch:
@@ -105,8 +106,7 @@ async def _vectors(app: Archivist, queries: list[str]) -> dict:
 
 @pytest.mark.usefixtures("owner")
 async def test_parallel_legs_rank_as_one_statement(app: Archivist, corpus: dict[str, Any]) -> None:
-    queries = corpus["queries"]
-    vectors = await _vectors(app, queries)
+    queries, vectors = corpus["queries"], corpus["vectors"]
     assert await _assert_same(app, queries, vectors) > 10 * len(queries)  # the defaults: convex, BM25 top-k
     few = queries[::4]
     await _assert_same(app, few, vectors, hybrid_fusion="rrf")
@@ -126,17 +126,34 @@ async def test_parallel_legs_with_chunks_waiting_for_vectors(app: Archivist, cor
         await app.documents.ingest(source.id, f"p{i}", _text(rng), "markdown", f"pending:{i}", embed=False)
     pending = await app.search.pending_embeddings(None)
     assert pending > 0
-    queries = corpus["queries"][::6]
-    vectors = await _vectors(app, queries)
+    queries, vectors = corpus["queries"][::6], corpus["vectors"]
     for fusion in ("convex", "rrf"):
         await _assert_same(app, queries, vectors, hybrid_fusion=fusion, pending=pending)
     await _assert_same(app, queries, vectors, keyword_ranking="ts_rank", pending=pending)
     await app.sources.delete(source.id)
 
 
-def _service(app: Archivist, parallel: bool) -> SearchService:
+class EmbeddedOnce:
+    """The session's embedder, each query embedded once by it (`vectors`, shared): the services compared
+    run a query hundreds of times, and a query's vector is the same every time (what differs between
+    them is how the legs run, never the vector)."""
+
+    def __init__(self, embedder: Any, vectors: dict[str, Any]) -> None:
+        self.embedder, self.vectors = embedder, vectors
+
+    def embed_query(self, text: str) -> Any:
+        if text not in self.vectors:
+            self.vectors[text] = self.embedder.embed_query(text)
+        return self.vectors[text]
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.embedder, name)
+
+
+def _service(app: Archivist, parallel: bool, vectors: dict[str, Any] | None = None) -> SearchService:
     settings = app.settings.model_copy(update={"hybrid_parallel_legs": parallel})
-    return SearchService(app.db, app.sources, app.embedder, settings, lambda: None)  # type: ignore[arg-type, return-value]
+    embedder = app.embedder if vectors is None else EmbeddedOnce(app.embedder, vectors)
+    return SearchService(app.db, app.sources, embedder, settings, lambda: None)  # type: ignore[arg-type, return-value]
 
 
 def _hits(hits: list[SearchHit]) -> list[tuple]:
@@ -147,9 +164,8 @@ def _hits(hits: list[SearchHit]) -> list[tuple]:
 async def test_search_service_hits_identical(app: Archivist, corpus: dict[str, Any]) -> None:
     """Hybrid hits with the legs apart or together, keyword hits with the terms read beside the
     embedding or by the leg: the same ids, order and scores."""
-    apart, together = _service(app, True), _service(app, False)
-    queries = corpus["queries"]
-    vectors = await _vectors(app, queries)
+    queries, vectors = corpus["queries"], corpus["vectors"]
+    apart, together = _service(app, True, vectors), _service(app, False, vectors)
     keyword = KeywordSearch(_hybrid(app, True))
     for query in queries:
         want = await together.search(query, match_count=10)
@@ -166,7 +182,7 @@ async def test_a_tenant_scope_narrows_both_legs(app: Archivist, corpus: dict[str
     other sources hold the query's words and nearest vectors (the owner sees them)."""
     mine = corpus["sources"][0]
     tenant = Scope.of_profiles(frozenset({mine}), read_only=True, profiles=["p"], who="tenant")
-    apart, together = _service(app, True), _service(app, False)
+    apart, together = _service(app, True, corpus["vectors"]), _service(app, False, corpus["vectors"])
     others = 0
     for query in corpus["queries"][:30]:
         with use_scope(Scope.owner()):
