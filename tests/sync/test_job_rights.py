@@ -1,7 +1,8 @@
 """A job carries its rights (issue 39, item 1): what it may do is decided when it is queued and stored
 with it; a worker that cannot honour it leaves it to one that can, or fails it after waiting too long,
-naming both processes' settings. Real processes where it matters: `archivist serve --http` with its
-worker on and no allowed paths beside `archivist sync DIR` on the same database."""
+naming both processes' settings. A server's worker with no allowed paths (its own knowledge base handle on
+a thread, polling fast) beside `archivist sync DIR` on the same database: once a real process, then
+`cli.main` in this one."""
 
 from __future__ import annotations
 
@@ -25,7 +26,6 @@ from services.access.scope import Scope, use_scope
 from services.app import Archivist, run_worker
 from services.core.settings import Settings
 from tests.conftest import make_settings
-from tests.reliability.test_lifecycle import free_port, http_ready
 from tests.support.cli_process import run_in_process
 from tests.support.fixture_site import FixtureSite
 
@@ -33,30 +33,9 @@ ROOT = Path(__file__).resolve().parents[2]
 SYNC_RUNS = 4
 
 
-@contextlib.contextmanager
-def server_without_paths(database_url: str, log: Path) -> Iterator[subprocess.Popen[bytes]]:
-    """`archivist serve --http` on the test database, its worker on, polling fast, no allowed paths."""
-    port = free_port()
-    env = {
-        **os.environ,
-        "DATABASE_URL": database_url,
-        "ARCHIVIST_ALLOWED_PATHS": "",
-        "ARCHIVIST_JOB_POLL_SECONDS": "0.05",
-        "PYTHONUNBUFFERED": "1",
-    }
-    command = [sys.executable, "-c", "import cli; cli.main()", "serve", "--http", "--port", str(port)]
-    with log.open("w") as stderr:
-        proc = subprocess.Popen(command, cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=stderr, stderr=stderr)
-    try:
-        http_ready(port, proc)
-        yield proc
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+def server_without_paths(database_url: str, files_dir: Path) -> Settings:
+    """An HTTP server's settings (`for_http`) with ARCHIVIST_ALLOWED_PATHS="" (no path), polling fast."""
+    return make_settings(database_url, files_dir, allowed_paths="", job_poll_seconds=0.05).for_http()
 
 
 def cli_sync(folder: Path, database_url: str, allowed: Path, process: bool) -> subprocess.CompletedProcess[str]:
@@ -71,16 +50,17 @@ def cli_sync(folder: Path, database_url: str, allowed: Path, process: bool) -> s
 
 
 def test_cli_sync_is_never_failed_by_a_server_worker_without_paths(
-    database_url: str, files_dir: Path, tmp_path: Path
+    database_url: str, files_dir: Path, embedder: Any
 ) -> None:
     folder = files_dir / "beside"
     folder.mkdir()
     (folder / "one.md").write_text("# One\n\nA file the server may not read, synced from the shell.\n")
-    with server_without_paths(database_url, tmp_path / "serve.log") as server:
+    settings = server_without_paths(database_url, files_dir)
+    assert settings.allowed_paths == []
+    with worker_beside(settings, embedder, "server-without-paths"):
         for run in range(SYNC_RUNS):
             (folder / f"run{run}.md").write_text(f"# Run {run}\n\nWritten before sync number {run}.\n")
             done = cli_sync(folder, database_url, files_dir, process=run == 0)
-            assert server.poll() is None, (tmp_path / "serve.log").read_text()[-2000:]
             assert done.returncode == 0, f"run {run}: {done.stdout}\n{done.stderr[-2000:]}"
             assert "turned off" not in done.stdout + done.stderr
             assert ": completed" in done.stdout, done.stdout
