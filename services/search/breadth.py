@@ -4,13 +4,13 @@ A fixed `hnsw.ef_search` loses recall as the graph grows: at 100 it finds ~0.99 
 nearest chunks among ten thousand but only 0.88 among a million (bench/scale_ef.py). The vector legs
 therefore run in a transaction that first sets `SET LOCAL hnsw.ef_search` to `ef_search_for(chunks)`:
 the configured value (ARCHIVIST_HNSW_EF_SEARCH) as a floor, growing with the square root of the
-number of chunks, twice as wide for a filtered search (some sources, code only), capped so one
+number of chunks, at least twice the floor for a filtered search (some sources, code only), capped so one
 query's cost stays bounded. The size is `pg_class.reltuples` of `chunks` (kept by autovacuum and
 ANALYZE; an exact count only while the table was never analysed), read at most once a minute.
 Filtered searches rely on the iterative index scans the pool's start-up settings enable
 (`hnsw.iterative_scan`, services/core/database.py): the scan goes on until enough rows pass the
-filter, but each step looks only as wide as ef_search, and a tenth of the collection needed about
-twice the breadth for the same recall.
+filter, but each step looks only as wide as ef_search: in a small collection a tenth of it needed
+about twice the breadth for the same recall, at a million the same breadth as the whole.
 """
 
 from __future__ import annotations
@@ -30,19 +30,24 @@ from services.core.database import Database
 
 logger = logging.getLogger(__name__)
 
-#: ef_search = EF_PER_ROOT * sqrt(chunks), twice that filtered, with a margin over the lowest breadths
-#: that reached recall@10 >= 0.95 against exact search (bench/scale_ef.py: SciFact's 9,732 passage
-#: vectors copied with noise, 100 queries, 50 at a million; filtered to one of 10 sources). Lowest
-#: passing of 40/100/200/300/400/500/600/800/1000, whole / filtered: 10,000 chunks 40 / 40; 30,000
-#: 40 / 200 (100: 0.948); 100,000 40 / 200; 300,000 200 / 300 (100: 0.941, 200: 0.942); 1,000,000
-#: 300 / 600 (0.956 / 0.954). That million's passing breadths are one HNSW graph's: a second build of
-#: the same million found 0.942 at 400 whole, 0.976 at 800, 0.972 filtered at 800, 0.976 at 1000
-#: (bench/scale.py), so the factor is twice the lowest passing one. The rule gives 100 / 200 up to
-#: 15,625 chunks, 253 / 506 at 100,000, 439 / 878 at 300,000, 800 / 1000 at a million.
-#: (The first rule, 2 * sqrt, came from 565 passages copied ~177 times.)
-EF_PER_ROOT = 0.8
-#: A filtered search (some sources, code documents only) looks this many times as wide.
+#: ef_search = EF_PER_ROOT * sqrt(chunks), with a margin over the lowest breadths that reached
+#: recall@10 >= 0.95 against exact search on 200 SciFact queries (SciFact's 9,732 passage vectors copied
+#: with noise; bench/scale_ef.py on the first N chunks of a million, 10 sources, and the million
+#: itself), whole / filtered to one source: 10,000 chunks 40 / 40; 30,000 40 / 150 (100: 0.949);
+#: 100,000 40 / 200 (0.955); 300,000 100 / 200 (0.954 / 0.951); 1,000,000 400 / 400 (0.964 / 0.963;
+#: 300: 0.939 / 0.939). The first 50 queries alone found 0.942 at 400 on the million, and the
+#: passing breadth moves from one build of a graph to the next, so the rule sits above them: 100 up
+#: to 40,000 chunks, 159 at 100,000, 274 at 300,000, 501 at a million (0.976 / 0.973, the leg's SQL
+#: p50 37 -> 22 ms against the 0.8 rule's 801 / 1000 at load ~7), the ceiling from four million.
+EF_PER_ROOT = 0.5
+#: A filtered search (some sources, code only) looks at least FILTERED_FACTOR times the floor wide,
+#: and FILTERED_PER_ROOT * sqrt(chunks) up to FILTERED_CAP: the iterative scan's first pass holds few
+#: rows of a small source, so a tenth of a collection needed more breadth than the whole up to
+#: 300,000 chunks (above), and the same at a million. The rule gives 200 up to 40,000 chunks, 317 at
+#: 100,000 (0.977 at 300), 500 at 300,000 (0.983), the whole's 501 at a million (0.973).
 FILTERED_FACTOR = 2
+FILTERED_PER_ROOT = 1.0
+FILTERED_CAP = 500
 #: No query looks wider than this (a query's HNSW work grows about linearly with ef_search).
 EF_CEILING = 1000
 REFRESH_SECONDS = 60.0
@@ -60,10 +65,14 @@ SIZE_SQL = (
 
 
 def ef_search_for(chunks: int, floor: int, filtered: bool = False) -> int:
-    """The HNSW breadth for a collection of `chunks` vectors, never below `floor` (times
-    FILTERED_FACTOR for a filtered search)."""
-    wanted = max(int(floor), math.ceil(EF_PER_ROOT * math.sqrt(max(chunks, 0))))
-    return min(EF_CEILING, wanted * (FILTERED_FACTOR if filtered else 1))
+    """The HNSW breadth for a collection of `chunks` vectors, never below `floor` (a filtered search:
+    never below twice it, nor below the whole collection's breadth)."""
+    root = math.sqrt(max(chunks, 0))
+    wanted = max(int(floor), math.ceil(EF_PER_ROOT * root))
+    if filtered:
+        wider = min(FILTERED_CAP, math.ceil(FILTERED_PER_ROOT * root))
+        wanted = max(wanted, FILTERED_FACTOR * int(floor), wider)
+    return min(EF_CEILING, wanted)
 
 
 class SearchBreadth:

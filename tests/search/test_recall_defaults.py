@@ -79,10 +79,15 @@ async def test_vector_recall_filtered_to_a_small_source(app: Archivist, corpus: 
 
 def test_breadth_grows_with_the_collection() -> None:
     assert ef_search_for(2_000, 100) == 100  # the configured value is the floor
-    assert ef_search_for(2_000, 100, filtered=True) == 200  # a filtered search looks twice as wide
-    assert ef_search_for(100_000, 100) == 253
-    assert ef_search_for(1_000_000, 100) == 800
-    assert ef_search_for(1_000_000, 100, filtered=True) == EF_CEILING
+    assert ef_search_for(2_000, 100, filtered=True) == 200  # a filtered search: at least twice the floor
+    assert ef_search_for(100_000, 100) == 159
+    assert ef_search_for(100_000, 100, filtered=True) == 317
+    assert ef_search_for(300_000, 100, filtered=True) == 500
+    # a million: recall@10 0.976 whole, 0.973 filtered to a tenth (bench/scale.py), HNSW scan ~13 ms
+    assert ef_search_for(1_000_000, 100) == 500
+    assert ef_search_for(1_000_000, 100, filtered=True) == 500
+    assert ef_search_for(4_000_000, 100, filtered=True) == EF_CEILING
     assert ef_search_for(10**9, 100) == EF_CEILING
     assert ef_search_for(10**9, 100, filtered=True) == EF_CEILING
     assert ef_search_for(20_000, 900) == 900
+    assert ef_search_for(20_000, 900, filtered=True) == EF_CEILING
