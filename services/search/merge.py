@@ -34,13 +34,14 @@ SELECT (SELECT count(*) FROM (SELECT 1 FROM term_delta LIMIT $1) d)
 #: The rows waiting, from above, without reading them (a count of term_delta reads millions of rows
 #: during a large sync): the unmerged chunks' lengths (a chunk's dl counts its lexemes' occurrences, and
 #: it has a delta row per distinct lexeme, sql/042 bm25_add_chunks) through the index of unmerged
-#: chunks, and term_dead's rows counted up to `$1`; the last chunk numbered, so a write shows even when
-#: it leaves the sum as it was; and whether any row waits at all.
+#: chunks, and term_dead's rows counted up to `$1` (0 only when nothing waits: a chunk without
+#: lexemes has neither a length nor delta rows); and the last chunk numbered, so a write shows even
+#: when it leaves the sum as it was. (Neither reads term_delta, whose dead rows after a large merge a
+#: scan would wade through until vacuum.)
 BACKLOG_SQL = """
 SELECT (SELECT coalesce(sum(dl), 0) FROM chunk_seqs WHERE NOT merged)
      + (SELECT count(*) FROM (SELECT 1 FROM term_dead LIMIT $1) x) AS size,
-       (SELECT coalesce(max(seq), 0) FROM chunk_seqs) AS last_seq,
-       EXISTS (SELECT 1 FROM term_delta) OR EXISTS (SELECT 1 FROM term_dead) AS any
+       (SELECT coalesce(max(seq), 0) FROM chunk_seqs) AS last_seq
 """
 
 
@@ -56,7 +57,7 @@ class PostingsMerger:
     async def backlog(self) -> tuple[int, int, bool]:
         """(rows waiting from above, the last chunk numbered, whether any row waits)."""
         row = await self.db.pool.fetchrow(BACKLOG_SQL, self.threshold)
-        return int(row["size"]), int(row["last_seq"]), bool(row["any"])
+        return int(row["size"]), int(row["last_seq"]), int(row["size"]) > 0
 
     async def waiting(self) -> int:
         """Rows waiting, exactly up to `threshold` (reads them: for tests and benchmarks)."""
