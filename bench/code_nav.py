@@ -17,6 +17,9 @@ grep-searchable); the job's embedding afterwards is not waited for (it is cancel
   Pages past the first (offset 20, 100, 1000) are compared with the same slice of `re`'s lines.
 - definitions, references, outlines (bench/code_nav_symbols.py): against Python's `ast` over the same
   files, with their latencies.
+- keyword (bench/code_nav_keyword.py): keyword searches with the postings the sync left unmerged (a
+  worker merges a bulk sync's postings once it pauses), the merge timed apart, the same searches after
+  it, their rankings compared.
 - storage: pg_total_relation_size of the line index (heap, TOAST, indexes) and of the symbol tables
   against the code's bytes.
 
@@ -48,7 +51,8 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench.code_nav_symbols import percentile, symbols_section  # noqa: E402
+from bench.code_nav_keyword import delta_section  # noqa: E402
+from bench.code_nav_symbols import percentile, postgres_cpu, symbols_section  # noqa: E402
 from bench.common import CACHE_DIR, machine_info  # noqa: E402
 from services.access.scope import Scope, use_scope  # noqa: E402
 from services.app import Archivist, run_worker  # noqa: E402
@@ -246,26 +250,6 @@ async def sync_until_stored(app: Archivist, source_id: UUID) -> float:
     return seconds
 
 
-def postgres_cpu(data_dir: Path) -> float | None:
-    """CPU seconds the embedded PostgreSQL's processes have used (None with DATABASE_URL, or off Linux):
-    on a shared machine the wall time says little, the CPU spent says what the ingest costs."""
-    try:
-        postmaster = int((data_dir / "pgdata" / "postmaster.pid").read_text().split()[0])
-        tick = os.sysconf("SC_CLK_TCK")
-        total = 0
-        for stat in Path("/proc").glob("[0-9]*/stat"):
-            try:
-                fields = stat.read_text().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            pid = int(stat.parent.name)
-            if pid == postmaster or int(fields[1]) == postmaster:  # fields[1]: the parent's pid
-                total += int(fields[11]) + int(fields[12])  # utime + stime
-        return total / tick
-    except (OSError, ValueError, IndexError):
-        return None
-
-
 async def ingest(app: Archivist, server: GitServer, title: str, lines: int) -> UUID:
     """Sync the repository as a new git source (an earlier run's bench sources deleted first)."""
     for stale in await app.db.pool.fetch("SELECT id FROM sources WHERE title LIKE $1", f"{TITLE}-%"):
@@ -349,6 +333,7 @@ async def main(args: argparse.Namespace) -> None:
             source_id = await kept_source(app, title) if args.reuse else None
             if source_id is None:
                 source_id = await ingest(app, server, title, lines)
+                print("\n".join(await delta_section(app, source_id)), flush=True)  # the merge the sync deferred
                 await rebuild_trigrams(app)
             else:
                 print(f"ingest: not measured (--reuse: the source a --keep run synced, {source_id})")

@@ -14,10 +14,12 @@ from Python's own `ast` over the same files. Sections of bench/code_nav.py (run 
 from __future__ import annotations
 
 import ast
+import os
 import random
 import statistics
 import time
 from collections import defaultdict
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -143,6 +145,26 @@ def pick_references(oracle: Oracle, count: int, rng: random.Random) -> list[str]
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
+
+
+def postgres_cpu(data_dir: Path) -> float | None:
+    """CPU seconds the embedded PostgreSQL's processes have used (None with DATABASE_URL, or off Linux):
+    on a shared machine the wall time says little, the CPU spent says what the ingest costs."""
+    try:
+        postmaster = int((data_dir / "pgdata" / "postmaster.pid").read_text().split()[0])
+        tick = os.sysconf("SC_CLK_TCK")
+        total = 0
+        for stat in Path("/proc").glob("[0-9]*/stat"):
+            try:
+                fields = stat.read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            pid = int(stat.parent.name)
+            if pid == postmaster or int(fields[1]) == postmaster:  # fields[1]: the parent's pid
+                total += int(fields[11]) + int(fields[12])  # utime + stime
+        return total / tick
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 async def timed(call: Any) -> tuple[Any, float]:

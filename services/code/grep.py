@@ -29,6 +29,7 @@ from uuid import UUID
 
 import asyncpg
 
+from services.code.candidates import Candidates, FileRef, paired
 from services.code.lines import segments
 from services.code.matcher import LineMatcher
 from services.code.paths import compile_glob, matches
@@ -87,15 +88,6 @@ class GrepOutcome:
     scanned: bool  # no usable literal: every block of the sources was read
     next_offset: int | None
     prefilter: Prefilter = field(default_factory=Prefilter)
-
-
-@dataclass(frozen=True)
-class FileRef:
-    """A file of the chosen sources, as its sync manifest names it."""
-
-    path: str
-    source_id: UUID
-    document_id: UUID
 
 
 @dataclass
@@ -169,8 +161,8 @@ CANDIDATES_SQL = (
     "o AS MATERIALIZED (SELECT p.path, p.source_id, c.* FROM c JOIN code_paths p ON p.document_id = c.document_id "
     "WHERE $1::uuid[] IS NULL OR p.source_id = ANY($1)) "
     f"SELECT o.path, o.source_id, o.document_id, o.ctid, o.line_start, o.line_end, CASE WHEN (SELECT count(*) FROM o) "
-    f"<= {PROBE} THEN (SELECT t.text FROM code_blocks t WHERE t.ctid = o.ctid) END AS text FROM o "
-    "ORDER BY o.path, o.source_id, o.line_start, o.id"
+    f"<= {PROBE} THEN (SELECT t.text FROM code_blocks t WHERE t.ctid = o.ctid) END AS text, "
+    "(SELECT count(*) FROM o) AS n FROM o ORDER BY o.path, o.source_id, o.line_start, o.id"
 )
 BY_CTID_SQL = f"SELECT b.ctid, {BLOCK_COLUMNS} FROM code_blocks b WHERE b.ctid = ANY($1::tid[])"
 #: a block that holds no required literal of a group holds no matching line: PostgreSQL drops it, and its
@@ -245,7 +237,7 @@ class CodeSearch:
                 branches = await trigram_branches(conn, filter_)
                 if branches:
                     order = await self._candidates(conn, branches, source_ids, glob)
-                    tally = Tally(request.offset + request.limit, request.offset, bounded=len(order) > PROBE)
+                    tally = Tally(request.offset + request.limit, request.offset, bounded=order.total > PROBE)
                     exact = await self._walk_blocks(conn, order, matcher, tally, literals_sql(filter_))
                 else:
                     files = [
@@ -266,26 +258,19 @@ class CodeSearch:
 
     async def _candidates(
         self, conn: asyncpg.Connection, branches: list[list[str]], source_ids: list[UUID] | None, glob: Any
-    ) -> list[tuple[FileRef, Any]]:
+    ) -> Candidates:
         """Every candidate block (its ctid: a row of this snapshot, and its text when they are few) with
         the file it is read for, in path then line order; a file the `path` glob leaves out is dropped."""
-        rows = await conn.fetch(CANDIDATES_SQL.format(words=words_sql(branches)), source_ids, *branches)
-        order: list[tuple[FileRef, Any]] = []
-        file: FileRef | None = None
-        keep = False
-        for row in rows:
-            path, source_id = row["path"], row["source_id"]
-            if file is None or file.path != path or file.source_id != source_id:
-                file = FileRef(path, source_id, row["document_id"])
-                keep = glob is None or matches(glob, path)
-            if keep:
-                order.append((file, row))
-        return order
+        sql = CANDIDATES_SQL.format(words=words_sql(branches))
+        if glob is not None:  # filtered here: every row is read to know how many are left
+            order = paired(await conn.fetch(sql, source_ids, *branches), glob)
+            return Candidates(len(order), order)
+        return await Candidates.read(await conn.cursor(sql, source_ids, *branches))
 
     async def _walk_blocks(
         self,
         conn: asyncpg.Connection,
-        order: list[tuple[FileRef, Any]],
+        order: Candidates,
         matcher: LineMatcher,
         tally: Tally,
         literals: tuple[str, list[str]],
@@ -297,10 +282,14 @@ class CodeSearch:
         started = time.monotonic()
         sql, patterns = BY_CTID_SQL + literals[0], literals[1]
         i = 0
-        while i < len(order):
+        while i < order.total:
             if time.monotonic() - started > DEADLINE_SECONDS:
                 return False
-            batch = order[i : i + tally.next_batch(len(order) - i)]
+            wanted = i + tally.next_batch(order.total - i)
+            await order.upto(wanted)
+            batch = order.items[i:wanted]
+            if not batch:  # fewer rows than counted (cannot happen in one snapshot): stop, not loop
+                return False
             unread = list(dict.fromkeys(c["ctid"] for _, c in batch if c["text"] is None))
             by_ctid = {row["ctid"]: row for row in await conn.fetch(sql, unread, *patterns)} if unread else {}
             for file, candidate in batch:

@@ -184,8 +184,10 @@ class Settings(BaseSettings):
     #: Chunks (at least hybrid_candidates) scored with exact BM25 after the impact-ordered read.
     bm25_candidates: int = Field(default=300, ge=1)
     #: Postings written or deleted since the last merge at which the server folds them into blocks
-    #: (services/search/merge.py); fewer are merged once the writes pause.
-    bm25_merge_postings: int = Field(default=50000, ge=1)
+    #: (services/search/merge.py; counted from above: the unmerged chunks' lengths); fewer are merged
+    #: once the writes pause. It bounds what searches read from the delta; a larger sync is merged
+    #: at its pause, so its blocks are written about once.
+    bm25_merge_postings: int = Field(default=2_000_000, ge=1)
     #: How hybrid combines its legs: "rrf" (rank fusion, rrf_k) or "convex" (min-max normalised scores,
     #: weighted by hybrid_vector_weight / hybrid_keyword_weight).
     hybrid_fusion: Literal["rrf", "convex"] = "convex"

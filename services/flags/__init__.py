@@ -32,7 +32,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from services.flags.hidden import MARKS_KEY, OVERFLOW_KEY, mark_hits
-from services.flags.markdown_hidden import has_unreferenced_definition, referenced_labels
+from services.flags.markdown_hidden import Labels, has_unreferenced_definition
 from services.flags.normal import invisible_inside_word, mixed_script_word, reader_view
 from services.flags.rules import CODE_FENCE, CODE_SPAN, HIDDEN_RULE, MARKDOWN_ESCAPE, TEXT_RULES
 
@@ -103,7 +103,7 @@ def has_hidden_comment(text: str) -> bool:
     return False
 
 
-def has_hidden_markup(text: str, referenced: frozenset[str] | None = None) -> bool:
+def has_hidden_markup(text: str, referenced: frozenset[str] | Labels | None = None) -> bool:
     """Raw markup a renderer hides, outside code: an HTML comment, a hidden element, or a markdown link
     reference definition no link uses (`[//]: # (...)`: markdown_hidden.py; `referenced`: the labels
     the whole document uses, when known)."""
@@ -115,7 +115,7 @@ def has_hidden_markup(text: str, referenced: frozenset[str] | None = None) -> bo
     return "<" in prose and (has_hidden_comment(prose) or HIDDEN_RULE.search(prose) is not None)
 
 
-def scan_text(text: str, marks: Iterable[str] = (), referenced: frozenset[str] | None = None) -> list[str]:
+def scan_text(text: str, marks: Iterable[str] = (), referenced: frozenset[str] | Labels | None = None) -> list[str]:
     """The flags of one chunk's text (in FLAG_NAMES order); `marks` is its document's hidden-text
     evidence from the page pipeline (services/flags/hidden.py); `referenced` the link labels its
     document uses (markdown_hidden.py)."""
@@ -155,7 +155,9 @@ def chunk_flags(title: str, chunks: Sequence[Any], metadata: dict[str, Any] | No
     marks = document_marks(metadata)
     overflowed = bool((metadata or {}).get(OVERFLOW_KEY))  # more hidden text than marks: all of it flagged
     title_flags = scan_text(title) if title else []
-    referenced = referenced_labels(chunk.text for chunk in chunks)
+    # read only when a chunk holds a definition (most documents have none, and reading every line for
+    # the labels was most of a code file's flag scan)
+    referenced = Labels([chunk.text for chunk in chunks])
     out = []
     for chunk in chunks:
         headings = " > ".join(chunk.heading_path or [])

@@ -53,11 +53,26 @@ def referenced_labels(texts: Iterable[str]) -> frozenset[str]:
     return frozenset(used)
 
 
-def has_unreferenced_definition(text: str, referenced: frozenset[str] | None = None) -> bool:
+class Labels:
+    """The labels a document's texts use (`referenced_labels`), read once and only when first asked."""
+
+    def __init__(self, texts: list[str]) -> None:
+        self.texts = texts
+        self._used: frozenset[str] | None = None
+
+    def used(self) -> frozenset[str]:
+        if self._used is None:
+            self._used = referenced_labels(self.texts)
+        return self._used
+
+
+def has_unreferenced_definition(text: str, referenced: frozenset[str] | Labels | None = None) -> bool:
     """A definition in `text` whose label no link uses and whose label and title carry words."""
     found = definitions(text)
     if not found:
         return False
+    if isinstance(referenced, Labels):
+        referenced = referenced.used()
     used = referenced if referenced is not None else referenced_labels([text])
     for label, definition in found.items():
         if normal_label(label) in used:

@@ -14,6 +14,7 @@ from mcp import Client
 from server import build_server
 from services.access.scope import Scope, use_scope
 from services.app import Archivist, Runtime
+from services.code.candidates import FIRST_FETCH
 from services.code.grep import COUNT_BLOCKS, PROBE
 from services.code.lines import BLOCK_LINES
 from tests.support.git_server import GitServer
@@ -22,7 +23,8 @@ from tests.support.mcp_helpers import client_in_own_task, ok
 
 pytest_plugins = ("tests.support.git_fixtures",)
 
-BLOCKS = PROBE + COUNT_BLOCKS + 40  # more candidate blocks than the probe and the count take
+#: more candidate blocks than the probe and the count take, and than two reads of the candidates' cursor
+BLOCKS = max(PROBE + COUNT_BLOCKS, 2 * FIRST_FETCH) + 40
 HAYSTACK = "needle\n" * (BLOCKS * BLOCK_LINES)  # short lines: a block of the line index holds BLOCK_LINES
 FILES = {
     "a/first.txt": "one needle before the haystack\nand a line without\n",
@@ -74,6 +76,10 @@ async def test_page_one_of_a_common_pattern_counts_to_a_bound_and_says_so(client
 async def test_later_pages_by_offset_are_exact(client: Client, source_id: str) -> None:
     second = await grep(client, source_id, query="needle", offset=20)
     assert found(second) == expected(20) and second["next_offset"] == 40
+    for block in (FIRST_FETCH, 2 * FIRST_FETCH):  # pages across the cursor's reads of the candidates
+        across = 1 + (block - 2) * BLOCK_LINES - 10
+        page = await grep(client, source_id, query="needle", offset=across)
+        assert found(page) == expected(across) and page["next_offset"] == across + 20
     far = TOTAL - 30  # past what page one counted: the walk reads on until this page is full
     deep = await grep(client, source_id, query="needle", offset=far)
     assert found(deep) == expected(far) and deep["next_offset"] == far + 20

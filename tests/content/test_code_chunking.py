@@ -361,6 +361,16 @@ def test_non_ascii_source_keeps_exact_offsets() -> None:
     assert chunks[1].text == 'def naïve(x):\n    return "ñ" * x'
 
 
+def test_every_utf8_width_and_a_lone_surrogate_keep_exact_offsets() -> None:
+    """Byte offsets to characters over 1- to 4-byte characters and a lone surrogate (3 bytes passed through)."""
+    widths = ["\x7f", "\x80", "\u07ff", "\u0800", "\ud800", "\uffff", "\U00010000", "\U0010ffff"]
+    content = "".join(f"# {w} {i}\ndef f{i}(x):\n    return '{w * 3}' * x\n\n\n" for i, w in enumerate(widths))
+    chunks = CodeChunker(60, 10, "python", "w.py").chunk(content)
+    assert_invariants(content, chunks, 90)
+    assert [c.heading_path[-1] for c in chunks] == [f"f{i}" for i in range(len(widths))]
+    assert chunks[4].text == "# \ud800 4\ndef f4(x):\n    return '\ud800\ud800\ud800' * x"
+
+
 def test_broken_and_random_code_still_covers_everything() -> None:
     rng = random.Random(7)
     pieces = [

@@ -1,0 +1,73 @@
+"""When the worker folds keyword postings into blocks (services/search/merge.py): writes that keep coming
+wait for their pause (or the threshold, counted without reading the delta), and searches are exact
+whatever waits."""
+
+from __future__ import annotations
+
+import itertools
+import string
+
+import pytest
+
+from services.app import Archivist
+from services.core.settings import Settings
+from services.search.merge import PostingsMerger
+
+POSTINGS = "SELECT term, chunk_id, source_id, tf, dl FROM chunk_postings"
+DELTA = "SELECT (SELECT count(*) FROM term_delta) + (SELECT count(*) FROM term_dead)"
+WORDS = ("".join(w) for w in itertools.product(string.ascii_lowercase, repeat=4))
+
+
+def words(n: int) -> str:
+    """n distinct made-up words (each its own lexeme)."""
+    return " ".join("q" + next(WORDS) for _ in range(n))
+
+
+async def add(app: Archivist, source_id: object, n: int) -> None:
+    await app.documents.ingest(source_id, f"d{n}", words(n), "markdown", None, embed=False)
+
+
+@pytest.mark.usefixtures("owner")
+async def test_the_backlog_bounds_the_delta_from_above_without_reading_it(app: Archivist) -> None:
+    source = await app.sources.create("merge count")
+    merger = PostingsMerger(app.db, threshold=10**6)
+    await add(app, source.id, 40)
+    await add(app, source.id, 25)
+    size, last_seq, waiting = await merger.backlog()
+    assert waiting and size >= await app.db.pool.fetchval(DELTA) == await merger.waiting() > 60
+    await merger.step()
+    assert await merger.step() > 0  # paused: merged
+    assert await merger.backlog() == (0, last_seq, False)
+    await app.db.pool.execute("DELETE FROM documents WHERE title = 'd25'")  # merged postings die
+    size, _, waiting = await merger.backlog()
+    assert waiting and size == await app.db.pool.fetchval(DELTA) == await merger.waiting() > 0
+
+
+@pytest.mark.usefixtures("owner")
+async def test_writes_that_keep_coming_wait_for_their_pause(app: Archivist) -> None:
+    source = await app.sources.create("merge bulk")
+    merger = PostingsMerger(app.db, threshold=Settings.model_fields["bm25_merge_postings"].default)
+    await merger.step()  # whatever earlier tests left
+    await merger.step()
+    before = set(await app.db.pool.fetch(POSTINGS))
+    for n in (60_000, 30, 30):  # a sync storing file after file: more at every check, nothing merged
+        await add(app, source.id, n)  # (60,000 postings: past the 50,000 at which merges ran during syncs)
+        assert await merger.step() == 0
+    during = set(await app.db.pool.fetch(POSTINGS))
+    assert len(during - before) >= 60_000  # searches read them from the delta meanwhile
+    assert await merger.step() >= 60_000  # paused: all of it at once
+    assert await merger.waiting() == 0
+    assert set(await app.db.pool.fetch(POSTINGS)) == during
+
+
+@pytest.mark.usefixtures("owner")
+async def test_the_threshold_merges_while_writes_go_on(app: Archivist) -> None:
+    source = await app.sources.create("merge threshold")
+    merger = PostingsMerger(app.db, threshold=40)
+    await merger.step()
+    await merger.step()
+    await add(app, source.id, 12)
+    assert await merger.step() == 0  # under the threshold, still writing
+    await add(app, source.id, 40)
+    assert await merger.step() >= 45  # at the threshold: merged though writes go on
+    assert await merger.waiting() == 0
