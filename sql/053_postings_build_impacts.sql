@@ -13,9 +13,10 @@
 --   ctid carries lengths instead of tsvectors.
 -- * chunk_seqs is analyzed once numbered, so the blocks' join is planned from its real size.
 
--- Per distinct chunk length in chunk_seqs: the impacts of tf 1 .. 64 at `avgdl` (element tf).
+-- Per distinct chunk length in chunk_seqs: the impacts of tf 1 .. 64 at `avgdl` (element tf). PARALLEL SAFE:
+-- the part's query may still run with a parallel worker, as before.
 CREATE OR REPLACE FUNCTION bm25_rebuild_impacts(avgdl float8)
-RETURNS TABLE (dl integer, impacts real[]) LANGUAGE sql STABLE AS $$
+RETURNS TABLE (dl integer, impacts real[]) LANGUAGE sql STABLE PARALLEL SAFE AS $$
     SELECT d.dl, ARRAY(SELECT bm25_impact(t, d.dl, avgdl) FROM generate_series(1, 64) t)
     FROM (SELECT DISTINCT s.dl FROM chunk_seqs s) d
 $$;
