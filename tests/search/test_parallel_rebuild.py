@@ -63,3 +63,30 @@ async def test_parallel_rebuild_writes_the_serial_rebuild_s_blocks(app: Archivis
     assert "term_blocks_term_idx" in indexes
     with pytest.raises(ValueError):
         await bm25_index.rebuild_parallel(app.db.pool, 0)
+
+
+#: Postings whose stored impact is not bm25_impact of their own tf and chunk length (sql/053 looks the
+#: impacts of tf up to 64 up per distinct length instead of computing each one).
+WRONG_IMPACTS = """
+SELECT count(*) FILTER (WHERE p.impact IS DISTINCT FROM bm25_impact(p.tf, p.dl, bm25_avgdl())) AS wrong,
+       count(*) AS postings, max(p.tf) AS max_tf, count(DISTINCT p.tf) AS tfs
+FROM chunk_postings p
+"""
+
+
+@pytest.mark.usefixtures("owner")
+async def test_rebuilt_impacts_are_bm25_impact_of_each_posting(app: Archivist) -> None:
+    rng = random.Random(53)
+    source = await app.sources.create("repeated words")
+    for i in range(30):
+        words = rng.choices(WORDS, [1.0 / (k + 1) for k in range(len(WORDS))], k=rng.randint(3, 60))
+        words += ["kiln"] * (63, 64, 65, 90, 1)[i % 5]  # tfs around the lookup's last (64), and past it
+        await app.documents.ingest(source.id, f"r{i}", " ".join(words), "markdown", f"r:{i}", embed=False)
+    for parts in (1, 2):
+        await bm25_index.rebuild_parallel(app.db.pool, parts, block_size=BLOCK)
+        row = await app.db.pool.fetchrow(WRONG_IMPACTS)
+        assert row["wrong"] == 0, parts
+        assert row["max_tf"] >= 90 and row["tfs"] >= 8  # tfs in and past the lookup
+    async with app.db.pool.acquire() as conn, conn.transaction():
+        await conn.execute("SELECT bm25_rebuild($1)", BLOCK)
+    assert (await app.db.pool.fetchrow(WRONG_IMPACTS))["wrong"] == 0
