@@ -1,5 +1,5 @@
-"""Open is a state someone chose, never a consequence (issue 38, weakness 1), against a real `archivist serve
---http` and the SDK's MCP client.
+"""Open is a state someone chose, never a consequence (issue 38, weakness 1), against `archivist serve --http`
+(served in a thread: tests/support/served.py) and the SDK's MCP client.
 
 The server used to serve unauthenticated callers as the owner whenever it bound loopback and no active
 token existed, asked on every request: behind a reverse proxy on 127.0.0.1 every request comes from
@@ -14,10 +14,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import subprocess
 import time
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -38,25 +37,17 @@ from services.core.settings import Settings
 from tests.access.test_access_dynamic import cli_here
 from tests.access.test_access_http import HEADERS, INIT, authed
 from tests.conftest import fresh_database, make_settings
-from tests.e2e.test_e2e import ARCHIVIST, free_port, server_env, wait_for_port
+from tests.e2e.test_e2e import server_env
 from tests.support.mcp_helpers import ok
+from tests.support.served import served_async
 
 PROXY = "kb.example.com"
 FORWARDED = ({"X-Forwarded-For": "203.0.113.9"}, {"Forwarded": "for=203.0.113.9"}, {"X-Forwarded-Host": PROXY})
 
 
-@asynccontextmanager
-async def server(env: dict[str, str]) -> AsyncIterator[str]:
-    port = free_port()
-    proc = subprocess.Popen(
-        [ARCHIVIST, "serve", "--http", "--port", str(port), "--no-worker"], env=env, stdout=subprocess.DEVNULL
-    )
-    try:
-        await wait_for_port(port, proc)
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        proc.terminate()
-        proc.wait(timeout=15)
+def server(env: dict[str, str]) -> AbstractAsyncContextManager[str]:
+    """`archivist serve --http --no-worker` (in a thread: tests/support/served.py); its base URL."""
+    return served_async(env, "--no-worker")
 
 
 @asynccontextmanager

@@ -32,6 +32,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
 import traceback
 from collections.abc import Iterator
 from pathlib import Path
@@ -125,31 +126,45 @@ def exit_code(exc: SystemExit) -> int:
 
 
 _models: dict[tuple[Any, ...], Any] = {}
+_sharing = 0  # blocks inside `shared_models` (commands here, servers in threads: tests/support/served.py)
+_sharing_lock = threading.Lock()
 
 
-@contextlib.contextmanager
-def shared_models() -> Iterator[None]:
-    """`Archivist.open` gets the embedder from `create_embedder` once per model configuration, then the
-    same instance (stateless between calls: an ONNX session or a sentence-transformers model)."""
-    import services.app
+def shared_embedder(settings: Any) -> Any:
+    """`create_embedder(settings)`, once per model configuration (stateless between calls: an ONNX
+    session or a sentence-transformers model)."""
     from services.embeddings import create_embedder
 
-    def shared(settings: Any) -> Any:
-        key = (
-            settings.embedding_provider,
-            settings.embedding_model.strip(),
-            settings.embedding_batch_size,
-            settings.embedding_query_prefix,
-        )
+    key = (
+        settings.embedding_provider,
+        settings.embedding_model.strip(),
+        settings.embedding_batch_size,
+        settings.embedding_query_prefix,
+    )
+    with _sharing_lock:
         if key not in _models:
             _models[key] = create_embedder(settings)
         return _models[key]
 
-    services.app.create_embedder = shared
+
+@contextlib.contextmanager
+def shared_models() -> Iterator[None]:
+    """`Archivist.open` gets the embedder from `shared_embedder` while any block is inside (blocks may
+    overlap in any order: servers in threads start and stop independently of each other)."""
+    global _sharing
+    import services.app
+    from services.embeddings import create_embedder
+
+    with _sharing_lock:
+        _sharing += 1
+        services.app.create_embedder = shared_embedder
     try:
         yield
     finally:
-        services.app.create_embedder = create_embedder
+        with _sharing_lock:
+            _sharing -= 1
+            if _sharing == 0:
+                services.app.create_embedder = create_embedder
 
 
 def run_in_process(args: list[str], env: dict[str, str], cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
