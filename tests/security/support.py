@@ -1,10 +1,9 @@
-"""Shared pieces of the attack suite: two tenants' data, a real `archivist serve` (HTTP or stdio),
+"""Shared pieces of the attack suite: two tenants' data, `archivist serve --http` (in a thread of the test),
 real MCP clients, and ways to compare a refusal with the one for something that does not exist."""
 
 from __future__ import annotations
 
 import asyncio
-import subprocess
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -18,7 +17,8 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
 from services.access.scope import Scope, use_scope
-from tests.e2e.test_e2e import ARCHIVIST, free_port, server_env, wait_for_port
+from tests.e2e.test_e2e import server_env
+from tests.support.served import served_async
 
 PUB_URL = "file:///srv/pub/handbook.md"
 SEC_URL = "file:///srv/sec/salaries.md"
@@ -57,21 +57,10 @@ async def build_world(app: Any, rate: int | None = None) -> World:
 
 @asynccontextmanager
 async def http_server(database_url: str, files_dir: Path, **env: str) -> AsyncIterator[str]:
-    """`archivist serve --http` on a free loopback port; yields the /mcp URL."""
-    port = free_port()
-    environment = {**server_env(database_url, files_dir), **env}
-    proc = subprocess.Popen(
-        [ARCHIVIST, "serve", "--http", "--no-worker", "--port", str(port)],
-        env=environment,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        await wait_for_port(port, proc, timeout=60)
-        yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        proc.terminate()
-        await asyncio.to_thread(proc.wait, 20)
+    """`archivist serve --http --no-worker` on a free loopback port (in a thread: tests/support/served.py);
+    yields the /mcp URL."""
+    async with served_async({**server_env(database_url, files_dir), **env}, "--no-worker") as base:
+        yield f"{base}/mcp"
 
 
 def bearer_transport(url: str, secret: str | None) -> Any:
