@@ -1,5 +1,6 @@
-"""Attack-suite plumbing: a real `archivist serve --http` in a subprocess (any bind, TLS or not), raw
-httpx requests with hand-set Host, Origin and cookies, and a self-signed certificate."""
+"""Attack-suite plumbing: `archivist serve --http` in a thread of the test or in its own process (any
+bind, TLS or not), raw httpx requests with hand-set Host, Origin and cookies, and a self-signed
+certificate."""
 
 from __future__ import annotations
 
@@ -11,12 +12,13 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
 
 import httpx
 
+from tests.support.served import served
 from tests.support.web_helpers import ARCHIVIST, free_port
 
 ATTACKER = "rebind.attacker.example"
@@ -38,9 +40,18 @@ def server_env(database_url: str, files_dir: Path, **overrides: str) -> dict[str
     return env
 
 
+def http_server(
+    env: dict[str, str], *args: str, scheme: str = "http", verify: Any = False
+) -> AbstractContextManager[str]:
+    """`archivist serve --http --port P *args` (in a thread: tests/support/served.py); yields the base URL
+    (on 127.0.0.1) once /healthz answers 200."""
+    return served(env, *args, scheme=scheme, ready="/healthz", verify=verify)
+
+
 @contextmanager
-def http_server(env: dict[str, str], *args: str, scheme: str = "http", verify: Any = False) -> Iterator[str]:
-    """`archivist serve --http --port P *args`; yields the base URL (on 127.0.0.1) once /healthz answers 200."""
+def http_process(env: dict[str, str], *args: str, scheme: str = "http", verify: Any = False) -> Iterator[str]:
+    """`archivist serve --http --port P *args` in its own process, for a test of what a process holds (its
+    environment); yields the base URL (on 127.0.0.1) once /healthz answers 200."""
     port = free_port()
     log = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115
     proc = subprocess.Popen([ARCHIVIST, "serve", "--http", "--port", str(port), *args], env=env, stderr=log, text=True)

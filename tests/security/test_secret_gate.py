@@ -28,7 +28,7 @@ from mcp.client.streamable_http import streamable_http_client
 from models.jobs import CrawlJob, CrawlParams
 from services.app import Archivist, run_worker
 from services.core.errors import InvalidArgument
-from tests.security.helpers import http_server, server_env
+from tests.security.helpers import http_process, server_env
 from tests.support.fixture_site import FixtureSite, html_page
 from tests.support.git_server import GitServer
 from tests.support.web_helpers import ARCHIVIST
@@ -144,7 +144,7 @@ async def served(
     )
     assert made.returncode == 0, made.stderr
     secret = next(word for word in made.stdout.split() if word.startswith("arch_"))
-    with http_server(env) as base:
+    with http_process(env) as base:  # its own process: the gate reads the server's own environment
         yield f"{base}/mcp", secret
 
 
