@@ -18,7 +18,7 @@ import pytest
 
 from tests.cli.test_cli import ROOT, archivist, cli_env, free_port
 from tests.support.cli_process import run_in_process
-from tests.support.web_helpers import console_server
+from tests.support.web_helpers import console_process
 
 METADATA = ("/.well-known/oauth-protected-resource", "/.well-known/oauth-protected-resource/mcp")
 
@@ -27,7 +27,7 @@ METADATA = ("/.well-known/oauth-protected-resource", "/.well-known/oauth-protect
 def server(database_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     files = tmp_path_factory.mktemp("edges")
     log = files / "server.log"
-    with console_server(database_url, files, log_path=log, ARCHIVIST_LOG_LEVEL="INFO") as base:
+    with console_process(database_url, files, log_path=log, ARCHIVIST_LOG_LEVEL="INFO") as base:  # its log is read
         env = cli_env(DATABASE_URL=database_url, ARCHIVIST_DATA_DIR=str(files.parent / "web-data"))
         yield {"base": base, "env": env, "log": log}
 

@@ -1,4 +1,5 @@
-"""Browser-test plumbing: `archivist serve --http` in a subprocess and Debian's Chromium driven by Playwright."""
+"""Browser-test plumbing: `archivist serve --http` (in a thread, or a process) and Debian's Chromium driven by
+Playwright."""
 
 from __future__ import annotations
 
@@ -35,13 +36,8 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-@contextmanager
-def console_server(
-    database_url: str, files_dir: Path, log_path: Path | None = None, **env_overrides: str
-) -> Iterator[str]:
-    """A real `archivist serve --http` (with its crawl worker) on 127.0.0.1; yields its base URL. Its
-    stderr goes to `log_path` when given (else ARCHIVIST_TEST_SERVER_LOG, else a temporary file)."""
-    port = free_port()
+def console_env(database_url: str, files_dir: Path, **env_overrides: str) -> dict[str, str]:
+    """The console server's whole environment: the test's without its ARCHIVIST_*, and the settings here."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("ARCHIVIST_")}
     env.update(
         {
@@ -55,6 +51,28 @@ def console_server(
             **env_overrides,
         }
     )
+    return env
+
+
+@contextmanager
+def console_server(database_url: str, files_dir: Path, **env_overrides: str) -> Iterator[str]:
+    """`archivist serve --http` (with its crawl worker) on 127.0.0.1, in a thread of the test
+    (tests/support/served.py); yields its base URL once /signin answers (the knowledge base has started)."""
+    from tests.support.served import served
+
+    with served(console_env(database_url, files_dir, **env_overrides), ready="/signin") as base:
+        yield base
+
+
+@contextmanager
+def console_process(
+    database_url: str, files_dir: Path, log_path: Path | None = None, **env_overrides: str
+) -> Iterator[str]:
+    """`archivist serve --http` (with its crawl worker) in its own process on 127.0.0.1, for a test that
+    reads what the process writes; yields its base URL. Its stderr goes to `log_path` when given (else
+    ARCHIVIST_TEST_SERVER_LOG, else a temporary file)."""
+    port = free_port()
+    env = console_env(database_url, files_dir, **env_overrides)
     # a file, not a pipe: a chatty server never blocks on it (ARCHIVIST_TEST_SERVER_LOG keeps it)
     keep = log_path or os.environ.get("ARCHIVIST_TEST_SERVER_LOG")
     log = open(keep, "w+") if keep else tempfile.TemporaryFile(mode="w+")  # noqa: SIM115
