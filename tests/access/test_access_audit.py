@@ -1,4 +1,4 @@
-"""The audit log over real HTTP (server in a subprocess, the SDK client): exactly one row per call with
+"""The audit log over real HTTP (`archivist serve --http` in a thread, the SDK client): exactly one row per call with
 plausible latencies; a locked audit table slows no call and loses no row; and call timeouts leave no
 half-written document."""
 
@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import random
 import statistics
-import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -22,21 +21,16 @@ from server import build_server
 from services.app import Runtime
 from tests.access.test_access_http import authed
 from tests.conftest import make_settings
-from tests.e2e.test_e2e import ARCHIVIST, free_port, server_env, wait_for_port
+from tests.e2e.test_e2e import ARCHIVIST, server_env
 from tests.support.mcp_helpers import call, client_in_own_task, err
+from tests.support.served import served_async
 
 
 @pytest_asyncio.fixture(scope="module")
 async def http_server(database_url: str, files_dir: Path) -> Any:
     env = {**server_env(database_url, files_dir), "ARCHIVIST_AUDIT_WRITE_TIMEOUT_SECONDS": "0.3"}
-    port = free_port()
-    proc = subprocess.Popen(
-        [ARCHIVIST, "serve", "--http", "--port", str(port), "--no-worker"], env=env, stdout=subprocess.DEVNULL
-    )
-    await wait_for_port(port, proc)
-    yield port
-    proc.terminate()
-    proc.wait(timeout=15)
+    async with served_async(env, "--no-worker") as base:
+        yield int(base.rsplit(":", 1)[1])
 
 
 async def audit_rows(app: Any, who: str, expected: int, settle: float = 1.5) -> list[Any]:

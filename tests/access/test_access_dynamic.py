@@ -1,5 +1,6 @@
-"""Bearer auth switches on without a restart and never off (tokens made and revoked by another process), a
-token's new sources join its first profile, and the per-token running-jobs limit."""
+"""Bearer auth switches on without a restart and never off (tokens made and revoked by another knowledge
+base instance than the server's, through the database), a token's new sources join its first profile,
+and the per-token running-jobs limit."""
 
 from __future__ import annotations
 
@@ -15,9 +16,10 @@ from mcp import Client, StdioServerParameters
 from services.app import Archivist
 from services.core.settings import Settings
 from tests.access.test_access_http import HEADERS, INIT, authed
-from tests.e2e.test_e2e import ARCHIVIST, free_port, server_env, wait_for_port
+from tests.e2e.test_e2e import ARCHIVIST, server_env
 from tests.support.cli_process import run_in_process
 from tests.support.mcp_helpers import err, ok
+from tests.support.served import ServedHttp
 
 
 def cli(env: dict[str, str], *args: str) -> str:
@@ -39,8 +41,8 @@ async def post_init(url: str, secret: str | None = None) -> httpx.Response:
 
 
 def cli_here(env: dict[str, str], *args: str) -> str:
-    """`archivist ARGS` in this process (tests/support/cli_process.py), still another process than the
-    server's; `cli` runs a real one."""
+    """`archivist ARGS` in this process (tests/support/cli_process.py), with its own knowledge base
+    instance, not the server's; `cli` runs a real one."""
     done = run_in_process(list(args), env)
     assert done.returncode == 0, done.stderr
     return done.stdout
@@ -70,14 +72,10 @@ def auth_turns_on_and_off(loop: asyncio.Runner, app: Archivist, database_url: st
 
     s1, _ = loop.run(set_up())
     env = {**server_env(database_url, files_dir), "ARCHIVIST_MAX_RUNNING_JOBS_PER_TOKEN": "2"}
-    port = free_port()
-    proc = subprocess.Popen(
-        [ARCHIVIST, "serve", "--http", "--port", str(port), "--no-worker"], env=env, stdout=subprocess.DEVNULL
-    )
-    url = f"http://127.0.0.1:{port}/mcp"
+    server = ServedHttp(env, "--no-worker")  # in a thread (tests/support/served.py)
+    url = f"{server.base}/mcp"
 
     async def open_while_no_token() -> None:
-        await wait_for_port(port, proc)
         async with Client(url) as anonymous:  # loopback, no token yet: open
             await ok(anonymous, "manage_source", action="list")
         assert (await post_init(url)).status_code == 200
@@ -113,9 +111,10 @@ def auth_turns_on_and_off(loop: asyncio.Runner, app: Archivist, database_url: st
     async def refused(secret: str | None) -> int:
         return (await post_init(url, secret)).status_code
 
+    server.start()
     try:
         loop.run(open_while_no_token())
-        # a token made by another process: the very next request needs it
+        # a token made by another instance: the very next request needs it
         secret = secret_of(cli_here(env, "token", "create", "--name", "dyn", "--profile", "pj2", "--profile", "pj1"))
         loop.run(the_token_is_needed(secret))
         # a per-token override
@@ -128,8 +127,7 @@ def auth_turns_on_and_off(loop: asyncio.Runner, app: Archivist, database_url: st
         assert "no token is active" in revoked and "never reopen" in revoked  # says what state it is in
         assert loop.run(refused(None)) == 401  # no active token left: still closed (issue 38)
     finally:
-        proc.terminate()
-        proc.wait(timeout=15)
+        server.stop()
 
     async def cancel_queued() -> None:
         for job in (await app.jobs.list("queued", None, 1, 20)).items:

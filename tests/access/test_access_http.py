@@ -1,4 +1,5 @@
-"""Bearer tokens over real streamable HTTP (server in a subprocess, the SDK client)."""
+"""Bearer tokens over real streamable HTTP (`archivist serve --http` in a thread, the SDK client); a
+non-loopback bind without tokens refused by a real process."""
 
 from __future__ import annotations
 
@@ -12,8 +13,9 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from tests.e2e.test_e2e import ARCHIVIST, free_port, server_env, wait_for_port
+from tests.e2e.test_e2e import ARCHIVIST, free_port, server_env
 from tests.support.mcp_helpers import err, ok
+from tests.support.served import served_async
 
 INIT = {
     "jsonrpc": "2.0",
@@ -49,11 +51,8 @@ async def test_tokens_profiles_and_refusal(app, database_url: str, files_dir: Pa
     _, sa = await app.tokens.create("tok-a", ["http-a"])
     _, sb = await app.tokens.create("tok-b", ["http-b"])
 
-    port = free_port()
-    proc = subprocess.Popen([ARCHIVIST, "serve", "--http", "--port", str(port)], env=env, stdout=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}/mcp"
-    try:
-        await wait_for_port(port, proc)
+    async with served_async(env) as base:
+        url = f"{base}/mcp"
         async with httpx.AsyncClient() as http:
             assert (await http.post(url, json=INIT, headers=HEADERS)).status_code == 401
             bad = {**HEADERS, "Authorization": "Bearer arch_wrong"}
@@ -82,6 +81,3 @@ async def test_tokens_profiles_and_refusal(app, database_url: str, files_dir: Pa
             await asyncio.sleep(0.1)
         assert len(rows) == 7
         assert sum(1 for r in rows if r["error_code"] == "PERMISSION_DENIED") == 2
-    finally:
-        proc.terminate()
-        proc.wait(timeout=15)

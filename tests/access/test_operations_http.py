@@ -1,4 +1,4 @@
-"""Issue 32 points 5 and 6 against a real `archivist serve --http` and the SDK's client as scoped tenants:
+"""Issue 32 points 5 and 6 against `archivist serve --http` (in a thread) and the SDK's client as scoped tenants:
 X-RateLimit-* headers on /mcp replies and the burst setting; failed calls' error messages in the audit
 log (redacted, cut) and `archivist audit --stats`; the `search_and_answer` prompt, gated like every
 request (scope, rate bucket, audit)."""
@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import subprocess
 import time
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack
@@ -24,8 +23,9 @@ from mcp.shared.exceptions import MCPError
 
 from services.access.audit import ERROR_MESSAGE_LIMIT
 from services.access.scope import Scope, use_scope
-from tests.e2e.test_e2e import ARCHIVIST, free_port, run_cli, server_env, wait_for_port
+from tests.e2e.test_e2e import run_cli, server_env
 from tests.support.mcp_helpers import call, client_in_own_task, err, ok
+from tests.support.served import served_async
 
 BURST = 3
 QUERY = "when do the ferries leave"
@@ -51,16 +51,8 @@ async def world(app: Any) -> dict[str, Any]:
 @pytest_asyncio.fixture(scope="module")
 async def server_url(world: dict[str, Any], database_url: str, files_dir: Path) -> AsyncIterator[str]:
     env = {**server_env(database_url, files_dir), "ARCHIVIST_RATE_BURST": str(BURST)}
-    port = free_port()
-    proc = subprocess.Popen(
-        [ARCHIVIST, "serve", "--http", "--no-worker", "--port", str(port)], env=env, stdout=subprocess.DEVNULL
-    )
-    try:
-        await wait_for_port(port, proc, 90)
-        yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        proc.terminate()
-        proc.wait(timeout=15)
+    async with served_async(env, "--no-worker") as base:  # in a thread (tests/support/served.py)
+        yield f"{base}/mcp"
 
 
 class Recorder:

@@ -43,6 +43,7 @@ from tests.conftest import make_settings
 from tests.e2e.test_e2e import ARCHIVIST, free_port, server_env, wait_for_port
 from tests.support.fixture_site import FixtureSite
 from tests.support.mcp_helpers import client_in_own_task, ok
+from tests.support.served import served_async
 
 MODERN = "2026-07-28"
 TASKS = "io.modelcontextprotocol/tasks"
@@ -210,17 +211,10 @@ async def test_listen_over_http_with_a_profile_token(
 ) -> None:
     """The same over a real server: streamable HTTP, a token confined to one profile."""
     _, secret = await app.tokens.create("listener", ["proto_a"])
-    port = free_port()
-    proc = subprocess.Popen(
-        [ARCHIVIST, "serve", "--http", "--no-worker", "--port", str(port)],
-        env=server_env(database_url, files_dir),
-        stdout=subprocess.DEVNULL,
-    )
     mine, theirs = doc_uri(world["doc_a"]), doc_uri(world["doc_b"])
-    try:
-        await wait_for_port(port, proc, 90)
+    async with served_async(server_env(database_url, files_dir), "--no-worker") as base:  # in a thread
         http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {secret}"}, timeout=60)
-        async with Client(streamable_http_client(f"http://127.0.0.1:{port}/mcp", http_client=http)) as c:
+        async with Client(streamable_http_client(f"{base}/mcp", http_client=http)) as c:
             assert c.protocol_version == MODERN
             async with c.listen(resource_subscriptions=[mine, theirs]) as sub:
                 assert sub.honored.resource_subscriptions == [mine]
@@ -229,9 +223,6 @@ async def test_listen_over_http_with_a_profile_token(
                 events = aiter(sub)
                 async with asyncio.timeout(20):
                     assert (await anext(events)).uri == mine
-    finally:
-        proc.terminate()
-        proc.wait(10)
 
 
 # --- 3. crawl jobs as tasks, and job progress as a subscription ---------------------------------------
