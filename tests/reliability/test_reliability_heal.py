@@ -15,8 +15,8 @@ from mcp import Client
 
 from services.core.supervisor import clear_stale_pid, postmaster_alive, read_pid
 from tests.conftest import copy_data_dir
-from tests.e2e.test_e2e import ARCHIVIST, free_port, wait_for_port
 from tests.support.mcp_helpers import call, ok
+from tests.support.served import ServedHttp
 
 
 def test_stale_postmaster_pid_is_cleared(tmp_path: Path) -> None:
@@ -37,12 +37,10 @@ async def test_killed_embedded_postgres_heals_under_searches(tmp_path: Path, sta
     data_dir = copy_data_dir(started_data_dir, tmp_path / "data")  # initialized once per session: not what is tested
     env = {k: v for k, v in os.environ.items() if not k.startswith("ARCHIVIST_") and k != "DATABASE_URL"}
     env.update(ARCHIVIST_DATA_DIR=str(data_dir), ARCHIVIST_LOG_LEVEL="WARNING", HF_HUB_OFFLINE="1")
-    port = free_port()
-    proc = subprocess.Popen(
-        [ARCHIVIST, "serve", "--http", "--port", str(port), "--no-worker"], env=env, stdout=subprocess.DEVNULL
-    )
+    server = ServedHttp(env, "--no-worker")  # in a thread (tests/support/served.py); its PostgreSQL a process
+    port = server.port
     try:
-        await wait_for_port(port, proc, timeout=120)
+        await asyncio.to_thread(server.start)
         async with Client(f"http://127.0.0.1:{port}/mcp") as client:
             await ok(client, "manage_document", action="create", title="Heal", content="Otters hold hands asleep.")
             await ok(client, "search_knowledge_base", query="otters")
@@ -79,12 +77,7 @@ async def test_killed_embedded_postgres_heals_under_searches(tmp_path: Path, sta
             assert health.status_code == 200 and health.json()["database"]["ok"] is True
             assert health.json()["database"]["restarts"] >= 1
     finally:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        await asyncio.to_thread(server.stop)
         pid = read_pid(data_dir / "pgdata")
         if pid and postmaster_alive(data_dir / "pgdata"):
             os.kill(pid, signal.SIGTERM)
