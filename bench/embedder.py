@@ -26,6 +26,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from bench.common import cpu_line, machine_info  # noqa: E402
 from bench.docs import DOC_SETS  # noqa: E402
 from services.chunking import get_chunker  # noqa: E402
 from services.core.settings import Settings  # noqa: E402
@@ -102,6 +103,7 @@ def main() -> None:
     for _ in range(args.rounds):
         for variant in variants:
             seconds[variant].append(measure(embedders[variant], texts[variant], args.lanes))
+    print(f"{args.lanes} lanes; {cpu_line(machine_info())}\n")
     print("| variant | chunks | tokens/chunk | chunks/s | tokens/s |\n|---|---|---|---|---|")
     for variant in variants:
         n, median = len(texts[variant]), statistics.median(seconds[variant])
