@@ -38,7 +38,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from bench.arrival_probe import Probe, Sample  # noqa: E402
-from bench.common import CACHE_DIR, machine_info  # noqa: E402
+from bench.common import CACHE_DIR, cpu_line, machine_info  # noqa: E402
 from bench.docs import DOC_SETS, QUESTIONS, ask, serve  # noqa: E402
 from bench.metrics import hit_scores  # noqa: E402
 from models.jobs import CrawlJob, CrawlRequest  # noqa: E402
@@ -261,7 +261,7 @@ def report(results: dict[str, Any]) -> str:
     cores = results["machine"]["cores"]
     rss = results["peak_rss_mb"]
     lines = [
-        f"max {results['max_pages']} pages per set; {cores} cores; load average before "
+        f"max {results['max_pages']} pages per set; {cores} cores, {cpu_line(results['machine'])}; load average before "
         f"{results['machine']['load_average']}, after {results['machine']['load_average_after']}; "
         f"peak RSS: server {rss['server']} MB, PostgreSQL {rss['postgres']} MB",
         "",

@@ -8,7 +8,8 @@ the shipped chunker exactly as a crawl would (title + heading path prefixed by `
 same chunk texts are then embedded by every variant in turn (after one warm-up call each), in calls
 of `--call-size` texts as the crawl's batcher sends them, for `--rounds` rounds: variants alternate,
 so a change in machine load hits them alike. Printed per variant: chunks, mean tokens per chunk,
-and the median over rounds of chunks/s and tokens/s. Variants: `default` (shipped settings), `spin` (intra-op
+and the median over rounds of chunks/s, tokens/s and this process's CPU milliseconds a chunk (which, unlike
+the rates, a shared machine's load barely moves). Variants: `default` (shipped settings), `spin` (intra-op
 threads spin-wait), `t1` (one intra-op thread), `bN` (session batch size N), `nooverlap` (chunk
 overlap 0: fewer, shorter texts), `maxN` (embedder truncation at N tokens).
 """
@@ -26,6 +27,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from bench.common import cpu_line, machine_info  # noqa: E402
 from bench.docs import DOC_SETS  # noqa: E402
 from services.chunking import get_chunker  # noqa: E402
 from services.core.settings import Settings  # noqa: E402
@@ -69,15 +71,16 @@ def tokens_of(embedder: OnnxEmbedder, texts: list[str]) -> int:
     return sum(len(e.ids) for e in embedder._tokenizer.encode_batch(texts))  # noqa: SLF001
 
 
-def measure(embedder: OnnxEmbedder, texts: list[str], lanes: int) -> float:
-    """Seconds to embed `texts` as the model gate does: longest first, `DOCUMENT_SLICE` texts per call,
-    `lanes` calls side by side."""
+def measure(embedder: OnnxEmbedder, texts: list[str], lanes: int) -> tuple[float, float]:
+    """(wall seconds, CPU seconds of this process) to embed `texts` as the model gate does: longest first,
+    `DOCUMENT_SLICE` texts per call, `lanes` calls side by side. CPU seconds hold under a shared
+    machine's load, where wall seconds do not."""
     ordered = sorted(texts, key=len, reverse=True)
     slices = [ordered[i : i + DOCUMENT_SLICE] for i in range(0, len(ordered), DOCUMENT_SLICE)]
-    began = time.perf_counter()
+    began, cpu = time.perf_counter(), time.process_time()
     with ThreadPoolExecutor(lanes) as pool:
         list(pool.map(embedder.embed_documents, slices))
-    return time.perf_counter() - began
+    return time.perf_counter() - began, time.process_time() - cpu
 
 
 def main() -> None:
@@ -99,13 +102,21 @@ def main() -> None:
         tokens[variant] = tokens_of(embedders[variant], texts[variant])
         embedders[variant].embed_documents(texts[variant][:DOCUMENT_SLICE])  # warm-up
     seconds: dict[str, list[float]] = {v: [] for v in variants}
+    cpu: dict[str, list[float]] = {v: [] for v in variants}
     for _ in range(args.rounds):
         for variant in variants:
-            seconds[variant].append(measure(embedders[variant], texts[variant], args.lanes))
-    print("| variant | chunks | tokens/chunk | chunks/s | tokens/s |\n|---|---|---|---|---|")
+            wall, used = measure(embedders[variant], texts[variant], args.lanes)
+            seconds[variant].append(wall)
+            cpu[variant].append(used)
+    print(f"{args.lanes} lanes; {cpu_line(machine_info())}\n")
+    print("| variant | chunks | tokens/chunk | chunks/s | tokens/s | CPU ms/chunk |\n|---|---|---|---|---|---|")
     for variant in variants:
         n, median = len(texts[variant]), statistics.median(seconds[variant])
-        print(f"| {variant} | {n} | {tokens[variant] / n:.0f} | {n / median:.1f} | {tokens[variant] / median:.0f} |")
+        per_chunk = 1000 * statistics.median(cpu[variant]) / n
+        print(
+            f"| {variant} | {n} | {tokens[variant] / n:.0f} | {n / median:.1f} | {tokens[variant] / median:.0f} "
+            f"| {per_chunk:.1f} |"
+        )
 
 
 if __name__ == "__main__":

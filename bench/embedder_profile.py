@@ -35,6 +35,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from bench.common import cpu_line, machine_info  # noqa: E402
 from bench.docs import DOC_SETS  # noqa: E402
 from bench.embedder import chunk_texts  # noqa: E402
 from services.embeddings.models import cpu_threads, resolve_model_path  # noqa: E402
@@ -112,6 +113,7 @@ def report(
     per_chunk = statistics.fmean(wall) - statistics.fmean(tokenise)
     graph = sum(ops.values()) / 1000 / runs
     tok = statistics.fmean(tokenise)
+    print(cpu_line(machine_info()))
     print(f"{chunks} chunks, {mean_tokens:.0f} tokens per chunk (mean), one thread, one text per run\n")
     print("| where | ms per chunk | share |\n|---|---|---|")
     rest = per_chunk - graph - tok
