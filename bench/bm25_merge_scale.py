@@ -8,7 +8,8 @@ term_delta row); one `bm25_merge` then folds both. For each size: source A's chu
 standard library's files, as the code chunker cuts them roughly) are inserted and merged, then A is
 deleted and B (the same texts: a re-sync) inserted, and that merge is timed, with the postings it leaves
 compared with a rebuild's (`bm25_rebuild`, the reference). `--leave` stops before the last merge, to study
-its statements by hand.
+its statements by hand. `--kept` does it to the source a `bench/code_nav.py --keep` run left (the whole
+standard library): its chunks copied into a new source, the old one deleted, one merge timed.
 """
 
 from __future__ import annotations
@@ -110,11 +111,47 @@ async def run_size(app: Archivist, count: int, check: bool, leave: bool = False)
     return line
 
 
+COPY_SQL = (
+    "INSERT INTO chunks (document_id, source_id, chunk_index, text, char_start, char_end, heading_path, context) "
+    "SELECT $1, $2, $4 + row_number() OVER (ORDER BY id), text, char_start, char_end, heading_path, context "
+    "FROM chunks WHERE id = ANY($3::uuid[])"
+)
+
+
+async def replace_kept(app: Archivist) -> str:
+    """The kept code-nav source replaced by a copy of its chunks, and the merge that folds both timed."""
+    old = await app.db.pool.fetchval("SELECT id FROM sources WHERE title LIKE 'bench-code-nav-%' LIMIT 1")
+    if old is None:
+        raise SystemExit("no source kept by bench/code_nav.py --keep in this database")
+    await merge(app)
+    new = (await app.sources.create("merge-scale-replacement")).id
+    doc = await app.db.pool.fetchval(
+        "INSERT INTO documents (source_id, title, content, content_hash) VALUES ($1, 'all', '', '') RETURNING id", new
+    )
+    ids = [r["id"] for r in await app.db.pool.fetch("SELECT id FROM chunks WHERE source_id = $1 ORDER BY id", old)]
+    for start in range(0, len(ids), 2000):
+        await app.db.pool.execute(COPY_SQL, doc, new, ids[start : start + 2000], start)
+    await app.db.pool.execute("VACUUM ANALYZE term_blocks")
+    await app.sources.delete(old)
+    dead = await app.db.pool.fetchval("SELECT count(*) FROM term_dead")
+    added = await app.db.pool.fetchval("SELECT count(*) FROM term_delta")
+    folded, seconds, cpu = await merge(app)
+    left = await app.db.pool.fetchval("SELECT count(*) FROM term_blocks WHERE source_id = $1", old)
+    return (
+        f"kept source ({len(ids)} chunks) replaced: {dead} dead + {added} new postings merged ({folded}) in "
+        f"{seconds:.1f} s (PostgreSQL CPU {cpu or 0:.1f} s); blocks of the deleted source left: {left}"
+    )
+
+
 async def main(args: argparse.Namespace) -> None:
-    settings = Settings(_env_file=None, data_dir=CACHE_DIR / "merge-scale-db", run_worker=False)
+    db = "code-nav-db" if args.kept else "merge-scale-db"
+    settings = Settings(_env_file=None, data_dir=CACHE_DIR / db, run_worker=False)
     app = await Archivist.open(settings)
     try:
         with use_scope(Scope.owner("bench")):
+            if args.kept:
+                print(await replace_kept(app), flush=True)
+                return
             for count in (int(c) for c in args.chunks.split(",")):
                 print(await run_size(app, count, args.check, args.leave), flush=True)
     finally:
@@ -125,5 +162,6 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--chunks", default="1000,2000,4000,8000", help="chunks a source, comma-separated sizes")
     parser.add_argument("--leave", action="store_true", help="stop before the last merge (to study it by hand)")
+    parser.add_argument("--kept", action="store_true", help="replace the source bench/code_nav.py --keep left")
     parser.add_argument("--check", action="store_true", help="compare the merged blocks with a rebuild's")
     asyncio.run(main(parser.parse_args()))
