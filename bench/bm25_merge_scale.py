@@ -10,12 +10,15 @@ deleted and B (the same texts: a re-sync) inserted, and that merge is timed, wit
 compared with a rebuild's (`bm25_rebuild`, the reference). `--leave` stops before the last merge, to study
 its statements by hand. `--kept` does it to the source a `bench/code_nav.py --keep` run left (the whole
 standard library): its chunks copied into a new source, the old one deleted, one merge timed.
+`--routine-ab` times small merges there (5 chunks re-indexed, one merge) with sql/048's function and
+sql/054's alternated, six of each (it leaves sql/054's in place).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -29,6 +32,7 @@ from bench.code_nav_symbols import postgres_cpu  # noqa: E402
 from bench.common import CACHE_DIR  # noqa: E402
 from services.access.scope import Scope, use_scope  # noqa: E402
 from services.app import Archivist  # noqa: E402
+from services.core.database import migration_file  # noqa: E402
 from services.core.settings import Settings  # noqa: E402
 
 PIECE = 1500  # characters a chunk (the code chunker's pieces are of this order)
@@ -143,14 +147,36 @@ async def replace_kept(app: Archivist) -> str:
     )
 
 
+def merge_function(number: str) -> str:
+    """The bm25_merge definition of one migration."""
+    text = migration_file(number).read_text()
+    start = text.index("CREATE OR REPLACE FUNCTION bm25_merge")
+    return text[start : text.index("$$;", start) + 3]
+
+
+async def routine_ab(app: Archivist, rounds: int = 6) -> str:
+    """Small merges, sql/048's function against sql/054's, alternated."""
+    times: dict[str, list[float]] = {"048": [], "054": []}
+    for round_ in range(rounds):
+        order = ("048", "054") if round_ % 2 == 0 else ("054", "048")
+        for number in order:
+            await app.db.pool.execute(merge_function(number))
+            ids = [r["id"] for r in await app.db.pool.fetch("SELECT id FROM chunks ORDER BY random() LIMIT 5")]
+            await app.db.pool.execute("UPDATE chunks SET text = text || ' x' WHERE id = ANY($1::uuid[])", ids)
+            _, seconds, _ = await merge(app)
+            times[number].append(seconds)
+    await app.db.pool.execute(merge_function("054"))
+    return "; ".join(f"sql/{n}: median {statistics.median(t) * 1000:.0f} ms" for n, t in times.items())
+
+
 async def main(args: argparse.Namespace) -> None:
-    db = "code-nav-db" if args.kept else "merge-scale-db"
+    db = "code-nav-db" if args.kept or args.routine_ab else "merge-scale-db"
     settings = Settings(_env_file=None, data_dir=CACHE_DIR / db, run_worker=False)
     app = await Archivist.open(settings)
     try:
         with use_scope(Scope.owner("bench")):
-            if args.kept:
-                print(await replace_kept(app), flush=True)
+            if args.kept or args.routine_ab:
+                print(await (replace_kept(app) if args.kept else routine_ab(app)), flush=True)
                 return
             for count in (int(c) for c in args.chunks.split(",")):
                 print(await run_size(app, count, args.check, args.leave), flush=True)
@@ -163,5 +189,6 @@ if __name__ == "__main__":
     parser.add_argument("--chunks", default="1000,2000,4000,8000", help="chunks a source, comma-separated sizes")
     parser.add_argument("--leave", action="store_true", help="stop before the last merge (to study it by hand)")
     parser.add_argument("--kept", action="store_true", help="replace the source bench/code_nav.py --keep left")
+    parser.add_argument("--routine-ab", action="store_true", help="small merges there, sql/048 against sql/054")
     parser.add_argument("--check", action="store_true", help="compare the merged blocks with a rebuild's")
     asyncio.run(main(parser.parse_args()))

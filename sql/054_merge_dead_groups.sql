@@ -11,8 +11,8 @@
 -- * a (term, source) whose blocks hold no live posting (the dead rows count all the blocks hold: each
 --   dead row names a posting in a block, the key (term, seq) makes them distinct) loses its blocks whole,
 --   unread; a deleted source's blocks all go this way;
--- * the other groups' blocks are unnested into a work table first and joined to the dead rows on
---   (term, seq), a hash join of two tables: linear however the planner guesses;
+-- * the other groups' blocks are unnested in a subquery's select list (never flattened) and joined to the
+--   dead rows on (term, seq): linear however the planner guesses the arrays' lengths;
 -- * a new posting looks for its block only in the (term, source) groups that have blocks left (a new
 --   source's postings skip the two index probes each).
 -- The postings are the same as sql/048's merge leaves; a group that lost all its postings and gains new
@@ -48,17 +48,13 @@ BEGIN
         SELECT k.term, k.source_id, k.dead,
                (SELECT coalesce(sum(b.n), 0) FROM term_blocks b WHERE b.term = k.term AND b.source_id = k.source_id) AS held
         FROM (SELECT term, source_id, count(*) AS dead FROM bm25_dead GROUP BY term, source_id) k;
+    ANALYZE bm25_groups;  -- a work table's size guessed from its pages could send a few groups to a scan of every block
     -- groups left without a live posting: their blocks go unread
     DELETE FROM term_blocks b USING bm25_groups g
     WHERE g.dead >= g.held AND b.term = g.term AND b.source_id = g.source_id;
-    -- the other groups' blocks, unnested once, then joined to the dead postings on (term, seq)
-    CREATE TEMP TABLE bm25_held ON COMMIT DROP AS
-        SELECT b.ctid AS blk, b.term, unnest(b.seqs) AS seq
-        FROM bm25_groups g JOIN term_blocks b ON b.term = g.term AND b.source_id = g.source_id
-        WHERE g.dead < g.held;
-    ANALYZE bm25_held;
     -- a new posting goes to the block of its term and source whose lowest impact is the highest at or
     -- below its own (else the lowest block); only groups with blocks are looked up
+    ANALYZE bm25_add;
     CREATE TEMP TABLE bm25_targets ON COMMIT DROP AS
         SELECT k.term, k.source_id FROM (SELECT DISTINCT term, source_id FROM bm25_add) k
         WHERE EXISTS (SELECT 1 FROM term_blocks b WHERE b.term = k.term AND b.source_id = k.source_id);
@@ -71,7 +67,14 @@ BEGIN
     CREATE TEMP TABLE bm25_blocks ON COMMIT DROP AS
         SELECT blk FROM bm25_add WHERE blk IS NOT NULL
         UNION
-        SELECT h.blk FROM bm25_held h JOIN bm25_dead d ON d.term = h.term AND d.seq = h.seq;
+        -- the other groups' blocks, each unnested once in a subquery's select list (which the planner
+        -- never flattens, so the dead rows are joined to the unnested postings on (term, seq), never to
+        -- the blocks on the term alone)
+        SELECT h.blk
+        FROM (SELECT b.ctid AS blk, b.term, unnest(b.seqs) AS seq
+              FROM bm25_groups g JOIN term_blocks b ON b.term = g.term AND b.source_id = g.source_id
+              WHERE g.dead < g.held) h
+        JOIN bm25_dead d ON d.term = h.term AND d.seq = h.seq;
     CREATE TEMP TABLE bm25_pack ON COMMIT DROP AS
         SELECT b.term, b.source_id, b.ctid::text AS grp, u.seq, coalesce(u.tf, 1::smallint) AS tf, u.impact
         FROM term_blocks b CROSS JOIN LATERAL unnest(b.seqs, b.tfs, b.impacts) AS u(seq, tf, impact)
@@ -82,7 +85,7 @@ BEGIN
     DELETE FROM term_blocks WHERE ctid = ANY(ARRAY(SELECT blk FROM bm25_blocks));
     PERFORM bm25_write_blocks(block_size);
     -- a second merge in this transaction
-    DROP TABLE bm25_seqs, bm25_add, bm25_dead, bm25_groups, bm25_held, bm25_targets, bm25_blocks, bm25_pack;
+    DROP TABLE bm25_seqs, bm25_add, bm25_dead, bm25_groups, bm25_targets, bm25_blocks, bm25_pack;
     RETURN folded + dead;
 END
 $$;
