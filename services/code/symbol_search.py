@@ -170,7 +170,8 @@ QUALIFIED_NOTE = (
 #: what ranking needs of every definition of a name (the rest is read for the page only: a name with
 #: hundreds of definitions sends 20 signatures and docstrings, not all of them)
 CANDIDATES_SQL = (
-    "SELECT s.ctid, s.source_id, s.document_id, s.name, s.qualified_name, s.line_start, s.anchor, "
+    "SELECT s.ctid, s.source_id, s.document_id, s.name, "
+    "code_qualified_name(s.name, s.parent, s.qualified_name) AS qualified_name, s.line_start, s.anchor, "
     f"{PATH} AS path, f.language FROM code_symbols s JOIN documents d ON d.id = s.document_id {PATHS} "
     "LEFT JOIN code_symbol_files f ON f.document_id = s.document_id "
     "WHERE s.name = $1 AND ($2::uuid[] IS NULL OR s.source_id = ANY($2)) LIMIT $3"
@@ -304,7 +305,8 @@ class SymbolSearch:
         if summary is None:
             return None
         rows = await self.db.pool.fetch(
-            "SELECT name, kind, qualified_name, parent, line_start, line_end, signature FROM code_symbols "
+            "SELECT name, kind, code_qualified_name(name, parent, qualified_name) AS qualified_name, parent, "
+            "line_start, line_end, signature FROM code_symbols "
             "WHERE document_id = $1 AND anchor IS NULL ORDER BY line_start, line_end DESC",
             document_id,
         )

@@ -67,7 +67,7 @@ async def write_extracted(conn: asyncpg.Connection, document_id: UUID, source_id
             document_id,
             d.name,
             d.kind,
-            d.qualified_name,
+            stored_qualified(d.name, d.parent, d.qualified_name),
             d.parent,
             d.line_start,
             d.line_end,
@@ -93,6 +93,12 @@ async def write_extracted(conn: asyncpg.Connection, document_id: UUID, source_id
     uses = sum(len(lines) for lines in symbols.qualified.values())
     summary = [(source_id, document_id, symbols.language, len(definitions), counted, symbols.capped, uses)]
     await conn.copy_records_to_table("code_symbol_files", records=summary, columns=FILE_COLUMNS)
+
+
+def stored_qualified(name: str, parent: str | None, qualified: str) -> str | None:
+    """A qualified name as stored (sql/055): NULL when the parent and name spell it, as
+    code_qualified_name reads it back."""
+    return None if qualified == (f"{parent}.{name}" if parent is not None else name) else qualified
 
 
 def packed(groups: list[list[int]]) -> tuple[list[int], list[int]]:
@@ -122,6 +128,7 @@ async def write_documented(conn: asyncpg.Connection, document_id: UUID, source_i
         offset = entry[3] if len(entry) == 4 and isinstance(entry[3], int) and entry[3] >= 0 else None
         name = qualified.replace("::", ".").rsplit(".", 1)[-1]
         if name:
-            rows.append((source_id, document_id, name, kind, qualified, None, None, None, "", "", anchor, offset))
+            stored = stored_qualified(name, None, qualified)
+            rows.append((source_id, document_id, name, kind, stored, None, None, None, "", "", anchor, offset))
     if rows:
         await conn.copy_records_to_table("code_symbols", records=rows, columns=SYMBOL_COLUMNS)

@@ -34,7 +34,8 @@ EDGES = "`'\"()[]{}<>,;:!?*"
 MAX_NAMES = 5  # identifiers of one query looked up
 MAX_ENTRIES = 500  # documented entries of those names read at most
 ENTRIES_SQL = """
-SELECT document_id, name, qualified_name, char_start FROM code_symbols
+SELECT document_id, name, code_qualified_name(name, parent, qualified_name) AS qualified_name, char_start
+FROM code_symbols
 WHERE name = ANY($1::text[]) AND anchor IS NOT NULL AND ($2::uuid[] IS NULL OR source_id = ANY($2::uuid[]))
 LIMIT $3
 """

@@ -16,7 +16,7 @@ from services.access.scope import Scope, use_scope
 from services.app import Archivist, run_worker, worker_chores
 from services.code.grep import GrepRequest
 from services.code.lines import split_lines
-from services.code.trigram_upkeep import INDEX, LEFTOVERS_SQL, TrigramUpkeep
+from services.code.trigram_upkeep import INDEX, LEFTOVERS_SQL, SYMBOL_INDEXES, TrigramUpkeep
 from tests.support.git_server import GitServer
 
 pytest_plugins = ("tests.support.git_fixtures",)
@@ -46,6 +46,11 @@ async def grep_all(app: Archivist, source_id: object, pattern: str) -> set[tuple
 
 async def index_size(app: Archivist) -> int:
     return int(await app.db.pool.fetchval(f"SELECT pg_relation_size('{INDEX}')"))
+
+
+async def symbol_index_files(app: Archivist) -> dict[str, int]:
+    rows = await app.db.pool.fetch("SELECT relname, relfilenode FROM pg_class WHERE relname = ANY($1)", SYMBOL_INDEXES)
+    return {r["relname"]: r["relfilenode"] for r in rows}
 
 
 async def settled(upkeep: TrigramUpkeep, at_least: int) -> None:
@@ -99,6 +104,7 @@ async def test_a_large_sync_is_rebuilt_once_inserts_pause_smaller_and_grep_stays
     assert all(expected.values())
     assert {p: await grep_all(git_app, source_id, p) for p in PATTERNS} == expected
     before = await index_size(git_app)
+    files = await symbol_index_files(git_app)
 
     assert not await upkeep.step()  # the first check only notes the insert count: writes may go on
     rebuilding = asyncio.create_task(upkeep.step())
@@ -108,6 +114,8 @@ async def test_a_large_sync_is_rebuilt_once_inserts_pause_smaller_and_grep_stays
     assert {p: await grep_all(git_app, source_id, p) for p in PATTERNS} == expected
     after = await index_size(git_app)
     assert after < before * 0.8, (before, after)
+    rebuilt = await symbol_index_files(git_app)  # the symbol indexes get their one pass too
+    assert all(rebuilt[name] != files[name] for name in SYMBOL_INDEXES), (files, rebuilt)
     assert not await upkeep.step() and not await upkeep.step()  # nothing new since the build
 
 
@@ -123,6 +131,10 @@ async def test_one_rebuild_at_a_time_and_leftovers_dropped(git_app: Archivist, s
         await conn.execute(f"CREATE INDEX {INDEX}_ccnew ON code_blocks USING gin (show_trgm(text))")
         await conn.execute("UPDATE pg_index SET indisvalid = false WHERE indexrelid = $1::regclass", f"{INDEX}_ccnew")
         assert await conn.fetch(LEFTOVERS_SQL, INDEX)
+        name = SYMBOL_INDEXES[0]  # and a symbol index's
+        await conn.execute(f"CREATE INDEX {name}_ccnew ON code_symbols (name)")
+        await conn.execute("UPDATE pg_index SET indisvalid = false WHERE indexrelid = $1::regclass", f"{name}_ccnew")
     assert await upkeep.rebuild()
     assert not await git_app.db.pool.fetch(LEFTOVERS_SQL, INDEX)
+    assert not await git_app.db.pool.fetch(LEFTOVERS_SQL, SYMBOL_INDEXES[0])
     assert await grep_all(git_app, source_id, PATTERNS[0]) == oracle(PATTERNS[0])
