@@ -114,6 +114,21 @@ async def test_the_hybrid_vector_leg_is_exact_too(app: Archivist, corpus: dict[s
         assert await _exact(app, q, sources) <= ranked
 
 
+async def test_one_statement_and_parallel_legs_agree(app: Archivist, corpus: dict[str, Any]) -> None:
+    """The hybrid query as one statement (`hybrid_parallel_legs` off) scans the source exactly too: the
+    same fused rows as the legs run apart."""
+    one = HybridSearch(app.db, app.settings.model_copy(update={"hybrid_parallel_legs": False}))
+    apart = HybridSearch(app.db, app.settings)
+    for q in corpus["queries"][:5]:
+        request = await _request(app, q, [corpus["small"]])
+        assert request.exact_vectors
+        rows = [await h.fused_rows(request, 30) for h in (one, apart)]
+        assert [(r["chunk_id"], r["rrf"], r["vrank"]) for r in rows[0]] == [
+            (r["chunk_id"], r["rrf"], r["vrank"]) for r in rows[1]
+        ]
+        assert await _exact(app, q, [corpus["small"]]) <= {r["chunk_id"] for r in rows[0] if r["vrank"] is not None}
+
+
 async def test_the_plan_never_walks_the_graph(app: Archivist, corpus: dict[str, Any]) -> None:
     request = await _request(app, corpus["queries"][0], [corpus["small"]])
     assert request.exact_vectors
