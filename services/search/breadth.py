@@ -135,7 +135,7 @@ class SearchBreadth:
     async def small_scope(self, source_ids: list[UUID] | None) -> bool:
         """Whether the sources hold so few chunks (`exact_bound`) that a vector leg over them scans them
         all exactly rather than walks the HNSW graph with a selective filter. Kept a minute: a source
-        that grows past the bound meanwhile is scanned exactly a little longer, no result changes."""
+        that grows past the bound meanwhile is scanned exactly (and slower) until the next count."""
         if source_ids is None:
             return False
         key = tuple(sorted(source_ids))
