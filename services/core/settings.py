@@ -54,6 +54,11 @@ class Settings(BaseSettings):
 
     # --- search ---
     hnsw_ef_search: int = 100
+    #: A vector leg over sources holding at most this many chunks (and at most 3 % of the collection)
+    #: computes every one's distance instead of walking the HNSW graph, which is slow and misses
+    #: neighbours under a selective filter (services/search/breadth.py, bench/scale_filter.py); 0: always
+    #: the graph.
+    vector_exact_max_chunks: int = Field(default=30_000, ge=0)
     #: read the search indexes once in the background at start (services/search/warm.py)
     warm_start: bool = True
     hybrid_candidates: int = 100

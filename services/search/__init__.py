@@ -18,6 +18,7 @@ from services.embeddings.base import Embedder
 from services.reranking.base import Reranker
 from services.search.base import QUERY_LEXEMES_SQL, SearchRequest, SearchStrategy
 from services.search.bm25 import QueryTerms
+from services.search.breadth import SearchBreadth
 from services.search.details import with_details
 from services.search.legs import HYBRID_MODES, KEYWORD_MODES
 from services.search.passages import distinct_passages
@@ -189,17 +190,19 @@ class SearchService:
             return SearchOutcome([], limit, match_count > limit, 0)
         run = search_type if search_type not in HYBRID_TYPES else "filter" if hybrid_mode == "filter" else "hybrid"
         strategy = self.strategy(run)
-        vector, pending, terms, keyword_terms = await asyncio.gather(
+        vector, pending, terms, keyword_terms, small = await asyncio.gather(
             embed_query_async(self.embedder, query.strip()),
             self.pending_embeddings(searched),
             self.query_lexemes(query.strip()),
             self.keyword_terms(run, query.strip()),  # the keyword leg's statistics, beside the embedding
+            SearchBreadth.of(self.db).small_scope(searched),  # few chunks: the vector leg scans them all
         )
         pool = min(max(limit * POOL_FACTOR, limit + 10), POOL_MAX)
         request = SearchRequest(
             query.strip(), vector, pool, searched, keyword_weight, pending, keyword_mode or "any", search_type == "code"
         )
         request.query_terms = keyword_terms
+        request.small_scope = small
         hits = await strategy.search(request)
         trusted = [h for h in hits if not h.flags] if exclude_flagged else hits
         kept = [h for h in trusted if similarity_threshold is None or h.similarity >= similarity_threshold]

@@ -46,6 +46,14 @@ class SearchRequest:
     code_only: bool = False
     #: the keyword leg's terms, when read beside the query's embedding (`HybridSearch.main_terms`)
     query_terms: QueryTerms | None = None
+    #: the searched sources hold few chunks: the vector leg scans them all, exactly
+    #: (`SearchBreadth.small_scope`); ignored without `source_ids`
+    small_scope: bool = False
+
+    @property
+    def exact_vectors(self) -> bool:
+        """Whether the vector leg reads every chunk of the searched sources instead of the HNSW graph."""
+        return self.small_scope and self.source_ids is not None
 
     @property
     def filtered(self) -> bool:

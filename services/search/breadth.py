@@ -11,6 +11,15 @@ Filtered searches rely on the iterative index scans the pool's start-up settings
 (`hnsw.iterative_scan`, services/core/database.py): the scan goes on until enough rows pass the
 filter, but each step looks only as wide as ef_search: in a small collection a tenth of it needed
 about twice the breadth for the same recall, at a million the same breadth as the whole.
+
+A selective filter defeats the graph: filtered to a source of 1 % of a million chunks the iterative
+scan ran 4 times as long as reading the source's chunks (231 against 59 ms, loaded) and still missed
+some of the true ten; at 3 % it found 0.945 of them (bench/scale_filter.py). A search of sources
+holding at most `exact_bound(chunks)` chunks, the smaller of `vector_exact_max_chunks` and
+EXACT_SHARE of the collection, therefore scans them exactly (`small_scope`; the SQL in
+services/search/vector.py). Their count is read, not taken from the planner's statistics (which call
+a source crawled since the last ANALYZE empty: PostgreSQL then reads it exactly, however large),
+counting no further than the bound, and kept a minute per set of sources.
 """
 
 from __future__ import annotations
@@ -23,6 +32,7 @@ import weakref
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
+from uuid import UUID
 
 import asyncpg
 
@@ -48,6 +58,15 @@ EF_PER_ROOT = 0.5
 FILTERED_FACTOR = 2
 FILTERED_PER_ROOT = 1.0
 FILTERED_CAP = 500
+#: A filtered vector leg reads every chunk in scope when they are at most this share of the collection
+#: (and at most `vector_exact_max_chunks`): at a million chunks, a source of 1 % scanned exactly took 59
+#: ms against the graph's 231 (recall 1.0 against 0.963), one of 3 % 121 against 67 ms for the vector
+#: search but 147 against 194 ms for the hybrid one, whose leg asks the graph for 100 rows (recall 1.0
+#: against 0.945; bench/scale_filter.py, load ~6). In a smaller collection the same count is a larger
+#: share, which the graph serves well and fast (0.98 at a tenth of 100,000 chunks).
+EXACT_SHARE = 0.03
+#: Sets of sources whose answer `small_scope` keeps (each for REFRESH_SECONDS).
+SCOPE_CACHE_MAX = 1024
 #: No query looks wider than this (a query's HNSW work grows about linearly with ef_search).
 EF_CEILING = 1000
 REFRESH_SECONDS = 60.0
@@ -62,6 +81,15 @@ SIZE_SQL = (
     "SELECT CASE WHEN reltuples >= 0 THEN reltuples::bigint ELSE (SELECT count(*) FROM chunks) END "
     "FROM pg_class WHERE oid = 'chunks'::regclass"
 )
+#: The searched sources' chunks, counted no further than $2: an index-only read of chunks_source_idx
+#: that stops after $2 entries, whatever the sources' size (planner statistics would call a source
+#: crawled since the last ANALYZE empty, and one just deleted large).
+SCOPE_SIZE_SQL = "SELECT count(*) FROM (SELECT 1 FROM chunks WHERE source_id = ANY($1::uuid[]) LIMIT $2) s"
+
+
+def exact_bound(chunks: int, most: int) -> int:
+    """The most chunks a filtered vector leg scans exactly in a collection of `chunks` (0: never)."""
+    return min(int(most), int(EXACT_SHARE * max(chunks, 0)))
 
 
 def ef_search_for(chunks: int, floor: int, filtered: bool = False) -> int:
@@ -84,6 +112,7 @@ class SearchBreadth:
         self.db = db
         self._chunks = 0
         self._read_at = -math.inf
+        self._scopes: dict[tuple[UUID, ...], tuple[float, bool]] = {}  # sources -> (read at, small)
 
     @classmethod
     def of(cls, db: Database) -> SearchBreadth:
@@ -93,11 +122,32 @@ class SearchBreadth:
             found = cls._of[db] = cls(db)
         return found
 
-    async def ef_search(self, filtered: bool = False) -> int:
+    async def chunks(self) -> int:
+        """The collection's size, read at most once a minute."""
         if time.monotonic() - self._read_at > REFRESH_SECONDS:
             self._chunks = int(await self.db.pool.fetchval(SIZE_SQL) or 0)
             self._read_at = time.monotonic()
-        return ef_search_for(self._chunks, self.db.settings.hnsw_ef_search, filtered)
+        return self._chunks
+
+    async def ef_search(self, filtered: bool = False) -> int:
+        return ef_search_for(await self.chunks(), self.db.settings.hnsw_ef_search, filtered)
+
+    async def small_scope(self, source_ids: list[UUID] | None) -> bool:
+        """Whether the sources hold so few chunks (`exact_bound`) that a vector leg over them scans them
+        all exactly rather than walks the HNSW graph with a selective filter. Kept a minute: a source
+        that grows past the bound meanwhile is scanned exactly (and slower) until the next count."""
+        if source_ids is None:
+            return False
+        key = tuple(sorted(source_ids))
+        kept = self._scopes.get(key)
+        if kept is not None and time.monotonic() - kept[0] <= REFRESH_SECONDS:
+            return kept[1]
+        bound = exact_bound(await self.chunks(), self.db.settings.vector_exact_max_chunks)
+        small = bound > 0 and int(await self.db.pool.fetchval(SCOPE_SIZE_SQL, source_ids, bound + 1)) <= bound
+        if len(self._scopes) >= SCOPE_CACHE_MAX:
+            self._scopes.clear()
+        self._scopes[key] = (time.monotonic(), small)
+        return small
 
     @asynccontextmanager
     async def connection(self, filtered: bool = False) -> AsyncIterator[asyncpg.Connection]:

@@ -1,6 +1,7 @@
-"""Hybrid retrieval: reciprocal-rank (or convex) fusion of HNSW vector top-N and full-text top-N, as
-one SQL query; by default its legs run as two statements on two connections at once and a third fuses
-them with the same SQL (services/search/parallel.py, `hybrid_parallel_legs`), with the same results.
+"""Hybrid retrieval: reciprocal-rank (or convex) fusion of HNSW vector top-N (exact over a few sources'
+chunks, services/search/vector.py) and full-text top-N, as one SQL query; by default its legs run as
+two statements on two connections at once and a third fuses them with the same SQL
+(services/search/parallel.py, `hybrid_parallel_legs`), with the same results.
 
 A query naming an identifier that an API reference page in scope documents gets a third leg: the chunk
 holding that entry is lifted (services/search/names.py); any other query is ranked by the two legs alone.
@@ -41,21 +42,24 @@ from services.search.breadth import SearchBreadth
 from services.search.legs import code_filter, keyword_leg, uses_topk
 from services.search.names import NameEvidence
 from services.search.pending import pending_fusion, pending_leg
+from services.search.vector import EXACT_NEAREST, HNSW_NEAREST
 
 # $1 query vector, $2 source filter, $3 depth per leg, $4 keyword terms (see the leg), $5 vector weight,
 # $6 keyword weight, $7 rrf k, $8 final limit (BM25 adds $9-$12, see services/search/bm25.py)
-VEC_LEG = """vec AS (
+_VEC_LEG = """vec AS (
     SELECT id, dist, row_number() OVER (ORDER BY dist, id) AS rnk FROM (
-        SELECT id, embedding <=> $1 AS dist FROM chunks
-        WHERE {vec_filter}($2::uuid[] IS NULL OR source_id = ANY($2::uuid[])){{code:chunks.id}}
-        ORDER BY embedding <=> $1 LIMIT $3
+        {nearest}
     ) v
 )"""
+VEC_LEG = _VEC_LEG.replace("{nearest}", HNSW_NEAREST)
+#: the vector leg over a small filtered set, exact (services/search/vector.py `EXACT_NEAREST`)
+VEC_LEG_EXACT = _VEC_LEG.replace("{nearest}", EXACT_NEAREST)
 FUSED_TAIL = """SELECT {hit_columns}, fused.rrf, fused.vrank, fused.krank
 FROM fused JOIN chunks c ON c.id = fused.id JOIN documents d ON d.id = c.document_id
 ORDER BY fused.rrf DESC, c.id
 """
 HYBRID_SQL = "\nWITH " + VEC_LEG + ",\n{keyword_leg},\n{fusion}\n" + FUSED_TAIL
+HYBRID_EXACT_SQL = "\nWITH " + VEC_LEG_EXACT + ",\n{keyword_leg},\n{fusion}\n" + FUSED_TAIL
 #: the fusion alone, over the legs' rows run apart (services/search/parallel.py): `{legs}` their CTEs
 FUSED_SQL = "\nWITH {legs},\n{fusion}\n" + FUSED_TAIL
 
@@ -175,8 +179,9 @@ class HybridSearch(SearchStrategy):
         self.term_stats = TermStatistics(db, settings.keyword_statistics_min_chunks)
         self.names = NameEvidence(db)
 
-    def _parts(self, pending: int = 0, mode: str = "any") -> tuple[str, str, str]:
-        """The vector leg, the keyword leg(s) and the fusion of the hybrid query (code marks unfilled)."""
+    def _parts(self, pending: int = 0, mode: str = "any", exact: bool = False) -> tuple[str, str, str]:
+        """The vector leg (`exact`: over every chunk of the searched sources), the keyword leg(s) and the
+        fusion of the hybrid query (code marks unfilled)."""
         s = self.settings
         leg = keyword_leg(s, mode)
         if pending and s.keyword_ranking == "bm25":  # pending chunks rank by a keyword leg of their own
@@ -187,15 +192,18 @@ class HybridSearch(SearchStrategy):
             fusion = CONVEX_FUSION
         else:
             fusion = RRF_FUSION_PENDING if pending else RRF_FUSION
-        vec_leg = VEC_LEG.format(vec_filter="embedding IS NOT NULL AND " if pending else "")
+        vec_filter = "embedding IS NOT NULL AND " if pending else ""
+        vec_leg = (VEC_LEG_EXACT if exact else VEC_LEG).format(vec_filter=vec_filter)
         return vec_leg, leg, fusion
 
-    def _sql(self, pending: int = 0, mode: str = "any", code_only: bool = False) -> str:
+    def _sql(self, pending: int = 0, mode: str = "any", code_only: bool = False, exact: bool = False) -> str:
         """The hybrid query as one statement; `pending`: chunks in scope with no vector yet; `mode`: the
-        keyword mode; `code_only`: code documents only (services/search/legs.py)."""
+        keyword mode; `code_only`: code documents only (services/search/legs.py); `exact`: the vector
+        leg over every chunk of the searched sources."""
         _, leg, fusion = self._parts(pending, mode)
         vec_filter = "embedding IS NOT NULL AND " if pending else ""
-        sql = HYBRID_SQL.format(keyword_leg=leg, fusion=fusion, hit_columns=HIT_COLUMNS, vec_filter=vec_filter)
+        template = HYBRID_EXACT_SQL if exact else HYBRID_SQL
+        sql = template.format(keyword_leg=leg, fusion=fusion, hit_columns=HIT_COLUMNS, vec_filter=vec_filter)
         return code_filter(sql, code_only)
 
     async def keyword_args(
@@ -266,14 +274,14 @@ class HybridSearch(SearchStrategy):
         pending, mode = request.pending_embeddings, request.keyword_mode
         keyword, exact = await self.keyword_args(request.query, depth, pending > 0, mode, request.query_terms)
         weights = self.weights(request, exact)
-        sql = self._sql(pending, mode, request.code_only)
+        sql = self._sql(pending, mode, request.code_only, request.exact_vectors)
         params = self._params(request, limit, keyword, weights)
         rows = await SearchBreadth.of(self.db).fetch(sql, *params, filtered=request.filtered)
         return rows, weights
 
     async def _parallel_rows(self, request: SearchRequest, limit: int) -> tuple[list, tuple[float, float]]:
         pending, code = request.pending_embeddings, request.code_only
-        vec_leg, kw_leg, fusion = self._parts(pending, request.keyword_mode)
+        vec_leg, kw_leg, fusion = self._parts(pending, request.keyword_mode, request.exact_vectors)
         placeholder = (0.0, 0.0)  # the legs read no weight; the fusion gets the real ones
         vec_sql, vec_args = parallel.renumbered(
             code_filter(parallel.VECTOR_ROWS_SQL.format(vec_leg=vec_leg), code),
