@@ -347,6 +347,12 @@ class CodeSearch:
         """Count one candidate block's matching lines (keeping the page's); False once a budget is spent."""
         if not self._spend(tally, started):
             return False
+        if tally.page_full_at is not None and row["line_start"] != row["line_end"]:
+            # past the page: only how many lines match (a block of several lines shares none with
+            # another block, so none was counted before)
+            tally.total += matcher.count(row["line_start"], row["line_end"], row["text"])
+            tally.last = None
+            return True
         for found in matcher.lines(row["line_start"], row["line_end"], row["text"]):
             key = (file.path, file.source_id, found.number)
             if key == tally.last:
