@@ -77,6 +77,28 @@ class LineMatcher:
             return
         yield from self._block_lines(line_start, text.encode())
 
+    def count(self, line_start: int, line_end: int, text: str) -> int:
+        """How many lines of the block match: what `lines` finds, without building each (a common
+        pattern's count past the page has hundreds of matching lines; each Found cost more than its
+        search). A long line's block: its number once if any piece matches."""
+        if self.block is None or line_start == line_end:
+            return len({found.number for found in self.lines(line_start, line_end, text)})
+        data = text.encode()
+        pos, counted, size = 0, 0, len(data)
+        while pos <= size:
+            found = self.block.search(data, pos)
+            if found is None:
+                break
+            start, stop = found.span()
+            end = data.find(b"\n", start)
+            end = size if end < 0 else end
+            if data.find(b"\n", start, stop) < 0:
+                counted += 1
+            else:  # ran over its line: the line alone decides
+                counted += self.line.search(data[data.rfind(b"\n", 0, start) + 1 : end]) is not None
+            pos = end + 1
+        return counted
+
     def _block_lines(self, line_start: int, data: bytes) -> Iterator[Found]:
         assert self.block is not None
         pos, number, counted = 0, line_start, 0

@@ -116,3 +116,19 @@ async def test_a_knowledge_base_indexed_before_046_is_converted_in_place(
     assert "code_blocks_words_idx" in plan  # the candidates come from the index, never a filter over every block
     for pattern, flags in PATTERNS[:3]:
         assert await grep_lines(client, source_id, pattern, flags) == oracle(pattern, flags)
+
+
+async def test_the_candidates_paths_are_looked_up_or_hashed_alike(
+    git_app: Archivist, client: Client, source_id: str
+) -> None:
+    """The candidates' paths are looked up by document when the candidates are few against the files the
+    catalog counts, else hashed (services/code/grep.py): both give the oracle's lines."""
+    pool = git_app.db.pool
+    tables = "oid IN ('git_files'::regclass, 'folder_files'::regclass)"
+    try:
+        for rows in (1e9, 0):  # a huge catalog: looked up; an empty one: hashed
+            await pool.execute(f"UPDATE pg_class SET reltuples = {rows} WHERE {tables}")
+            for pattern, flags in PATTERNS:
+                assert await grep_lines(client, source_id, pattern, flags) == oracle(pattern, flags), (rows, pattern)
+    finally:
+        await pool.execute("ANALYZE git_files, folder_files")

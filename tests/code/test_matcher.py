@@ -55,6 +55,13 @@ def test_a_block_finds_the_lines_each_line_alone_finds(pattern: str) -> None:
     assert block_hits(LineMatcher(pattern, False, True), TEXT) == per_line(pattern, TEXT)
 
 
+@pytest.mark.parametrize("pattern", PATTERNS)
+def test_a_blocks_count_is_the_lines_each_line_alone_finds(pattern: str) -> None:
+    matcher = LineMatcher(pattern, False, True)
+    counted = sum(matcher.count(start, end, body) for start, end, body in blocks(TEXT))
+    assert counted == len(per_line(pattern, TEXT))
+
+
 def test_literals_and_case() -> None:
     assert block_hits(LineMatcher("os'", True, True), TEXT) == per_line("os'", TEXT, literal=True)
     assert block_hits(LineMatcher("valueerror", False, False), TEXT) == per_line("valueerror", TEXT, case=False)
@@ -64,6 +71,8 @@ def test_literals_and_case() -> None:
 def test_many_blocks_and_a_long_lines_pieces() -> None:
     text = "\n".join(f"line {i} needle" if i % 7 == 0 else f"line {i}" for i in range(3000))
     assert block_hits(LineMatcher(r"needle$", False, True), text) == per_line(r"needle$", text)
+    matcher = LineMatcher(r"needle$", False, True)
+    assert sum(matcher.count(*block) for block in blocks(text)) == len(per_line(r"needle$", text))
     long_line = "x" * (LINE_CAP * 3) + "needle" + "y" * 100
     hits = block_hits(LineMatcher("needle", False, True), f"short\n{long_line}\nneedle\n")
     assert {n for n, _ in hits} == {2, 3}  # the long line's pieces may each hold it: the caller counts it once
