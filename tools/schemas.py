@@ -21,8 +21,8 @@ and referred to after (`crawl_job` in full, `jobs` as `{"$ref": "#/properties/cr
 `additionalProperties: false`): a shaper's extra key must never turn a reply into an SDK error; the
 tool tests check every live item against the full views strictly (tests/tools/test_typed_replies.py).
 
-`tools/list` holds 7,000 characters, and every view in full would need about 2,200 more than the four
-tools leave (issue 40 point 5's closing note has the arithmetic), so PUBLISHED_VIEWS names what agents
+`tools/list` holds 7,000 characters, and every view in full would make it about 8,900
+(tests/tools/test_typed_replies.py prints the figure), so PUBLISHED_VIEWS names what agents
 act on first: a passage of `max_tokens` in full, and of a hit what HIT_CORE guarantees whatever a
 profile selects (cite it, read on, its flags) plus its rank, the title and `metadata.url` the skill
 cites with, and `char_start`, the offset to read on from. The other views are published as bare
