@@ -115,7 +115,8 @@ class HitView(BaseModel):
     text: str
     score: int | float
     match_type: str
-    metadata: Metadata
+    #: exactly the contract's three keys: source_id, chunk_index, url (never cut, unlike a document's)
+    metadata: dict[str, Any]
     char_start: int
     char_end: int
     truncated: bool

@@ -7,7 +7,7 @@ from functools import partial
 from typing import Annotated, Any, Literal
 
 from mcp.server.mcpserver import Context, MCPServer
-from mcp.types import CallToolResult, ToolAnnotations
+from mcp.types import CallToolResult
 
 from models.jobs import CrawlJob, CrawlRequest, GitSyncRequest, StartedJob, SyncRequest
 from services.app import Archivist, Runtime
@@ -18,12 +18,14 @@ from tools.schemas import CrawlReply
 
 logger = logging.getLogger(__name__)
 NAME = "crawl_website"
-DESCRIPTION = """start: url; into source_id or a source by title (default: host); follows links (recursive=false:
-one page) to max_depth (max 5); max_pages (max 100); include/exclude_patterns.
-Login: headers/cookies {name: 'env:VAR'}, auth_hosts.
-status: job_id, wait_seconds (max 30). list: status, source_id. cancel: job_id.
-recrawl: source_id, job_id or url. sync: folder_path, git_url (ref, auth_env: token env var,
-browse_url with {commit} {path}) or source_id."""
+#: one line: in `tools/list` a line break costs two characters (`\n`), a space one
+DESCRIPTION = (
+    "start: url; into source_id or a source by title (default: host); follows links (recursive=false: one"
+    " page) to max_depth (max 5); max_pages (max 100); include/exclude_patterns. Login: headers/cookies"
+    " {name: 'env:VAR'}, auth_hosts. status: job_id, wait_seconds (max 30). list: status, source_id."
+    " cancel: job_id. recrawl: source_id, job_id or url. sync: folder_path, git_url (ref, auth_env: token"
+    " env var, browse_url with {commit} {path}) or source_id."
+)
 
 
 class CrawlArguments(ToolArguments):
@@ -292,6 +294,5 @@ def register(mcp: MCPServer, runtime: Runtime) -> None:
 
     mcp.add_tool(
         tool_function(NAME, CrawlArguments, crawl_website, Annotated[CallToolResult, CrawlReply]),
-        description=DESCRIPTION,
-        annotations=ToolAnnotations(title="Crawl website", destructive_hint=True),
+        description=DESCRIPTION,  # no annotations: each hint is the spec's default (writes, deletes, the web)
     )

@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from mcp.server.mcpserver import Context, MCPServer
-from mcp.types import CallToolResult, ToolAnnotations
+from mcp.types import CallToolResult
 
 from models import Document, IngestResult
 from services.access.paths import resolve_caller_path
@@ -23,12 +23,14 @@ from tools.common import TEXT_LIMIT, cut, dispatch, document_view, page_fields, 
 from tools.schemas import DocumentReply
 
 NAME = "manage_document"
-DESCRIPTION = """create: content, file_path (file or folder: recursive, extensions) or url; into
-source_id or a source by title.
-get: document_id, url (+source_id) or chunk_id; max_chars (max 50000) from offset (number or
-heading); chunk_index; graph=true: links. source_id+path (+line_start/line_end): a file's lines.
-list: source_id (+path: a folder's files), page/offset. outline: document_id or source_id+path:
-symbols or headings. update: document_id + fields. delete: document_id."""
+#: one line: in `tools/list` a line break costs two characters (`\n`), a space one
+DESCRIPTION = (
+    "create: content, file_path (file or folder: recursive, extensions) or url; into source_id or a source"
+    " by title. get: document_id, url (+source_id) or chunk_id; max_chars (max 50000) from offset (number"
+    " or heading); chunk_index; graph=true: links. source_id+path (+line_start/line_end): a file's lines."
+    " list: source_id (+path: a folder's files), page/offset. outline: document_id or source_id+path:"
+    " symbols or headings. update: document_id + fields. delete: document_id."
+)
 
 
 class DocumentArguments(ToolArguments):
@@ -288,7 +290,6 @@ def register(mcp: MCPServer, runtime: Runtime) -> None:
 
     mcp.add_tool(
         tool_function(NAME, DocumentArguments, manage_document, Annotated[CallToolResult, DocumentReply]),
-        description=DESCRIPTION,
-        annotations=ToolAnnotations(title="Manage documents", destructive_hint=True),
+        description=DESCRIPTION,  # no annotations: each hint is the spec's default (writes, deletes, fetches URLs)
         meta=APP_META,  # the MCP App shows a `get` (tools/app_ui.py)
     )

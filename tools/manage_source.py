@@ -14,9 +14,12 @@ from tools.common import dispatch, page_fields, source_view
 from tools.schemas import SourceReply
 
 NAME = "manage_source"
-DESCRIPTION = """create: title; description, url, source_type, metadata, version. get: source_id.
-list: page, per_page, title. update: source_id + fields.
-delete: source_id, with its documents. changes: since (ISO) or job_id."""
+#: one line: in `tools/list` a line break costs two characters (`\n`), a space one
+DESCRIPTION = (
+    "create: title; description, url, source_type, metadata, version. get: source_id. list: page,"
+    " per_page, title. update: source_id + fields. delete: source_id, with its documents. changes: since"
+    " (ISO) or job_id."
+)
 
 
 class SourceArguments(ToolArguments):
@@ -110,5 +113,5 @@ def register(mcp: MCPServer, runtime: Runtime) -> None:
     mcp.add_tool(
         tool_function(NAME, SourceArguments, manage_source, Annotated[CallToolResult, SourceReply]),
         description=DESCRIPTION,
-        annotations=ToolAnnotations(title="Manage sources", destructive_hint=True, open_world_hint=False),
+        annotations=ToolAnnotations(open_world_hint=False),  # its own tables only; destructive (the default)
     )

@@ -4,24 +4,35 @@ compact form of input schemas.
 Every reply is `{"success": true, ...}` or the error contract, so each reply model is one object with
 `success` required and the tool's own top-level keys (others allowed: `extra="allow"`). The error fields
 (error, error_code, retryable, suggestion) are the same for every tool: the server's instructions name
-them once, rather than four output schemas repeating them in `tools/list`.
+them once, rather than four output schemas repeating them in `tools/list`. For the same reason the
+published schemas list `success` as required without repeating its type: it is `true` in every reply
+an output schema describes (the SDK checks successful replies only) and the instructions name it.
 
 A reply model publishes its schema compact (`Reply.__get_pydantic_json_schema__`): no titles, no
 defaults, an optional field as its plain type. The SDK derives `outputSchema` from the model named in a
 tool's return annotation (`Annotated[CallToolResult, SearchReply]`) and checks each successful reply's
 structured content against it: the schema is built once, from the model, through the SDK's public API.
 
-List items are described by their views (models/views.py), once per tool under `$defs`, in the most
-compact form that still names every field and its type: the field names of each JSON type as one
-anchored alternation (`patternProperties`). One `properties` entry per field would cost about three
-times the characters, more than `tools/list`'s budget of 7,000 holds. Items allow other keys (no
+List items are described by their views (models/views.py) in the most compact form that still names
+each field and its JSON type: the field names of each type as one anchored alternation
+(`patternProperties`; an integer is published as a number), written where a reply first holds the view
+and referred to after (`crawl_job` in full, `jobs` as `{"$ref": "#/properties/crawl_job"}`). One
+`properties` entry per field would cost about three times the characters. Items allow other keys (no
 `additionalProperties: false`): a shaper's extra key must never turn a reply into an SDK error; the
-tool tests check every live item against the views strictly instead (tests/tools/test_typed_replies.py).
+tool tests check every live item against the full views strictly (tests/tools/test_typed_replies.py).
+
+`tools/list` holds 7,000 characters, and every view in full would make it about 8,900
+(tests/tools/test_typed_replies.py prints the figure), so PUBLISHED_VIEWS names what agents
+act on first: a passage of `max_tokens` in full, and of a hit what HIT_CORE guarantees whatever a
+profile selects (cite it, read on, its flags) plus its rank, the title and `metadata.url` the skill
+cites with, and `char_start`, the offset to read on from. The other views are published as bare
+arrays and objects; publishing one is an entry here and a snapshot update.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, GetJsonSchemaHandler, WithJsonSchema
@@ -29,8 +40,9 @@ from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema
 
 from models.views import DocumentView, HitView, JobView, PassageView, SourceView
+from services.access.profile_settings import HIT_CORE
 
-#: the views items are described by, by the name a tool's `$defs` gives them
+#: the views items are described by, by name
 VIEWS: dict[str, type[BaseModel]] = {
     "source": SourceView,
     "document": DocumentView,
@@ -38,13 +50,14 @@ VIEWS: dict[str, type[BaseModel]] = {
     "hit": HitView,
     "passage": PassageView,
 }
-#: where a reply model names a view (tools/schemas.published turns it into a `$ref` and a `$defs` entry)
+#: where a reply model names a view (tools/schemas.published turns it into the view's schema or a `$ref`)
 VIEW_KEY = "$view"
-#: The views `tools/list` publishes under `$defs`; the others are published by JSON type only (a bare
-#: array or object). Empty because all five cost about 2,500 characters more than the budget of 7,000
-#: holds (issue 40 point 5's closing note has the figures); the tool tests check every live item
-#: against its view whether published or not, so publishing one is this line and a snapshot update.
-PUBLISHED_VIEWS: frozenset[str] = frozenset()
+#: views to publish, each with the fields `tools/list` names (None: every field of the view)
+Published = Mapping[str, Sequence[str] | None]
+#: what an agent acts on in a hit: HIT_CORE, its rank, what it cites with, the offset it reads on from
+HIT_PUBLISHED = (*HIT_CORE, "score", "document_title", "metadata", "char_start")
+#: the views `tools/list` publishes (see the module docstring for why these)
+PUBLISHED_VIEWS: Published = {"passage": None, "hit": HIT_PUBLISHED}
 
 #: Top-level reply values, published by JSON type only (their items are described in the tool docs).
 JsonArray = Annotated[list[Any], WithJsonSchema({"type": "array"})]
@@ -80,28 +93,46 @@ def json_types(prop: dict[str, Any]) -> list[str]:
     return [t for t in types if not (t == "integer" and "number" in types)]
 
 
-def view_schema(view: type[BaseModel]) -> dict[str, Any]:
+def item_type(prop: dict[str, Any]) -> str | list[str]:
+    """A field's JSON type as a view publishes it: an integer as a number (JSON has one number type;
+    a separate integer group would cost a pattern of its own), one type bare, several as a list."""
+    types = list(dict.fromkeys("number" if t == "integer" else t for t in json_types(prop)))
+    return types[0] if len(types) == 1 else types
+
+
+def names_pattern(names: list[str]) -> str:
+    """The anchored alternation naming exactly `names` (`^(id|uri)$`; a lone name `^id$`)."""
+    return f"^{names[0]}$" if len(names) == 1 else f"^({'|'.join(names)})$"
+
+
+def view_schema(view: type[BaseModel], fields: Sequence[str] | None = None) -> dict[str, Any]:
     """A view as a compact item schema: the names of its fields of each JSON type as one anchored
-    alternation (`{"^(id|uri|title)$": {"type": "string"}}`), in the order the view declares them."""
+    alternation (`{"^(id|uri|title)$": {"type": "string"}}`), in the order the view declares them;
+    `fields` keeps only those (None: every field)."""
     groups: dict[str, list[str]] = {}
     for name, prop in view.model_json_schema()["properties"].items():
-        types = json_types(prop)
-        groups.setdefault(json.dumps(types[0] if len(types) == 1 else types), []).append(name)
-    patterns = {f"^({'|'.join(names)})$": {"type": json.loads(types)} for types, names in groups.items()}
+        if fields is None or name in fields:
+            groups.setdefault(json.dumps(item_type(prop)), []).append(name)
+    patterns = {names_pattern(names): {"type": json.loads(types)} for types, names in groups.items()}
     return {"patternProperties": patterns}
 
 
-def with_views(prop: dict[str, Any], used: dict[str, None], views: frozenset[str]) -> dict[str, Any]:
-    """A top-level property with its view (`{"$view": name}`, itself or as its items) as a `$ref` when
-    the view is published (its name noted in `used`), else as the bare JSON type."""
+def with_views(prop: dict[str, Any], key: str, seen: dict[str, str], views: Published) -> dict[str, Any]:
+    """A top-level property with its view (`{"$view": name}`, itself or as its items): a published view
+    in full where the reply first names it (`seen` notes where), a `$ref` to that place after (a reply's
+    one document and its list of documents share one description); an unpublished one as its bare
+    JSON type."""
     name = prop.get(VIEW_KEY) or prop.get("items", {}).get(VIEW_KEY)
     if name is None:
         return prop
+    single = VIEW_KEY in prop
     if name not in views:
-        return {"type": "object"} if VIEW_KEY in prop else {"type": "array"}
-    used[name] = None
-    ref = {"$ref": f"#/$defs/{name}"}
-    return ref if VIEW_KEY in prop else {"type": "array", "items": ref}
+        return {"type": "object"} if single else {"type": "array"}
+    if name in seen:
+        return {"$ref": seen[name]} if single else {"type": "array", "items": {"$ref": seen[name]}}
+    seen[name] = f"#/properties/{key}" + ("" if single else "/items")
+    described = view_schema(VIEWS[name], views[name])
+    return {"type": "object", **described} if single else {"type": "array", "items": described}
 
 
 def view_keys(reply: type[BaseModel]) -> dict[str, str]:
@@ -137,21 +168,20 @@ def lean_input_schema(schema: dict[str, Any]) -> dict[str, Any]:
 
 
 def published(schema: dict[str, Any] | None) -> dict[str, Any] | None:
-    """An output schema with its keys in the published order (type, properties, required, $defs: the
-    SDK's generator sorts keys, and `tools/list` stays byte for byte what agents have seen), each view
-    it names once under `$defs`."""
+    """An output schema with its keys in the published order (type, properties, required: the SDK's
+    generator sorts keys, and `tools/list` stays byte for byte what agents have seen), each published
+    view described where the reply first names it."""
     return published_with(schema, PUBLISHED_VIEWS)
 
 
-def published_with(schema: dict[str, Any] | None, views: frozenset[str]) -> dict[str, Any] | None:
+def published_with(schema: dict[str, Any] | None, views: Published) -> dict[str, Any] | None:
     """`published`, publishing exactly `views` (the tests measure what publishing more would cost)."""
     if schema is None:
         return None
-    used: dict[str, None] = {}
+    seen: dict[str, str] = {}
     lean: dict[str, Any] = {key: schema[key] for key in ("type", "properties", "required") if key in schema}
-    lean["properties"] = {name: with_views(p, used, views) for name, p in lean.get("properties", {}).items()}
-    if used:
-        lean["$defs"] = {name: view_schema(VIEWS[name]) for name in used}
+    properties = {key: p for key, p in lean.get("properties", {}).items() if key != "success"}
+    lean["properties"] = {key: with_views(p, key, seen, views) for key, p in properties.items()}
     return lean
 
 

@@ -31,12 +31,14 @@ READ_HINT = "text is a window of its passage: manage_document(action='get', chun
 DEFAULT_ANSWER_TOKENS = 2000
 DEFAULT_SHAPE = HitShape()
 NAME = "search_knowledge_base"
-DESCRIPTION = """search_type: hybrid (default), question, code, rerank (slow), web (language,
-categories); grep: lines an RE2 query matches (path glob, context_lines); definition, references: a
-symbol. keyword_mode, hybrid_mode: see the skill. keyword_weight 0-1.
-match_count 1-20. fields: heading_path similarity chunk_ids uri source_title document_metadata
-freshness all. max_tokens 50-8000: cited passages. answer=true: your model answers.
-library+version ("3.x"). profile: search as it."""
+#: one line: in `tools/list` a line break costs two characters (`\n`), a space one
+DESCRIPTION = (
+    "search_type: hybrid (default), question, code, rerank (slow), web (language, categories); grep: lines"
+    " an RE2 query matches (path glob, context_lines); definition, references: a symbol. keyword_mode,"
+    " hybrid_mode: see the skill. keyword_weight 0-1. match_count 1-20. fields: heading_path similarity"
+    " chunk_ids uri source_title document_metadata freshness all. max_tokens 50-8000: cited passages."
+    " answer=true: your model answers. library+version ('3.x'). profile: search as it."
+)
 
 
 class SearchArguments(ToolArguments):
@@ -259,8 +261,8 @@ def register(mcp: MCPServer, runtime: Runtime) -> None:
     mcp.add_tool(
         tool_function(NAME, SearchArguments, search_knowledge_base, returns),
         description=DESCRIPTION,
-        annotations=ToolAnnotations(
-            title="Search knowledge base", read_only_hint=True, idempotent_hint=True, open_world_hint=False
-        ),
+        # Read-only, so the spec reads neither idempotentHint nor destructiveHint; open world (the default):
+        # search_type=web asks a web search engine.
+        annotations=ToolAnnotations(read_only_hint=True),
         meta=APP_META,  # the MCP App renders the results (tools/app_ui.py)
     )

@@ -44,10 +44,23 @@ async def test_tools_listed_with_annotations_and_short_descriptions(client: Clie
     for tool in listed.tools:
         assert tool.output_schema is not None and "    " not in tool.description
     for tool in listed.tools:
-        assert tool.description and tool.annotations is not None
+        assert tool.description
     by_name = {t.name: t for t in listed.tools}
-    assert by_name["search_knowledge_base"].annotations.read_only_hint is True
-    assert by_name["manage_source"].annotations.destructive_hint is True
+    assert hint(by_name["search_knowledge_base"], "read_only_hint") is True
+    assert hint(by_name["search_knowledge_base"], "open_world_hint") is True  # search_type=web
+    assert hint(by_name["manage_source"], "open_world_hint") is False
+    for name in ("manage_source", "manage_document", "crawl_website"):
+        assert hint(by_name[name], "read_only_hint") is False and hint(by_name[name], "destructive_hint") is True
+
+
+#: each tool hint's value when a tool leaves it out (the MCP spec; mcp.types.ToolAnnotations)
+HINT_DEFAULTS = {"read_only_hint": False, "destructive_hint": True, "idempotent_hint": False, "open_world_hint": True}
+
+
+def hint(tool: Any, name: str) -> bool:
+    """A tool's hint as a client reads it: its value, else the spec's default."""
+    value = getattr(tool.annotations, name, None) if tool.annotations is not None else None
+    return HINT_DEFAULTS[name] if value is None else bool(value)
 
 
 async def test_search_each_strategy_ranks_right_document_first(client: Client, corpus_source: str) -> None:
