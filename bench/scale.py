@@ -104,7 +104,7 @@ async def chunk_count(app: Archivist) -> int:
 
 
 async def storage_sizes(app: Archivist) -> dict[str, Any]:
-    mb = "SELECT round(pg_relation_size($1::regclass) / 1048576.0)::int"
+    mb = "SELECT round(coalesce(pg_relation_size(to_regclass($1)), 0) / 1048576.0)::int"  # 0: not there
     out: dict[str, Any] = {
         "chunks_table_total_mb": await app.db.pool.fetchval(
             "SELECT round(pg_total_relation_size('chunks'::regclass) / 1048576.0)::int"

@@ -5,12 +5,13 @@
   i mod P, its vector perturbed with Gaussian noise (cosine ~0.9 to the original) and
   re-normalised, so copies are near neighbours but not duplicates, as in a real large corpus;
 * rows are written with COPY into the schema the service creates (sql/ migrations, via
-  `Archivist.open`), as a bulk load would: the HNSW and GIN indexes dropped and the BM25 triggers
-  disabled during the load, over `--copy-streams` connections at once (PostgreSQL computes each
-  row's tsvector in the backend receiving it: one stream keeps one core busy); then the BM25
-  postings are built over `--postings-parts` connections (services/search/bm25_index.py
-  `rebuild_parallel`; 1: the one-statement `rebuild`), the indexes are rebuilt (HNSW and GIN with
-  `--parallel-workers` maintenance workers besides the leader) and everything is ANALYZEd.
+  `Archivist.open`), as a bulk load would: the HNSW index (and the GIN index, which the service
+  keeps only with `keyword_ranking = "ts_rank"`) dropped and the BM25 triggers disabled during the
+  load, over `--copy-streams` connections at once (PostgreSQL computes each row's tsvector in the
+  backend receiving it: one stream keeps one core busy); then the BM25 postings are built over
+  `--postings-parts` connections (services/search/bm25_index.py `rebuild_parallel`; 1: the
+  one-statement `rebuild`), the indexes are rebuilt (with `--parallel-workers` maintenance workers
+  besides the leader) and everything is ANALYZEd.
 """
 
 from __future__ import annotations
@@ -158,10 +159,12 @@ async def load_chunks(
         # a benchmark cluster of its own: fewer checkpoints during the bulk load
         await conn.execute("ALTER SYSTEM SET max_wal_size = '8GB'")
         await conn.execute("SELECT pg_reload_conf()")
-        index_defs = {
+        # the GIN only where the service keeps it (keyword_ranking=ts_rank, services/search/keyword_index.py)
+        defs = {
             name: await conn.fetchval("SELECT indexdef FROM pg_indexes WHERE indexname = $1", name)
             for name in (HNSW_INDEX, GIN_INDEX)
         }
+        index_defs = {name: sql for name, sql in defs.items() if sql}
         for name in index_defs:
             await conn.execute(f"DROP INDEX IF EXISTS {name}")
         await bm25_index.set_triggers(conn, False)
@@ -175,8 +178,8 @@ async def load_chunks(
             bm25 = await bm25_index.rebuild(conn)
         await bm25_index.set_triggers(conn, True)
         logger.info("BM25 postings built: %s", bm25)
-        timings = {}
-        for name in (HNSW_INDEX, GIN_INDEX):  # GIN last: only the ts_rank keyword leg uses it
+        timings = {GIN_INDEX: 0.0}
+        for name in index_defs:  # GIN last: only the ts_rank keyword leg uses it
             build = time.perf_counter()
             await conn.execute(index_defs[name])
             timings[name] = round(time.perf_counter() - build, 1)

@@ -34,6 +34,7 @@ from services.refresh import SourceRefresh
 from services.reranking import create_reranker
 from services.reranking.base import Reranker
 from services.search import SearchService
+from services.search.keyword_index import match_keyword_index
 from services.search.query import SearchQueries
 from services.search.warm import warm_search_indexes
 from services.sources.service import SourceService
@@ -83,6 +84,7 @@ class Archivist:
             embedder = await asyncio.to_thread(create_embedder, settings)
         db = Database(settings)
         await db.start(embedder.name, embedder.dim)
+        await match_keyword_index(db, settings.keyword_ranking)  # the tsv GIN only for ts_rank
         if settings.oauth_issuer:  # an identity provider secures this knowledge base for good (sql/033)
             await remember_secured(db.pool, "identity provider")
         return cls(settings, db, embedder)

@@ -179,7 +179,9 @@ class Settings(BaseSettings):
     # --- distinct results and keyword ranking (issue 7) ---
     #: At most this many results per document in a result list, unless fewer documents match.
     results_per_document: int = Field(default=2, ge=1)
-    #: Keyword leg ranking: "bm25" (term statistics kept in PostgreSQL) or "ts_rank" (PostgreSQL's own).
+    #: Keyword leg ranking: "bm25" (term statistics kept in PostgreSQL) or "ts_rank" (PostgreSQL's own;
+    #: a start with it builds the GIN index over chunks.tsv it reads, a start with bm25 drops it:
+    #: services/search/keyword_index.py).
     keyword_ranking: Literal["bm25", "ts_rank"] = "bm25"
     bm25_k1: float = 1.2
     bm25_b: float = 0.75
