@@ -71,3 +71,29 @@ async def test_the_threshold_merges_while_writes_go_on(app: Archivist) -> None:
     await add(app, source.id, 40)
     assert await merger.step() >= 45  # at the threshold: merged though writes go on
     assert await merger.waiting() == 0
+
+
+@pytest.mark.usefixtures("owner")
+async def test_a_merge_that_empties_the_delta_gives_back_its_index_pages(app: Archivist) -> None:
+    source = await app.sources.create("merge shrink")
+    merger = PostingsMerger(app.db, threshold=10**6, delta_index_slack=256 << 10)
+    await merger.step()
+    await merger.step()
+    size = "SELECT pg_indexes_size('term_delta')"
+    empty = await app.db.pool.fetchval(size)
+    await add(app, source.id, 20_000)
+    grown = await app.db.pool.fetchval(size)
+    assert grown > empty + (256 << 10)
+    before = set(await app.db.pool.fetch(POSTINGS))
+    await merger.step()
+    assert await merger.step() >= 20_000  # paused: merged, the delta emptied
+    assert await app.db.pool.fetchval(size) <= empty + (64 << 10)  # its indexes rebuilt, not kept at their peak
+    assert set(await app.db.pool.fetch(POSTINGS)) == before
+    assert (
+        await app.db.pool.fetchval(
+            "SELECT count(*) FROM pg_index WHERE indrelid = 'term_delta'::regclass AND indisvalid"
+        )
+        == 2
+    )
+    await add(app, source.id, 30)  # the delta takes writes again through its new indexes
+    assert await merger.waiting() == 30
