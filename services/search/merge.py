@@ -100,6 +100,7 @@ class PostingsMerger:
         self.threshold = threshold
         self.interval = interval
         self._last: tuple[int, int] = (0, 0)  # the backlog at the last check: (size, last chunk numbered)
+        self._delta_checked = False  # whether term_delta's indexes were looked at since the start
 
     async def backlog(self) -> tuple[int, int, bool]:
         """(rows waiting from above, the last chunk numbered, whether any row waits)."""
@@ -112,6 +113,9 @@ class PostingsMerger:
 
     async def step(self) -> int:
         """One check; returns the postings folded in or dropped (0 when nothing was merged)."""
+        if not self._delta_checked:  # indexes left large before this start (an earlier merge or release)
+            self._delta_checked = True
+            await shrink_delta_indexes(self.db, self.delta_index_slack)
         size, last_seq, waiting = await self.backlog()
         paused = (size, last_seq) == self._last
         self._last = (size, last_seq)

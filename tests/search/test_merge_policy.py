@@ -11,6 +11,7 @@ import pytest
 
 from services.app import Archivist
 from services.core.settings import Settings
+from services.search import bm25_index
 from services.search.merge import PostingsMerger
 
 POSTINGS = "SELECT term, chunk_id, source_id, tf, dl FROM chunk_postings"
@@ -97,3 +98,18 @@ async def test_a_merge_that_empties_the_delta_gives_back_its_index_pages(app: Ar
     )
     await add(app, source.id, 30)  # the delta takes writes again through its new indexes
     assert await merger.waiting() == 30
+
+
+@pytest.mark.usefixtures("owner")
+async def test_the_first_check_shrinks_indexes_an_earlier_merge_left_large(app: Archivist) -> None:
+    source = await app.sources.create("merge shrink at start")
+    await PostingsMerger(app.db, threshold=10**6).step()  # whatever earlier tests left
+    size = "SELECT pg_indexes_size('term_delta')"
+    await add(app, source.id, 20_001)
+    async with app.db.pool.acquire() as conn:
+        assert await bm25_index.merge(conn) >= 20_001  # as before this change: the pages stay
+    grown = await app.db.pool.fetchval(size)
+    assert grown > 512 << 10
+    merger = PostingsMerger(app.db, threshold=10**6, delta_index_slack=256 << 10)
+    assert await merger.step() == 0  # nothing to merge, yet the indexes are rebuilt
+    assert await app.db.pool.fetchval(size) < grown // 4
