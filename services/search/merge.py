@@ -89,6 +89,14 @@ async def shrink_delta_indexes(db: Database, slack: int = DELTA_INDEX_SLACK) -> 
     return True
 
 
+async def restore_seq_keys(db: Database) -> None:
+    """chunk_seqs' keys back if a rebuild that drops them (sql/058) stopped before adding them again (the
+    keyword leg would scan chunk_seqs): when no rebuild or merge holds the lock, a no-op when they are there."""
+    async with db.pool.acquire() as conn, conn.transaction():
+        if await conn.fetchval("SELECT pg_try_advisory_xact_lock($1)", bm25_index.MERGE_LOCK):
+            await conn.execute("SELECT bm25_index_seqs()")
+
+
 class PostingsMerger:
     """Checks every `interval` seconds; merges when the writes pause or `threshold` rows wait."""
 
@@ -116,6 +124,7 @@ class PostingsMerger:
         if not self._delta_checked:  # indexes left large before this start (an earlier merge or release)
             self._delta_checked = True
             await shrink_delta_indexes(self.db, self.delta_index_slack)
+            await restore_seq_keys(self.db)
         size, last_seq, waiting = await self.backlog()
         paused = (size, last_seq) == self._last
         self._last = (size, last_seq)

@@ -113,3 +113,14 @@ async def test_the_first_check_shrinks_indexes_an_earlier_merge_left_large(app: 
     merger = PostingsMerger(app.db, threshold=10**6, delta_index_slack=256 << 10)
     assert await merger.step() == 0  # nothing to merge, yet the indexes are rebuilt
     assert await app.db.pool.fetchval(size) < grown // 4
+
+
+@pytest.mark.usefixtures("owner")
+async def test_the_first_check_adds_back_keys_a_stopped_rebuild_dropped(app: Archivist) -> None:
+    keys = "SELECT count(*) FROM pg_constraint WHERE conrelid = 'chunk_seqs'::regclass AND contype IN ('p', 'u')"
+    await app.db.pool.execute("SELECT bm25_rebuild_clear()")  # a rebuild's first step, then nothing
+    assert await app.db.pool.fetchval(keys) == 0
+    await PostingsMerger(app.db, threshold=10**6).step()
+    assert await app.db.pool.fetchval(keys) == 2
+    async with app.db.pool.acquire() as conn:
+        await bm25_index.rebuild(conn)  # the postings as they were
