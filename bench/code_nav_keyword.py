@@ -48,7 +48,8 @@ UNMERGE_SQL = """
 WITH moved AS (
     INSERT INTO term_delta (term, source_id, seq, tf, impact)
     SELECT b.term, b.source_id, u.seq, coalesce(u.tf, 1::smallint), u.impact
-    FROM term_blocks b CROSS JOIN LATERAL unnest(b.seqs, b.tfs, b.impacts) AS u(seq, tf, impact)
+    FROM term_blocks b
+    CROSS JOIN LATERAL unnest(b.seqs, b.tfs, bm25_block_impacts(b.impacts, b.impact_max, b.n)) AS u(seq, tf, impact)
     WHERE b.source_id = $1 AND NOT EXISTS (SELECT 1 FROM term_dead d WHERE d.term = b.term AND d.seq = u.seq)
     ORDER BY u.seq, b.term
     RETURNING 1

@@ -10,6 +10,12 @@ growing source often rewrites its blocks again and again: at 50,000 a whole-stdl
 a third of PostgreSQL's CPU during it (214,487 postings into a source holding 2.16 M: 15.7 s of CPU);
 now a large sync waits for its pause (or the bound) and each block is written about once.
 One merge runs at a time (an advisory lock); a bulk rebuild leaves none behind.
+
+A merge deletes the rows it folds from term_delta, and a B-tree never gives back the pages of deleted
+entries: after a large sync the delta's two indexes kept the size of its largest backlog (64 MB of a
+knowledge base's keyword postings at a million chunks, with the delta empty). So when a merge leaves
+the delta about empty and its indexes large, they are rebuilt (REINDEX CONCURRENTLY: chunk writes and
+searches go on meanwhile).
 """
 
 from __future__ import annotations
@@ -44,15 +50,65 @@ SELECT (SELECT coalesce(sum(dl), 0) FROM chunk_seqs WHERE NOT merged)
        (SELECT coalesce(max(seq), 0) FROM chunk_seqs) AS last_seq
 """
 
+#: term_delta's rows (counted up to `$1`) and its indexes' bytes.
+DELTA_INDEXES_SQL = """
+SELECT (SELECT count(*) FROM (SELECT 1 FROM term_delta LIMIT $1) d) AS rows, pg_indexes_size('term_delta') AS bytes
+"""
+#: Indexes of term_delta a failed REINDEX CONCURRENTLY left invalid (`*_ccnew`, `*_ccold`).
+INVALID_DELTA_INDEXES_SQL = """
+SELECT c.relname FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
+WHERE i.indrelid = 'term_delta'::regclass AND NOT i.indisvalid
+"""
+#: Rows of term_delta below which it counts as about empty, and its indexes' bytes per row past which,
+#: beyond `DELTA_INDEX_SLACK`, they are rebuilt (a fresh entry takes ~40 bytes over the two).
+DELTA_EMPTY_ROWS = 10_000
+DELTA_INDEX_BYTES_PER_ROW = 64
+DELTA_INDEX_SLACK = 8 << 20
+
+
+async def shrink_delta_indexes(db: Database, slack: int = DELTA_INDEX_SLACK) -> bool:
+    """Rebuild term_delta's indexes when the delta is about empty and they hold more than `slack` bytes
+    over its rows (the pages of the rows merged away); returns whether they were rebuilt."""
+    row = await db.pool.fetchrow(DELTA_INDEXES_SQL, DELTA_EMPTY_ROWS)
+    if int(row["rows"]) >= DELTA_EMPTY_ROWS or int(row["bytes"]) <= slack + DELTA_INDEX_BYTES_PER_ROW * row["rows"]:
+        return False
+    started = time.perf_counter()
+    async with db.pool.acquire() as conn:
+        try:
+            await conn.execute("REINDEX TABLE CONCURRENTLY term_delta")
+        except asyncpg.PostgresError:  # an index left invalid would be written on every chunk insert
+            for name in await conn.fetch(INVALID_DELTA_INDEXES_SQL):
+                await conn.execute(f'DROP INDEX CONCURRENTLY IF EXISTS "{name["relname"]}"')
+            raise
+    logger.info(
+        "keyword postings: term_delta's indexes rebuilt (%d MB, %d rows) in %.1fs",
+        int(row["bytes"]) >> 20,
+        row["rows"],
+        time.perf_counter() - started,
+    )
+    return True
+
+
+async def restore_seq_keys(db: Database) -> None:
+    """chunk_seqs' keys back if a rebuild that drops them (sql/058) stopped before adding them again (the
+    keyword leg would scan chunk_seqs): when no rebuild or merge holds the lock, a no-op when they are there."""
+    async with db.pool.acquire() as conn, conn.transaction():
+        if await conn.fetchval("SELECT pg_try_advisory_xact_lock($1)", bm25_index.MERGE_LOCK):
+            await conn.execute("SELECT bm25_index_seqs()")
+
 
 class PostingsMerger:
     """Checks every `interval` seconds; merges when the writes pause or `threshold` rows wait."""
 
-    def __init__(self, db: Database, threshold: int, interval: float = 10.0) -> None:
+    def __init__(
+        self, db: Database, threshold: int, interval: float = 10.0, delta_index_slack: int = DELTA_INDEX_SLACK
+    ) -> None:
         self.db = db
+        self.delta_index_slack = delta_index_slack
         self.threshold = threshold
         self.interval = interval
         self._last: tuple[int, int] = (0, 0)  # the backlog at the last check: (size, last chunk numbered)
+        self._delta_checked = False  # whether term_delta's indexes were looked at since the start
 
     async def backlog(self) -> tuple[int, int, bool]:
         """(rows waiting from above, the last chunk numbered, whether any row waits)."""
@@ -65,6 +121,10 @@ class PostingsMerger:
 
     async def step(self) -> int:
         """One check; returns the postings folded in or dropped (0 when nothing was merged)."""
+        if not self._delta_checked:  # indexes left large before this start (an earlier merge or release)
+            self._delta_checked = True
+            await shrink_delta_indexes(self.db, self.delta_index_slack)
+            await restore_seq_keys(self.db)
         size, last_seq, waiting = await self.backlog()
         paused = (size, last_seq) == self._last
         self._last = (size, last_seq)
@@ -76,6 +136,7 @@ class PostingsMerger:
         self._last = (0, 0)
         if folded > 0:
             logger.info("keyword postings: merged %d into blocks in %.1fs", folded, time.perf_counter() - started)
+            await shrink_delta_indexes(self.db, self.delta_index_slack)
         return max(folded, 0)
 
     async def run(self, stop: asyncio.Event) -> None:

@@ -30,8 +30,8 @@ WANTED = (
 SHAPE = "SELECT term, source_id, count(*) AS blocks, sum(n) AS n FROM term_blocks WHERE source_id = $1 GROUP BY 1, 2"
 #: blocks out of order or miscounted
 BAD_BLOCKS = (
-    "SELECT count(*) FROM term_blocks WHERE n <> cardinality(seqs) OR n <> cardinality(impacts) "
-    "OR impact_max <> impacts[1] OR impact_min <> impacts[n]"
+    "SELECT count(*) FROM term_blocks, LATERAL bm25_block_impacts(impacts, impact_max, n) AS i "
+    "WHERE n <> cardinality(seqs) OR n <> cardinality(i) OR impact_max <> i[1] OR impact_min <> i[n]"
 )
 
 
