@@ -154,12 +154,15 @@ UNRESOLVED = (
     " AND NOT EXISTS (SELECT 1 FROM code_symbol_files f WHERE f.document_id = r.document_id "
     "AND f.language = 'python' AND f.qualified IS NOT NULL)"
 )
+#: a file's qualified uses of a name, found through the files whose references name it (sql/061: each
+#: name of a file's qualified uses is one of its reference names)
 QUALIFIED_SQL = (
     f"SELECT r.source_id, r.document_id, r.qualifiers[p.k] AS qualifier, {SLICE} AS lines, {{path}} AS path, "
-    "f.language FROM code_qualified_references r CROSS JOIN LATERAL unnest(array_positions(r.names, $1::text)) "
+    "f.language FROM code_references n JOIN code_qualified_references r ON r.document_id = n.document_id "
+    "CROSS JOIN LATERAL unnest(array_positions(r.names, $1::text)) "
     "AS p(k) JOIN documents d ON d.id = r.document_id {paths} "
     "LEFT JOIN code_symbol_files f ON f.document_id = r.document_id "
-    "WHERE r.names @> ARRAY[$1::text] AND ($2::uuid[] IS NULL OR r.source_id = ANY($2))"
+    "WHERE n.names @> ARRAY[$1::text] AND ($2::uuid[] IS NULL OR n.source_id = ANY($2))"
 )
 QUALIFIED_NOTE = (
     "Qualified: in Python files, the uses the file's imports resolve to that qualifier (an instance's "

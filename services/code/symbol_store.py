@@ -65,9 +65,12 @@ async def delete_symbols(conn: asyncpg.Connection, document_id: UUID) -> None:
 
 async def write_extracted(conn: asyncpg.Connection, document_id: UUID, source_id: UUID, symbols: Symbols) -> None:
     """Write a code file's extracted symbols (its rows deleted first, or never written)."""
-    if symbols.references:
-        ends, lines = packed(list(symbols.references.values()))
-        row = (source_id, document_id, list(symbols.references), ends, lines)
+    # every name of a qualified use is a reference name (sql/061: qualified uses are found through the
+    # references' names index); both come from the same identifiers, so this adds none in practice
+    references = symbols.references | {name: [] for name, _ in symbols.qualified if name not in symbols.references}
+    if references:
+        ends, lines = packed(list(references.values()))
+        row = (source_id, document_id, list(references), ends, lines)
         await conn.copy_records_to_table("code_references", records=[row], columns=REFERENCE_COLUMNS)
     if symbols.qualified:
         ends, lines = packed(list(symbols.qualified.values()))
