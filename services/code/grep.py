@@ -3,8 +3,9 @@ line order, a page at a time.
 
 Files are named by the `code_paths` view (the manifests of git and folder syncs, so a rename is seen at
 once and identical files each keep their own path). The literals every match needs
-(services/code/prefilter.py) become trigram arrays (pg_trgm's `show_trgm`: the trigrams of their words),
-and one query reads every candidate block from the index of the blocks' trigram arrays (sql/046) — a
+(services/code/prefilter.py) become trigram arrays (pg_trgm's `show_trgm`: the trigrams of their words,
+those grep asks for: `code_trigrams`), and one query reads every candidate block from the index of the
+blocks' trigram arrays (sql/046, sql/061) — a
 block holding every trigram of a literal — without reading any block's text, joined to its paths and
 sorted in path then line order there. The candidates are then read in that order, a batch at a time
 (PostgreSQL dropping the blocks without a case-sensitive pattern's required literals, by LIKE), and RE2
@@ -146,13 +147,11 @@ def check_request(request: GrepRequest) -> None:
         raise InvalidArgument(f"offset must be 0 or more (got {request.offset}).", "Use the next_offset given.")
 
 
-#: the trigrams of each literal that every block holding it has too (pg_trgm's words, lowercased): a
-#: trigram padded at a word's edge (" ab", "ab ") is left out, as the literal's edge may sit inside a
-#: longer word of the line; a hashed multibyte trigram ("0x...") is left out, it may hide such padding
-TRIGRAMS_SQL = (
-    "SELECT ARRAY(SELECT t FROM unnest(show_trgm(l.literal)) t WHERE t NOT LIKE '% %' AND t NOT LIKE '0x%' "
-    "ORDER BY t) FROM unnest($1::text[]) WITH ORDINALITY AS l(literal, n) ORDER BY l.n"
-)
+#: the trigrams of each literal that every block holding it has too (pg_trgm's words, lowercased), through
+#: the function the blocks' index is over (sql/061): a trigram padded at a word's edge (" ab", "ab ") is
+#: left out, as the literal's edge may sit inside a longer word of the line; a hashed multibyte trigram
+#: ("0x...") is left out, it may hide such padding
+TRIGRAMS_SQL = "SELECT code_trigrams(l.literal) FROM unnest($1::text[]) WITH ORDINALITY AS l(literal, n) ORDER BY l.n"
 FILES_SQL = (
     "SELECT path, source_id, document_id FROM code_paths WHERE $1::uuid[] IS NULL OR source_id = ANY($1) "
     "ORDER BY path, source_id"
@@ -205,8 +204,8 @@ def literals_sql(filter_: Prefilter) -> tuple[str, list[str]]:
 
 
 def words_sql(branches: list[list[str]]) -> str:
-    """`AND (show_trgm(b.text) @> $2 OR ...)`: a block holds every trigram of one branch."""
-    return " AND (" + " OR ".join(f"show_trgm(b.text) @> ${n}::text[]" for n in range(2, len(branches) + 2)) + ")"
+    """`AND (code_trigrams(b.text) @> $2 OR ...)`: a block holds every trigram of one branch."""
+    return " AND (" + " OR ".join(f"code_trigrams(b.text) @> ${n}::text[]" for n in range(2, len(branches) + 2)) + ")"
 
 
 async def trigrams(conn: asyncpg.Connection, literals: list[str]) -> list[frozenset[str]]:

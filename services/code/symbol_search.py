@@ -154,12 +154,15 @@ UNRESOLVED = (
     " AND NOT EXISTS (SELECT 1 FROM code_symbol_files f WHERE f.document_id = r.document_id "
     "AND f.language = 'python' AND f.qualified IS NOT NULL)"
 )
+#: a file's qualified uses of a name, found through the files whose references name it (sql/061: each
+#: name of a file's qualified uses is one of its reference names)
 QUALIFIED_SQL = (
     f"SELECT r.source_id, r.document_id, r.qualifiers[p.k] AS qualifier, {SLICE} AS lines, {{path}} AS path, "
-    "f.language FROM code_qualified_references r CROSS JOIN LATERAL unnest(array_positions(r.names, $1::text)) "
+    "f.language FROM code_references n JOIN code_qualified_references r ON r.document_id = n.document_id "
+    "CROSS JOIN LATERAL unnest(array_positions(r.names, $1::text)) "
     "AS p(k) JOIN documents d ON d.id = r.document_id {paths} "
     "LEFT JOIN code_symbol_files f ON f.document_id = r.document_id "
-    "WHERE r.names @> ARRAY[$1::text] AND ($2::uuid[] IS NULL OR r.source_id = ANY($2))"
+    "WHERE n.names @> ARRAY[$1::text] AND ($2::uuid[] IS NULL OR n.source_id = ANY($2))"
 )
 QUALIFIED_NOTE = (
     "Qualified: in Python files, the uses the file's imports resolve to that qualifier (an instance's "
@@ -168,17 +171,48 @@ QUALIFIED_NOTE = (
 
 
 #: what ranking needs of every definition of a name (the rest is read for the page only: a name with
-#: hundreds of definitions sends 20 signatures and docstrings, not all of them)
+#: hundreds of definitions sends 20 signatures and docstrings, not all of them). A code file's definitions
+#: are arrays in its code_symbol_files row (sql/060), found by the hashes of their names and rechecked by
+#: the name: the row's arrays are decompressed once per file (the subquery fenced by OFFSET 0 copies them),
+#: then each definition's elements read; the names API reference pages document are rows of code_symbols.
+#: `at`: the definition's position in its file's arrays (NULL for a documented name)
 CANDIDATES_SQL = (
-    "SELECT s.ctid, s.source_id, s.document_id, s.name, "
-    "code_qualified_name(s.name, s.parent, s.qualified_name) AS qualified_name, s.line_start, s.anchor, "
-    f"{PATH} AS path, f.language FROM code_symbols s JOIN documents d ON d.id = s.document_id {PATHS} "
-    "LEFT JOIN code_symbol_files f ON f.document_id = s.document_id "
-    "WHERE s.name = $1 AND ($2::uuid[] IS NULL OR s.source_id = ANY($2)) LIMIT $3"
+    "SELECT x.source_id, x.document_id, NULL::tid AS ctid, k AS at, $1::text AS name, "
+    "code_qualified_name($1, x.parents[k], x.qualified_names[k]) AS qualified_name, x.line_starts[k] AS line_start, "
+    "NULL::text AS anchor, x.path, x.language FROM ("
+    "SELECT f.source_id, f.document_id, f.language, array_positions(f.names, $1::text) AS ks, "
+    "f.parents[:] AS parents, f.qualified_names[:] AS qualified_names, f.line_starts[:] AS line_starts, "
+    f"{PATH} AS path FROM code_symbol_files f "
+    f"JOIN documents d ON d.id = f.document_id {PATHS} "
+    "WHERE code_name_keys(f.names) @> ARRAY[hashtext($1::text)] AND ($2::uuid[] IS NULL OR f.source_id = ANY($2)) "
+    "OFFSET 0) x CROSS JOIN LATERAL unnest(x.ks) AS k "
+    "UNION ALL "
+    "SELECT s.source_id, s.document_id, s.ctid, NULL::integer, s.name, "
+    "code_qualified_name(s.name, s.parent, s.qualified_name), s.line_start, s.anchor, "
+    f"{PATH}, NULL::text FROM code_symbols s JOIN documents d ON d.id = s.document_id {PATHS} "
+    "WHERE s.name = $1 AND ($2::uuid[] IS NULL OR s.source_id = ANY($2)) "
+    "LIMIT $3"
 )
+#: the rest of the page's definitions: code definitions by (document, position), documented names by ctid
 PAGE_SQL = (
-    "SELECT s.ctid, s.kind, s.parent, s.line_end, s.signature, s.doc, d.url, d.title FROM code_symbols s "
-    "JOIN documents d ON d.id = s.document_id WHERE s.ctid = ANY($1::tid[])"
+    "SELECT w.n, f.kinds[w.at] AS kind, f.parents[w.at] AS parent, f.line_ends[w.at] AS line_end, "
+    "f.signatures[w.at] AS signature, f.docs[w.at] AS doc, d.url, d.title "
+    "FROM unnest($1::uuid[], $2::int[]) WITH ORDINALITY AS w(document_id, at, n) "
+    "JOIN code_symbol_files f ON f.document_id = w.document_id JOIN documents d ON d.id = w.document_id "
+    "WHERE w.at IS NOT NULL "
+    "UNION ALL "
+    "SELECT w.n, s.kind, s.parent, s.line_end, s.signature, s.doc, d.url, d.title "
+    "FROM unnest($3::tid[]) WITH ORDINALITY AS w(ctid, n) JOIN code_symbols s ON s.ctid = w.ctid "
+    "JOIN documents d ON d.id = s.document_id WHERE w.ctid IS NOT NULL"
+)
+
+#: a code file's definitions (sql/060: arrays in file order), by line as before (ties in file order)
+OUTLINE_SQL = (
+    "SELECT u.name, u.kind, code_qualified_name(u.name, u.parent, u.qualified_name) AS qualified_name, u.parent, "
+    "u.line_start, u.line_end, u.signature FROM code_symbol_files f CROSS JOIN LATERAL "
+    "unnest(f.names, f.kinds, f.parents, f.qualified_names, f.line_starts, f.line_ends, f.signatures) "
+    "WITH ORDINALITY AS u(name, kind, parent, qualified_name, line_start, line_end, signature, n) "
+    "WHERE f.document_id = $1 ORDER BY u.line_start, u.line_end DESC, u.n"
 )
 
 
@@ -204,9 +238,13 @@ def rank(hits: list[SymbolHit], name: str, qualifiers: list[str], query: str) ->
 
 async def fill_definitions(conn: asyncpg.Connection, page: list[SymbolHit], found: list[Any]) -> None:
     """The page's definitions get the rest of their row (read in the snapshot that found them)."""
-    rows = {r["ctid"]: r for r in await conn.fetch(PAGE_SQL, [f["ctid"] for f in found])} if found else {}
-    for hit, candidate_row in zip(page, found, strict=True):
-        row = rows[candidate_row["ctid"]]
+    rows: dict[int, Any] = {}
+    if found:
+        code = ([f["document_id"] if f["at"] is not None else None for f in found], [f["at"] for f in found])
+        documented = [f["ctid"] for f in found]
+        rows = {r["n"]: r for r in await conn.fetch(PAGE_SQL, *code, documented)}
+    for n, (hit, candidate_row) in enumerate(zip(page, found, strict=True), 1):
+        row = rows[n]
         prefix = path_qualifier(candidate_row["language"], hit.path)
         hit.kind, hit.line_end, hit.signature, hit.doc = row["kind"], row["line_end"], row["signature"], row["doc"]
         hit.parent = with_prefix(prefix, row["parent"]) if row["parent"] else None
@@ -304,12 +342,7 @@ class SymbolSearch:
         )
         if summary is None:
             return None
-        rows = await self.db.pool.fetch(
-            "SELECT name, kind, code_qualified_name(name, parent, qualified_name) AS qualified_name, parent, "
-            "line_start, line_end, signature FROM code_symbols "
-            "WHERE document_id = $1 AND anchor IS NULL ORDER BY line_start, line_end DESC",
-            document_id,
-        )
+        rows = await self.db.pool.fetch(OUTLINE_SQL, document_id)
         prefix = path_qualifier(summary["language"], summary["path"])
         symbols = [dict(r) for r in rows]
         for symbol in symbols:

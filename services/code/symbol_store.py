@@ -1,9 +1,10 @@
 """Writing the symbol table (sql/038_code_symbols.sql): one call from ingest, in its transaction.
 
 `write_symbols` replaces a document's rows with what its text holds now: for a code file (metadata
-`language` with tag queries) its definitions and references (services/code/symbols.py); a document of
-any other kind keeps no rows. `write_documented` records the names an API reference page documents
-(services/pages/api_names.py), which the crawl writes beside the page's links. Deleting a document
+`language` with tag queries) its definitions (arrays in its code_symbol_files row, sql/060) and
+references (services/code/symbols.py); a document of any other kind keeps no rows. `write_documented`
+records the names an API reference page documents (services/pages/api_names.py), rows of code_symbols,
+which the crawl writes beside the page's links. Deleting a document
 drops its rows (ON DELETE CASCADE); a renamed file keeps them (paths come from the sync manifests).
 """
 
@@ -14,7 +15,7 @@ from uuid import UUID
 
 import asyncpg
 
-from services.code.symbols import Symbols, extract, supports
+from services.code.symbols import Definition, Symbols, extract, supports
 
 SYMBOL_COLUMNS = (
     "source_id", "document_id", "name", "kind", "qualified_name", "parent", "line_start", "line_end", "signature",
@@ -22,7 +23,10 @@ SYMBOL_COLUMNS = (
 )  # fmt: skip
 REFERENCE_COLUMNS = ("source_id", "document_id", "names", "ends", "lines")
 QUALIFIED_COLUMNS = ("source_id", "document_id", "names", "qualifiers", "ends", "lines")
-FILE_COLUMNS = ("source_id", "document_id", "language", "definitions", "references", "capped", "qualified")
+FILE_COLUMNS = (
+    "source_id", "document_id", "language", "definitions", "references", "capped", "qualified",
+    "names", "kinds", "parents", "qualified_names", "line_starts", "line_ends", "signatures", "docs",
+)  # fmt: skip
 TABLES = ("code_symbols", "code_references", "code_qualified_references", "code_symbol_files")
 
 
@@ -61,38 +65,42 @@ async def delete_symbols(conn: asyncpg.Connection, document_id: UUID) -> None:
 
 async def write_extracted(conn: asyncpg.Connection, document_id: UUID, source_id: UUID, symbols: Symbols) -> None:
     """Write a code file's extracted symbols (its rows deleted first, or never written)."""
-    definitions = [
-        (
-            source_id,
-            document_id,
-            d.name,
-            d.kind,
-            stored_qualified(d.name, d.parent, d.qualified_name),
-            d.parent,
-            d.line_start,
-            d.line_end,
-            d.signature,
-            d.doc,
-            None,
-            None,
-        )
-        for d in symbols.definitions
-    ]
-    if definitions:
-        await conn.copy_records_to_table("code_symbols", records=definitions, columns=SYMBOL_COLUMNS)
-    if symbols.references:
-        ends, lines = packed(list(symbols.references.values()))
-        row = (source_id, document_id, list(symbols.references), ends, lines)
+    # every name of a qualified use is a reference name (sql/061: qualified uses are found through the
+    # references' names index); both come from the same identifiers, so this adds none in practice
+    references = symbols.references | {name: [] for name, _ in symbols.qualified if name not in symbols.references}
+    if references:
+        ends, lines = packed(list(references.values()))
+        row = (source_id, document_id, list(references), ends, lines)
         await conn.copy_records_to_table("code_references", records=[row], columns=REFERENCE_COLUMNS)
     if symbols.qualified:
         ends, lines = packed(list(symbols.qualified.values()))
         names, qualifiers = (list(column) for column in zip(*symbols.qualified, strict=True))
-        record = (source_id, document_id, names, qualifiers, ends, lines)
-        await conn.copy_records_to_table("code_qualified_references", records=[record], columns=QUALIFIED_COLUMNS)
+        uses_row = (source_id, document_id, names, qualifiers, ends, lines)
+        await conn.copy_records_to_table("code_qualified_references", records=[uses_row], columns=QUALIFIED_COLUMNS)
     counted = sum(len(lines) for lines in symbols.references.values())
     uses = sum(len(lines) for lines in symbols.qualified.values())
-    summary = [(source_id, document_id, symbols.language, len(definitions), counted, symbols.capped, uses)]
-    await conn.copy_records_to_table("code_symbol_files", records=summary, columns=FILE_COLUMNS)
+    summary = (source_id, document_id, symbols.language, len(symbols.definitions), counted, symbols.capped, uses)
+    record = (*summary, *definition_arrays(symbols.definitions))
+    await conn.copy_records_to_table("code_symbol_files", records=[record], columns=FILE_COLUMNS)
+
+
+def definition_arrays(definitions: list[Definition]) -> tuple[list[Any] | None, ...]:
+    """A file's definitions as its code_symbol_files row holds them (sql/060): one array per field, in file
+    order (all None without definitions); qualified names as stored_qualified gives them, the array None
+    when none is stored."""
+    if not definitions:
+        return (None,) * 8
+    stored = [stored_qualified(d.name, d.parent, d.qualified_name) for d in definitions]
+    return (
+        [d.name for d in definitions],
+        [d.kind for d in definitions],
+        [d.parent for d in definitions],
+        stored if any(q is not None for q in stored) else None,
+        [d.line_start for d in definitions],
+        [d.line_end for d in definitions],
+        [d.signature for d in definitions],
+        [d.doc for d in definitions],
+    )
 
 
 def stored_qualified(name: str, parent: str | None, qualified: str) -> str | None:

@@ -30,10 +30,10 @@ from services.core.database import Database
 logger = logging.getLogger(__name__)
 
 INDEX = "code_blocks_words_idx"
-#: rebuilt after it (sql/038, sql/049): what definitions, outlines and references look up
+#: rebuilt after it (sql/038, sql/049, sql/060): what definitions, outlines and references look up
 SYMBOL_INDEXES = (
-    "code_symbols_name_idx", "code_symbols_document_idx", "code_reference_files_names_idx",
-    "code_qualified_reference_files_names_idx",
+    "code_symbols_name_idx", "code_symbols_document_idx", "code_symbol_files_names_idx",
+    "code_reference_files_names_idx",
 )  # fmt: skip
 REBUILD_FRACTION = 0.25  # rows inserted since the last build, as a part of the table's rows
 MIN_BLOCKS = 2000  # ~8 MB of code: smaller syncs never rebuild
