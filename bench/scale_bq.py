@@ -15,6 +15,10 @@ searched by Hamming distance for C candidates, which are then re-ranked by the r
 4. the same, filtered to one source (the first of ten), for the settings given by --source-settings;
 5. drops the index (unless --keep-index).
 
+With --ceiling (numpy, no database with --ceiling-only): recall@10 of an exact Hamming search for C
+candidates re-ranked by cosine, on SciFact's real passages and on bench/scale_build.py's recipe (every
+passage copied with noise) regenerated at --ceiling-size: what the quantisation allows with a perfect graph.
+
 Connects with asyncpg to the embedded server of --data-dir (started if not running, never stopped),
 with the pool's start-up settings (iterative scans on, custom plans); writes nothing but the index.
 Latency is the statement alone (the transaction's BEGIN / SET LOCAL round trip excluded), warm.
@@ -49,7 +53,7 @@ if str(ROOT) not in sys.path:
 
 from bench.beir_data import read_queries  # noqa: E402
 from bench.scale import plan_indexes  # noqa: E402
-from bench.scale_build import HNSW_INDEX  # noqa: E402
+from bench.scale_build import HNSW_INDEX, load_passages, perturb  # noqa: E402
 from bench.scale_vector import ANN_SQL, exact_neighbours, recall_scores, summary  # noqa: E402
 from services.core.database import session_settings  # noqa: E402
 from services.core.settings import Settings  # noqa: E402
@@ -167,6 +171,52 @@ async def interleaved(
     return out
 
 
+def sign_words(vectors: np.ndarray) -> np.ndarray:
+    """binary_quantize's bits (1 where a component is > 0), packed into uint64 words."""
+    packed = np.packbits(vectors > 0, axis=1)
+    return packed.view(np.uint64) if packed.shape[1] % 8 == 0 else packed
+
+
+def ceiling(corpus: np.ndarray, queries: np.ndarray, candidates: list[int], seed: int = 7) -> dict[str, float]:
+    """recall@10 of an EXACT Hamming search for C candidates re-ranked by cosine, against exact cosine
+    search: what the quantisation alone allows, no graph involved. Hamming ties (integer distances)
+    are broken at random, as a graph walk would meet them in no particular order."""
+    words = sign_words(corpus)
+    qwords = sign_words(queries)
+    jitter = np.random.default_rng(seed).random(len(corpus)) * 0.5
+    hits: dict[int, list[float]] = {c: [] for c in candidates}
+    for q, qw in zip(queries, qwords, strict=True):
+        cos = corpus @ q
+        truth = set(np.argpartition(-cos, 10)[:10].tolist())
+        ham = np.bitwise_count(words ^ qw).sum(axis=1) + jitter
+        order = np.argpartition(ham, max(candidates))[: max(candidates)]
+        order = order[np.argsort(ham[order])]
+        for c in candidates:
+            pool = order[:c]
+            top = pool[np.argsort(-cos[pool])[:10]]
+            hits[c].append(len(truth & set(top.tolist())) / 10)
+    return {f"c{c}": round(float(np.mean(v)), 4) for c, v in hits.items()}
+
+
+def quantisation_ceiling(vectors_file: Path, queries: list[np.ndarray], size: int, candidates: list[int]) -> dict:
+    """The ceiling on SciFact's real passages alone, and on bench/scale_build.py's recipe at `size`
+    (every passage copied with noise, regenerated here: the same distribution, not the same rows)."""
+    _, passages = load_passages(vectors_file)
+    q = np.asarray(queries, dtype=np.float32)
+    real = ceiling(passages, q, [c for c in candidates if c < len(passages)])
+    rng = np.random.default_rng(size)
+    synthetic = np.empty((size, passages.shape[1]), dtype=np.float32)
+    for start in range(0, size, 100_000):  # in slices: the noise of a million at once is gigabytes
+        picks = np.arange(start, min(start + 100_000, size)) % len(passages)
+        synthetic[start : start + len(picks)] = perturb(passages[picks], rng)
+    return {
+        "real_passages": len(passages),
+        "real": real,
+        "synthetic_chunks": size,
+        "synthetic": ceiling(synthetic, q, candidates),
+    }
+
+
 def parse_settings(text: str) -> list[tuple[int, int]]:
     """'100:40,200:100' -> [(100, 40), (200, 100)]."""
     pairs = [p.split(":") for p in text.split(",") if p.strip()]
@@ -191,9 +241,15 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     queries = list(read_queries(args.queries).values())[: args.num_queries]
     vectors = [embedder.embed_query(q) for q in queries]
     dim = int(vectors[0].shape[0])
+    out: dict[str, Any] = {"load_average_before": os.getloadavg(), "embedder": embedder.name}
+    if args.ceiling:
+        sizes = [int(c) for c in args.candidates.split(",") if c]
+        out["ceiling"] = quantisation_ceiling(args.ceiling, vectors, args.ceiling_size, sizes)
+        print(json.dumps(out["ceiling"]), file=sys.stderr, flush=True)
+        if args.ceiling_only:
+            return out
     pool = await open_pool(args.data_dir)
     shim = cast(Any, SimpleNamespace(db=SimpleNamespace(pool=pool)))  # exact_neighbours reads app.db.pool
-    out: dict[str, Any] = {"load_average_before": os.getloadavg(), "embedder": embedder.name}
     try:
         out["index"] = await build_index(pool, dim, args.maintenance_work_mem)
         logger.info("index: %s", out["index"])
@@ -255,6 +311,11 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--warmup", type=int, default=10, help="untimed queries per setting first")
     parser.add_argument("--maintenance-work-mem", default="3GB")
     parser.add_argument("--keep-index", action="store_true", help="leave chunks_embedding_bq_idx in place")
+    parser.add_argument(
+        "--ceiling", type=Path, help="SciFact passage-vector .npz: also the exact-Hamming ceiling (numpy, no index)"
+    )
+    parser.add_argument("--ceiling-size", type=int, default=1_000_000, help="synthetic chunks for --ceiling")
+    parser.add_argument("--ceiling-only", action="store_true", help="only the ceiling: no database")
     parser.add_argument("--out", type=Path, help="also write the results as JSON")
     return parser.parse_args()
 
@@ -267,6 +328,10 @@ def main() -> None:
     out = asyncio.run(run(args))
     if args.out:
         args.out.write_text(json.dumps(out, indent=1, default=str))
+    if "ceiling" in out:
+        print(f"exact-Hamming ceiling (recall@10 by candidates re-ranked): {out['ceiling']}")
+    if "index" not in out:
+        return
     print(f"index: {out['index']}")
     for key in ("explain", "explain_source"):
         print(f"\n{key}: walks {out[key]['indexes']}\n" + out[key]["plan"])
